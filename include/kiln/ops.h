@@ -1,0 +1,113 @@
+// The op catalog of the public API. Every op records a node and returns at once; shapes and
+// dtypes are checked here, so a bad call throws kiln::Error and records nothing.
+//
+// Elementwise ops broadcast like numpy. Dtypes promote like PyTorch (bool < integers <
+// floating; F16 with BF16 gives F32); a double scalar takes the tensor's dtype instead of
+// promoting it, except that a non-integral scalar with an integer or bool tensor gives F32.
+#ifndef KILN_OPS_H_
+#define KILN_OPS_H_
+
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+// Unary elementwise. Math functions (exp ... reciprocal) of integer or bool tensors give F32.
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x);  // exact: x * Phi(x), as PyTorch's default
+Tensor silu(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor square(const Tensor& x);
+Tensor logical_not(const Tensor& x);  // Bool
+
+// Binary elementwise with broadcasting. Integer div gives F32; comparisons give Bool.
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);  // NaN propagates
+Tensor minimum(const Tensor& a, const Tensor& b);  // NaN propagates
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+
+// Scalar forms: the scalar becomes a 0-d constant of the tensor's dtype (see above).
+Tensor scalar_like(const Tensor& like, double value);
+Tensor pow(const Tensor& a, double b);
+Tensor maximum(const Tensor& a, double b);
+Tensor minimum(const Tensor& a, double b);
+
+// Picks a where cond is true, else b; cond must be Bool; all three broadcast together.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// Reductions; axes empty = all axes; negative axes count from the end. sum of Bool/I32
+// gives I64; mean needs a floating dtype; max/min of an empty extent is an error.
+Tensor sum(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
+Tensor mean(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
+Tensor max(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
+Tensor min(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
+// Index (I64) of the first largest/smallest element along axis; NaN counts as largest.
+Tensor argmax(const Tensor& x, int axis, bool keepdims = false);
+Tensor argmin(const Tensor& x, int axis, bool keepdims = false);
+
+// numpy matmul: 1-D operands are promoted to matrices and the added dim removed after;
+// batch dims broadcast.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// Joins tensors of equal rank along axis; other dims must match; dtypes promote.
+Tensor concat(const std::vector<Tensor>& tensors, int axis);
+
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, double b);
+Tensor operator!=(const Tensor& a, double b);
+Tensor operator<(const Tensor& a, double b);
+Tensor operator<=(const Tensor& a, double b);
+Tensor operator>(const Tensor& a, double b);
+Tensor operator>=(const Tensor& a, double b);
+Tensor operator==(double a, const Tensor& b);
+Tensor operator!=(double a, const Tensor& b);
+Tensor operator<(double a, const Tensor& b);
+Tensor operator<=(double a, const Tensor& b);
+Tensor operator>(double a, const Tensor& b);
+Tensor operator>=(double a, const Tensor& b);
+
+}  // namespace kiln
+
+#endif  // KILN_OPS_H_

@@ -1,0 +1,33 @@
+#include "jit/env_options.h"
+
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+
+namespace kiln::jit {
+namespace {
+
+EnvOptions read_env_options() {
+  EnvOptions o;
+  if (const char* log = std::getenv("KILN_LOG"); log != nullptr) {
+    if (!absl::SimpleAtoi(log, &o.log_level)) o.log_level = 0;
+  }
+  if (const char* dump = std::getenv("KILN_DUMP"); dump != nullptr) {
+    for (absl::string_view item : absl::StrSplit(dump, ',')) {
+      if (item == "trace") o.dump_trace = true;
+    }
+  }
+  const char* dir = std::getenv("KILN_DUMP_DIR");
+  o.dump_dir = dir != nullptr && *dir != '\0' ? dir : "kiln_dump";
+  return o;
+}
+
+}  // namespace
+
+const EnvOptions& env_options() {
+  static const EnvOptions options = read_env_options();
+  return options;
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,30 @@
+#include "jit/node.h"
+
+#include <utility>
+
+namespace kiln::detail {
+
+void Node::realize(std::shared_ptr<runtime::Buffer> data) {
+  buffer = std::move(data);
+  std::vector<std::shared_ptr<Node>> dropped;
+  dropped.swap(inputs);
+  pending_bound = 0;
+  // `dropped` is released here, through the iterative destructor below.
+}
+
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> stack;
+  stack.swap(inputs);
+  while (!stack.empty()) {
+    std::shared_ptr<Node> node = std::move(stack.back());
+    stack.pop_back();
+    // Only a node we hold the last reference to would recurse on destruction: take its
+    // inputs first so its destructor finds nothing to release.
+    if (node.use_count() == 1) {
+      for (std::shared_ptr<Node>& input : node->inputs) stack.push_back(std::move(input));
+      node->inputs.clear();
+    }
+  }
+}
+
+}  // namespace kiln::detail

@@ -1,0 +1,25 @@
+// The process-wide counters behind kiln::stats(); atomics so any thread may bump them.
+#ifndef KILN_JIT_STATS_COUNTERS_H_
+#define KILN_JIT_STATS_COUNTERS_H_
+
+#include <atomic>
+#include <cstdint>
+
+namespace kiln::jit {
+
+struct Counters {
+  std::atomic<int64_t> syncs{0};
+  std::atomic<int64_t> plans_built{0};
+  std::atomic<int64_t> plan_cache_hits{0};
+  std::atomic<int64_t> kernels_compiled{0};
+  std::atomic<int64_t> kernel_cache_hits{0};
+  std::atomic<int64_t> disk_cache_hits{0};
+  std::atomic<int64_t> kernels_launched{0};
+  std::atomic<int64_t> bytes_allocated{0};
+};
+
+Counters& counters();
+
+}  // namespace kiln::jit
+
+#endif  // KILN_JIT_STATS_COUNTERS_H_

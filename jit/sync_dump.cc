@@ -1,0 +1,53 @@
+#include "jit/sync_dump.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "jit/env_options.h"
+#include "jit/npy_file.h"
+#include "jit/trace_export.h"
+
+namespace kiln::jit {
+namespace {
+
+void report(const std::string& what) { std::fprintf(stderr, "kiln: KILN_DUMP: %s\n", what.c_str()); }
+
+}  // namespace
+
+std::string dump_sync_trace(const std::vector<detail::Node*>& outputs) {
+  static std::atomic<int> sequence{0};
+  namespace fs = std::filesystem;
+  const std::string folder = absl::StrFormat("%s/sync-%d-%06d", env_options().dump_dir,
+                                             static_cast<int>(::getpid()), sequence++);
+  std::error_code ec;
+  fs::create_directories(fs::path(folder) / "inputs", ec);
+  if (ec) {
+    report(absl::StrCat("cannot create ", folder, ": ", ec.message()));
+    return folder;
+  }
+  TraceExport trace = export_trace(outputs);
+  std::ofstream(fs::path(folder) / "trace.json") << trace_json_text(trace.json);
+  for (const auto& [name, node] : trace.inputs) {
+    absl::Status s = write_npy(absl::StrCat(folder, "/inputs/", name, ".npy"), node->type, *node->buffer);
+    if (!s.ok()) report(std::string(s.message()));
+  }
+  return folder;
+}
+
+void dump_sync_outputs(const std::string& folder, const std::vector<detail::Node*>& outputs) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(folder) / "expected", ec);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    absl::Status s = write_npy(absl::StrCat(folder, "/expected/out", i, ".npy"), outputs[i]->type,
+                               *outputs[i]->buffer);
+    if (!s.ok()) report(std::string(s.message()));
+  }
+}
+
+}  // namespace kiln::jit

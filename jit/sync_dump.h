@@ -1,0 +1,24 @@
+// KILN_DUMP=trace: each sync point writes a replayable folder
+//   <KILN_DUMP_DIR>/sync-<pid>-<n>/trace.json      the pending trace (kiln.trace v1)
+//   <KILN_DUMP_DIR>/sync-<pid>-<n>/inputs/*.npy    its realized inputs, by name
+//   <KILN_DUMP_DIR>/sync-<pid>-<n>/expected/out*.npy  the outputs, once computed
+// so `kiln replay trace.json --inputs inputs --out DIR` reproduces the sync.
+#ifndef KILN_JIT_SYNC_DUMP_H_
+#define KILN_JIT_SYNC_DUMP_H_
+
+#include <string>
+#include <vector>
+
+#include "jit/node.h"
+
+namespace kiln::jit {
+
+// Writes trace.json and inputs/; returns the folder. Failures to write are reported on
+// stderr and never fail the sync.
+std::string dump_sync_trace(const std::vector<detail::Node*>& outputs);
+// Writes expected/out<i>.npy for the realized outputs into `folder`.
+void dump_sync_outputs(const std::string& folder, const std::vector<detail::Node*>& outputs);
+
+}  // namespace kiln::jit
+
+#endif  // KILN_JIT_SYNC_DUMP_H_

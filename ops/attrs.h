@@ -1,0 +1,31 @@
+// The attributes an op node carries. One flat value type: each op uses the fields its
+// catalog entry names (see ops/infer.cc and the trace-file writer), the rest stay default.
+#ifndef KILN_OPS_ATTRS_H_
+#define KILN_OPS_ATTRS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/dtype.h"
+
+namespace kiln::ops {
+
+struct Attrs {
+  std::vector<int64_t> shape;  // reshape, broadcast_to; leaves: their own shape
+  std::vector<int> axes;       // sum mean max min (sorted, non-negative), permute
+  bool keepdims = false;       // reductions
+  int axis = 0;                // argmax argmin concat slice softmax log_softmax
+  int64_t start = 0;           // slice (normalized to 0 <= start <= dim)
+  int64_t stop = 0;            // slice
+  int64_t step = 1;            // slice
+  double value = 0.0;          // constant
+  double eps = 0.0;            // layer_norm rms_norm
+  uint64_t seed = 0;           // rand randn
+  DType dtype = DType::F32;    // astype; leaves: their own dtype
+  std::string name;            // input
+};
+
+}  // namespace kiln::ops
+
+#endif  // KILN_OPS_ATTRS_H_

@@ -1,0 +1,113 @@
+// Reading and writing one element of a buffer of any dtype, in the reference evaluator's two
+// compute domains: double (floating) and int64 (integers and bool).
+//
+// Conversions follow one documented rule (docs/semantics.md): float to integer truncates
+// toward zero and saturates at the type's range, NaN becomes 0; anything to bool is != 0
+// (NaN is true); int64 to i32 keeps the low 32 bits.
+#ifndef KILN_OPS_ELEMENT_ACCESS_H_
+#define KILN_OPS_ELEMENT_ACCESS_H_
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "kiln/dtype.h"
+#include "runtime/buffer.h"
+
+namespace kiln::ops {
+
+inline double load_double(const runtime::Buffer& b, DType dt, int64_t i) {
+  switch (dt) {
+    case DType::Bool:
+      return b.as<uint8_t>()[i] != 0 ? 1.0 : 0.0;
+    case DType::I32:
+      return b.as<int32_t>()[i];
+    case DType::I64:
+      return static_cast<double>(b.as<int64_t>()[i]);
+    case DType::F16:
+      return static_cast<float>(b.as<Half>()[i]);
+    case DType::BF16:
+      return static_cast<float>(b.as<BFloat16>()[i]);
+    case DType::F32:
+      return b.as<float>()[i];
+    case DType::F64:
+      return b.as<double>()[i];
+  }
+  return 0;
+}
+
+template <class Int>
+Int saturate_to(double v) {
+  if (std::isnan(v)) return 0;
+  // Compare in double against bounds that are exactly representable.
+  constexpr double kLow = static_cast<double>(std::numeric_limits<Int>::min());
+  constexpr double kHigh = -kLow;  // 2^31 or 2^63: one past the maximum
+  if (v <= kLow) return std::numeric_limits<Int>::min();
+  if (v >= kHigh) return std::numeric_limits<Int>::max();
+  return static_cast<Int>(v);
+}
+
+inline int64_t load_int(const runtime::Buffer& b, DType dt, int64_t i) {
+  switch (dt) {
+    case DType::Bool:
+      return b.as<uint8_t>()[i] != 0;
+    case DType::I32:
+      return b.as<int32_t>()[i];
+    case DType::I64:
+      return b.as<int64_t>()[i];
+    default:
+      return saturate_to<int64_t>(load_double(b, dt, i));
+  }
+}
+
+inline bool load_truth(const runtime::Buffer& b, DType dt, int64_t i) {
+  if (is_floating(dt)) return load_double(b, dt, i) != 0.0 || std::isnan(load_double(b, dt, i));
+  return load_int(b, dt, i) != 0;
+}
+
+inline void store_double(runtime::Buffer& b, DType dt, int64_t i, double v) {
+  switch (dt) {
+    case DType::Bool:
+      b.as<uint8_t>()[i] = (v != 0.0 || std::isnan(v)) ? 1 : 0;
+      return;
+    case DType::I32:
+      b.as<int32_t>()[i] = saturate_to<int32_t>(v);
+      return;
+    case DType::I64:
+      b.as<int64_t>()[i] = saturate_to<int64_t>(v);
+      return;
+    case DType::F16:
+      b.as<Half>()[i] = Half(static_cast<float>(v));
+      return;
+    case DType::BF16:
+      b.as<BFloat16>()[i] = BFloat16(static_cast<float>(v));
+      return;
+    case DType::F32:
+      b.as<float>()[i] = static_cast<float>(v);
+      return;
+    case DType::F64:
+      b.as<double>()[i] = v;
+      return;
+  }
+}
+
+inline void store_int(runtime::Buffer& b, DType dt, int64_t i, int64_t v) {
+  switch (dt) {
+    case DType::Bool:
+      b.as<uint8_t>()[i] = v != 0;
+      return;
+    case DType::I32:
+      b.as<int32_t>()[i] = static_cast<int32_t>(v);  // keeps the low 32 bits
+      return;
+    case DType::I64:
+      b.as<int64_t>()[i] = v;
+      return;
+    default:
+      store_double(b, dt, i, static_cast<double>(v));
+      return;
+  }
+}
+
+}  // namespace kiln::ops
+
+#endif  // KILN_OPS_ELEMENT_ACCESS_H_

@@ -1,0 +1,433 @@
+#include "ops/infer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace kiln::ops {
+namespace {
+
+// Names operands the way the public API does, so messages read like the call.
+std::string operand_name(OpKind op, size_t index) {
+  switch (op_class(op)) {
+    case OpClass::kBinary:
+    case OpClass::kMatmul:
+      return index == 0 ? "a" : "b";
+    case OpClass::kWhere:
+      return index == 0 ? "cond" : (index == 1 ? "a" : "b");
+    case OpClass::kConcat:
+      return absl::StrCat("tensors[", index, "]");
+    case OpClass::kRowNorm:
+      return index == 0 ? "x" : (index == 1 ? "weight" : "bias");
+    default:
+      return "x";
+  }
+}
+
+std::string describe_inputs(OpKind op, const std::vector<ValueType>& inputs) {
+  if (inputs.empty()) return "";
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    parts.push_back(absl::StrCat(operand_name(op, i), ": ", format_type(inputs[i])));
+  }
+  return absl::StrCat(" (", absl::StrJoin(parts, ", "), ")");
+}
+
+// Builds the error for `op`: "[op] what (x: f32[2, 3])".
+absl::Status op_error(OpKind op, const std::vector<ValueType>& inputs, const std::string& what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("[", op_name(op), "] ", what, describe_inputs(op, inputs)));
+}
+
+absl::StatusOr<int> normalize_axis(int axis, int ndim) {
+  if (axis < -ndim || axis >= ndim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("axis ", axis, " is out of range for rank ", ndim, " (expected ", -ndim,
+                     " <= axis < ", ndim, ")"));
+  }
+  return axis < 0 ? axis + ndim : axis;
+}
+
+DType unary_dtype(OpKind op, DType in) {
+  switch (op) {
+    case OpKind::LogicalNot:
+      return DType::Bool;
+    case OpKind::Neg:
+    case OpKind::Abs:
+    case OpKind::Relu:
+    case OpKind::Square:
+    case OpKind::Floor:
+    case OpKind::Ceil:
+      return in;
+    default:  // math functions: integers and bool compute in F32
+      return is_floating(in) ? in : DType::F32;
+  }
+}
+
+absl::StatusOr<ValueType> infer_unary(OpKind op, const std::vector<ValueType>& in) {
+  bool needs_number = op == OpKind::Neg || op == OpKind::Abs || op == OpKind::Relu ||
+                      op == OpKind::Square || op == OpKind::Floor || op == OpKind::Ceil;
+  if (needs_number && in[0].dtype == DType::Bool) {
+    return op_error(op, in, "does not support dtype bool (expected a numeric dtype)");
+  }
+  return ValueType{in[0].shape, unary_dtype(op, in[0].dtype)};
+}
+
+absl::StatusOr<ValueType> infer_binary(OpKind op, const std::vector<ValueType>& in) {
+  absl::StatusOr<Shape> shape = broadcast_shapes(in[0].shape, in[1].shape);
+  if (!shape.ok()) return op_error(op, in, std::string(shape.status().message()));
+  DType promoted = promote_types(in[0].dtype, in[1].dtype);
+  if (is_comparison(op) || op == OpKind::LogicalAnd || op == OpKind::LogicalOr) {
+    return ValueType{*shape, DType::Bool};
+  }
+  if ((op == OpKind::Sub || op == OpKind::Pow) && promoted == DType::Bool) {
+    return op_error(op, in, "does not support two bool operands (expected a numeric dtype)");
+  }
+  if (op == OpKind::Div && !is_floating(promoted)) promoted = DType::F32;
+  return ValueType{*shape, promoted};
+}
+
+absl::StatusOr<ValueType> infer_where(const std::vector<ValueType>& in) {
+  if (in[0].dtype != DType::Bool) {
+    return op_error(OpKind::Where, in, "condition must have dtype bool");
+  }
+  absl::StatusOr<Shape> shape = broadcast_shapes(in[0].shape, in[1].shape);
+  if (shape.ok()) shape = broadcast_shapes(*shape, in[2].shape);
+  if (!shape.ok()) return op_error(OpKind::Where, in, std::string(shape.status().message()));
+  return ValueType{*shape, promote_types(in[1].dtype, in[2].dtype)};
+}
+
+absl::StatusOr<ValueType> infer_reduce(OpKind op, const std::vector<ValueType>& in,
+                                       Attrs& attrs) {
+  const ValueType& x = in[0];
+  int ndim = static_cast<int>(x.shape.size());
+  std::vector<int> axes;
+  if (attrs.axes.empty()) {
+    for (int i = 0; i < ndim; ++i) axes.push_back(i);
+  }
+  for (int axis : attrs.axes) {
+    absl::StatusOr<int> a = normalize_axis(axis, ndim);
+    if (!a.ok()) return op_error(op, in, std::string(a.status().message()));
+    if (std::find(axes.begin(), axes.end(), *a) != axes.end()) {
+      return op_error(op, in, absl::StrCat("axis ", axis, " appears more than once"));
+    }
+    axes.push_back(*a);
+  }
+  std::sort(axes.begin(), axes.end());
+  Shape out;
+  int64_t extent = 1;
+  for (int i = 0; i < ndim; ++i) {
+    bool reduced = std::binary_search(axes.begin(), axes.end(), i);
+    if (reduced) extent *= x.shape[i];
+    if (!reduced) out.push_back(x.shape[i]);
+    if (reduced && attrs.keepdims) out.push_back(1);
+  }
+  if ((op == OpKind::Max || op == OpKind::Min) && extent == 0 && numel(out) > 0) {
+    return op_error(op, in, "cannot reduce an empty extent (expected every reduced axis > 0)");
+  }
+  DType dt = x.dtype;
+  if (op == OpKind::Sum && !is_floating(dt)) dt = DType::I64;
+  if (op == OpKind::Mean && !is_floating(dt)) {
+    return op_error(op, in, "needs a floating dtype (use astype first)");
+  }
+  attrs.axes = axes;
+  return ValueType{out, dt};
+}
+
+absl::StatusOr<ValueType> infer_arg_reduce(OpKind op, const std::vector<ValueType>& in,
+                                           Attrs& attrs) {
+  const ValueType& x = in[0];
+  int ndim = static_cast<int>(x.shape.size());
+  absl::StatusOr<int> axis = normalize_axis(attrs.axis, ndim);
+  if (!axis.ok()) return op_error(op, in, std::string(axis.status().message()));
+  Shape out;
+  for (int i = 0; i < ndim; ++i) {
+    if (i != *axis) out.push_back(x.shape[i]);
+    if (i == *axis && attrs.keepdims) out.push_back(1);
+  }
+  if (x.shape[*axis] == 0 && numel(out) > 0) {
+    return op_error(op, in, absl::StrCat("cannot reduce the empty axis ", *axis));
+  }
+  attrs.axis = *axis;
+  return ValueType{out, DType::I64};
+}
+
+absl::StatusOr<ValueType> infer_reshape(const std::vector<ValueType>& in, Attrs& attrs) {
+  const OpKind op = OpKind::Reshape;
+  int64_t total = numel(in[0].shape);
+  int infer_at = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < attrs.shape.size(); ++i) {
+    int64_t d = attrs.shape[i];
+    if (d == -1) {
+      if (infer_at >= 0) {
+        return op_error(op, in, absl::StrCat("shape ", format_shape(attrs.shape),
+                                             " has more than one -1"));
+      }
+      infer_at = static_cast<int>(i);
+      continue;
+    }
+    if (d < 0) {
+      return op_error(op, in, absl::StrCat("shape ", format_shape(attrs.shape),
+                                           " has a negative dimension"));
+    }
+    if (__builtin_mul_overflow(known, d, &known)) {
+      return op_error(op, in, absl::StrCat("shape ", format_shape(attrs.shape),
+                                           " has more elements than fit in int64"));
+    }
+  }
+  Shape out = attrs.shape;
+  if (infer_at >= 0) {
+    if (known == 0 || total % known != 0) {
+      return op_error(op, in, absl::StrCat("cannot infer the -1 in ", format_shape(attrs.shape),
+                                           " for ", total, " elements"));
+    }
+    out[infer_at] = total / known;
+  } else if (known != total) {
+    return op_error(op, in, absl::StrCat("shape ", format_shape(attrs.shape), " has ", known,
+                                         " elements but the input has ", total));
+  }
+  attrs.shape = out;
+  return ValueType{out, in[0].dtype};
+}
+
+absl::StatusOr<ValueType> infer_permute(const std::vector<ValueType>& in, Attrs& attrs) {
+  const OpKind op = OpKind::Permute;
+  int ndim = static_cast<int>(in[0].shape.size());
+  if (static_cast<int>(attrs.axes.size()) != ndim) {
+    return op_error(op, in, absl::StrCat("axes [", absl::StrJoin(attrs.axes, ", "),
+                                         "] must name each of the ", ndim, " axes once"));
+  }
+  std::vector<int> axes;
+  std::vector<bool> seen(ndim, false);
+  Shape out;
+  for (int axis : attrs.axes) {
+    absl::StatusOr<int> a = normalize_axis(axis, ndim);
+    if (!a.ok()) return op_error(op, in, std::string(a.status().message()));
+    if (seen[*a]) {
+      return op_error(op, in, absl::StrCat("axes [", absl::StrJoin(attrs.axes, ", "),
+                                           "] name axis ", *a, " twice"));
+    }
+    seen[*a] = true;
+    axes.push_back(*a);
+    out.push_back(in[0].shape[*a]);
+  }
+  attrs.axes = axes;
+  return ValueType{out, in[0].dtype};
+}
+
+absl::StatusOr<ValueType> infer_broadcast_to(const std::vector<ValueType>& in,
+                                             const Attrs& attrs) {
+  const OpKind op = OpKind::BroadcastTo;
+  const Shape& from = in[0].shape;
+  const Shape& to = attrs.shape;
+  auto fail = [&] {
+    return op_error(op, in, absl::StrCat("cannot broadcast to ", format_shape(to),
+                                         " (each dim must equal the target's or be 1)"));
+  };
+  if (to.size() < from.size()) return fail();
+  absl::StatusOr<int64_t> count = checked_numel(to);
+  if (!count.ok()) return op_error(op, in, std::string(count.status().message()));
+  size_t offset = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (from[i] != to[offset + i] && from[i] != 1) return fail();
+  }
+  return ValueType{to, in[0].dtype};
+}
+
+absl::StatusOr<ValueType> infer_slice(const std::vector<ValueType>& in, Attrs& attrs) {
+  const OpKind op = OpKind::Slice;
+  int ndim = static_cast<int>(in[0].shape.size());
+  absl::StatusOr<int> axis = normalize_axis(attrs.axis, ndim);
+  if (!axis.ok()) return op_error(op, in, std::string(axis.status().message()));
+  if (attrs.step < 1) {
+    return op_error(op, in, absl::StrCat("step ", attrs.step, " must be >= 1"));
+  }
+  int64_t dim = in[0].shape[*axis];
+  auto clamp = [dim](int64_t i) {
+    if (i < 0) i += dim;
+    return std::clamp<int64_t>(i, 0, dim);
+  };
+  int64_t start = clamp(attrs.start);
+  int64_t stop = std::max(clamp(attrs.stop), start);
+  Shape out = in[0].shape;
+  out[*axis] = (stop - start + attrs.step - 1) / attrs.step;
+  attrs.axis = *axis;
+  attrs.start = start;
+  attrs.stop = stop;
+  return ValueType{out, in[0].dtype};
+}
+
+absl::StatusOr<ValueType> infer_matmul(const std::vector<ValueType>& in) {
+  const OpKind op = OpKind::Matmul;
+  Shape a = in[0].shape;
+  Shape b = in[1].shape;
+  if (a.empty() || b.empty()) return op_error(op, in, "needs operands of rank >= 1");
+  DType dt = promote_types(in[0].dtype, in[1].dtype);
+  if (dt == DType::Bool) return op_error(op, in, "does not support dtype bool");
+  bool a_vector = a.size() == 1;
+  bool b_vector = b.size() == 1;
+  if (a_vector) a.insert(a.begin(), 1);
+  if (b_vector) b.push_back(1);
+  int64_t k_a = a[a.size() - 1];
+  int64_t k_b = b[b.size() - 2];
+  if (k_a != k_b) {
+    return op_error(op, in, absl::StrCat("inner dimensions ", k_a, " and ", k_b, " differ"));
+  }
+  absl::StatusOr<Shape> batch = broadcast_shapes(Shape(a.begin(), a.end() - 2),
+                                                 Shape(b.begin(), b.end() - 2));
+  if (!batch.ok()) {
+    return op_error(op, in, absl::StrCat("batch dimensions: ", batch.status().message()));
+  }
+  Shape out = *batch;
+  if (!a_vector) out.push_back(a[a.size() - 2]);
+  if (!b_vector) out.push_back(b[b.size() - 1]);
+  return ValueType{out, dt};
+}
+
+absl::StatusOr<ValueType> infer_concat(const std::vector<ValueType>& in, Attrs& attrs) {
+  const OpKind op = OpKind::Concat;
+  if (in.empty()) return op_error(op, in, "needs at least one tensor");
+  int ndim = static_cast<int>(in[0].shape.size());
+  if (ndim == 0) return op_error(op, in, "cannot join 0-d tensors (expected rank >= 1)");
+  absl::StatusOr<int> axis = normalize_axis(attrs.axis, ndim);
+  if (!axis.ok()) return op_error(op, in, std::string(axis.status().message()));
+  Shape out = in[0].shape;
+  DType dt = in[0].dtype;
+  for (size_t i = 1; i < in.size(); ++i) {
+    const Shape& s = in[i].shape;
+    bool fits = static_cast<int>(s.size()) == ndim;
+    for (int d = 0; fits && d < ndim; ++d) fits = d == *axis || s[d] == out[d];
+    if (!fits) {
+      return op_error(op, in, absl::StrCat("tensors[", i, "] must match tensors[0] in every ",
+                                           "dim but axis ", *axis));
+    }
+    out[*axis] += s[*axis];
+    dt = promote_types(dt, in[i].dtype);
+  }
+  attrs.axis = *axis;
+  return ValueType{out, dt};
+}
+
+absl::StatusOr<ValueType> infer_row_norm(OpKind op, const std::vector<ValueType>& in,
+                                         Attrs& attrs) {
+  const ValueType& x = in[0];
+  int ndim = static_cast<int>(x.shape.size());
+  DType dt = x.dtype;
+  for (const ValueType& v : in) dt = promote_types(dt, v.dtype);
+  if (!is_floating(dt)) return op_error(op, in, "needs a floating dtype (use astype first)");
+  if (op == OpKind::Softmax || op == OpKind::LogSoftmax) {
+    absl::StatusOr<int> axis = normalize_axis(attrs.axis, ndim);
+    if (!axis.ok()) return op_error(op, in, std::string(axis.status().message()));
+    attrs.axis = *axis;
+    return ValueType{x.shape, dt};
+  }
+  if (ndim == 0) return op_error(op, in, "needs x of rank >= 1");
+  Shape row{x.shape.back()};
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (in[i].shape != row) {
+      return op_error(op, in, absl::StrCat(operand_name(op, i), " must have shape ",
+                                           format_shape(row), " (x's last dim)"));
+    }
+  }
+  if (!(attrs.eps >= 0) || !std::isfinite(attrs.eps)) {
+    return op_error(op, in, absl::StrCat("eps ", attrs.eps, " must be finite and >= 0"));
+  }
+  attrs.axis = ndim - 1;
+  return ValueType{x.shape, dt};
+}
+
+absl::StatusOr<ValueType> infer_leaf(OpKind op, const Attrs& attrs) {
+  absl::StatusOr<int64_t> count = checked_numel(attrs.shape);
+  if (!count.ok()) return op_error(op, {}, std::string(count.status().message()));
+  if ((op == OpKind::Rand || op == OpKind::Randn) && !is_floating(attrs.dtype)) {
+    return op_error(op, {}, absl::StrCat("needs a floating dtype, got ",
+                                         dtype_name(attrs.dtype)));
+  }
+  if (op == OpKind::Arange && attrs.shape.size() != 1) {
+    return op_error(op, {}, "has rank 1");
+  }
+  return ValueType{attrs.shape, attrs.dtype};
+}
+
+}  // namespace
+
+absl::StatusOr<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("shapes ", format_shape(a), " and ",
+                                                     format_shape(b), " do not broadcast"));
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+DType scalar_dtype(DType tensor, double value) {
+  if (is_floating(tensor)) return tensor;
+  if (std::isfinite(value) && value == std::trunc(value)) {
+    return tensor == DType::Bool ? DType::I64 : tensor;
+  }
+  return DType::F32;
+}
+
+DType compute_dtype(OpKind op, const std::vector<DType>& operands) {
+  DType dt = operands.empty() ? DType::F32 : operands[0];
+  for (DType d : operands) dt = promote_types(dt, d);
+  if (op_class(op) == OpClass::kUnary && op != OpKind::LogicalNot) return unary_dtype(op, dt);
+  if (op == OpKind::Div && !is_floating(dt)) return DType::F32;
+  return dt;
+}
+
+absl::StatusOr<ValueType> infer_output(OpKind op, const std::vector<ValueType>& inputs,
+                                       Attrs& attrs) {
+  const OpInfo& info = op_info(op);
+  if (info.arity >= 0 && static_cast<int>(inputs.size()) != info.arity) {
+    return op_error(op, inputs, absl::StrCat("takes ", info.arity, " inputs, got ",
+                                             inputs.size()));
+  }
+  switch (info.op_class) {
+    case OpClass::kLeaf:
+      return infer_leaf(op, attrs);
+    case OpClass::kUnary:
+      return infer_unary(op, inputs);
+    case OpClass::kBinary:
+      return infer_binary(op, inputs);
+    case OpClass::kWhere:
+      return infer_where(inputs);
+    case OpClass::kCast:
+      return ValueType{inputs[0].shape, attrs.dtype};
+    case OpClass::kReduce:
+      return infer_reduce(op, inputs, attrs);
+    case OpClass::kArgReduce:
+      return infer_arg_reduce(op, inputs, attrs);
+    case OpClass::kView:
+      switch (op) {
+        case OpKind::Reshape:
+          return infer_reshape(inputs, attrs);
+        case OpKind::Permute:
+          return infer_permute(inputs, attrs);
+        case OpKind::BroadcastTo:
+          return infer_broadcast_to(inputs, attrs);
+        default:
+          return infer_slice(inputs, attrs);
+      }
+    case OpClass::kMatmul:
+      return infer_matmul(inputs);
+    case OpClass::kConcat:
+      return infer_concat(inputs, attrs);
+    case OpClass::kRowNorm:
+      return infer_row_norm(op, inputs, attrs);
+  }
+  return op_error(op, inputs, "unknown op class");
+}
+
+}  // namespace kiln::ops

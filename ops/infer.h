@@ -1,0 +1,34 @@
+// Shape and dtype inference with validation: the one place that decides whether an op
+// application is legal. Used when recording (public API) and when loading trace files.
+#ifndef KILN_OPS_INFER_H_
+#define KILN_OPS_INFER_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ops/attrs.h"
+#include "ops/op_catalog.h"
+#include "ops/value_type.h"
+
+namespace kiln::ops {
+
+// Checks `op` applied to `inputs` with `attrs` and returns the output's type. Canonicalizes
+// attrs in place (negative axes made non-negative, reduction axes sorted and made explicit,
+// reshape's -1 resolved, slice bounds clamped), so equal programs record equal nodes.
+// An error message starts with "[op]" and names the inputs' shapes and dtypes.
+absl::StatusOr<ValueType> infer_output(OpKind op, const std::vector<ValueType>& inputs,
+                                       Attrs& attrs);
+
+// numpy broadcasting of two shapes.
+absl::StatusOr<Shape> broadcast_shapes(const Shape& a, const Shape& b);
+
+// The dtype a double scalar takes next to a tensor of dtype `tensor` (see kiln/ops.h).
+DType scalar_dtype(DType tensor, double value);
+
+// The dtype elementwise ops compute in for these operand dtypes (comparisons compute in it
+// and return Bool).
+DType compute_dtype(OpKind op, const std::vector<DType>& operands);
+
+}  // namespace kiln::ops
+
+#endif  // KILN_OPS_INFER_H_

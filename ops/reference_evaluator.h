@@ -1,0 +1,28 @@
+// The reference evaluator: computes one op at a time on realized, contiguous inputs. Simple
+// and obviously correct rather than fast; it is the oracle every device is tested against.
+#ifndef KILN_OPS_REFERENCE_EVALUATOR_H_
+#define KILN_OPS_REFERENCE_EVALUATOR_H_
+
+#include <memory>
+#include <vector>
+
+#include "ops/attrs.h"
+#include "ops/op_catalog.h"
+#include "ops/value_type.h"
+#include "runtime/buffer.h"
+
+namespace kiln::ops {
+
+struct HostValue {
+  ValueType type;
+  std::shared_ptr<const runtime::Buffer> buffer;  // contiguous, row-major
+};
+
+// Computes `op` (whose output type inference gave as `out`) into a new buffer.
+std::shared_ptr<runtime::Buffer> evaluate_reference(OpKind op, const Attrs& attrs,
+                                                    const ValueType& out,
+                                                    const std::vector<HostValue>& inputs);
+
+}  // namespace kiln::ops
+
+#endif  // KILN_OPS_REFERENCE_EVALUATOR_H_

@@ -1,0 +1,54 @@
+#include "ops/value_type.h"
+
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace kiln::ops {
+
+std::string format_shape(const Shape& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+std::string format_type(const ValueType& type) {
+  return absl::StrCat(dtype_name(type.dtype), format_shape(type.shape));
+}
+
+absl::StatusOr<int64_t> checked_numel(const Shape& shape) {
+  // Bounded so that numel * 8 bytes still fits in int64.
+  constexpr int64_t kMaxElements = std::numeric_limits<int64_t>::max() / 8;
+  int64_t count = 1;
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shape ", format_shape(shape), " has a negative dimension"));
+    }
+    if (d != 0 && count > kMaxElements / d) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shape ", format_shape(shape), " has more elements than fit in memory (overflow)"));
+    }
+    count *= d;
+  }
+  // A zero dim after an overflowing prefix still makes zero elements; that is fine.
+  return count;
+}
+
+int64_t numel(const Shape& shape) {
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  return count;
+}
+
+std::vector<int64_t> contiguous_strides(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  return strides;
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,40 @@
+// A block of device memory holding one realized value, contiguous and row-major.
+#ifndef KILN_RUNTIME_BUFFER_H_
+#define KILN_RUNTIME_BUFFER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace kiln::runtime {
+
+class Buffer {
+ public:
+  // Allocates `nbytes` of host memory, 64-byte aligned, uninitialized. Throws kiln::Error
+  // naming the size when memory runs out.
+  explicit Buffer(int64_t nbytes);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  std::byte* data() { return data_; }
+  const std::byte* data() const { return data_; }
+  int64_t nbytes() const { return nbytes_; }
+
+  template <class T>
+  T* as() {
+    return reinterpret_cast<T*>(data_);
+  }
+  template <class T>
+  const T* as() const {
+    return reinterpret_cast<const T*>(data_);
+  }
+
+ private:
+  std::byte* data_ = nullptr;
+  int64_t nbytes_ = 0;
+};
+
+}  // namespace kiln::runtime
+
+#endif  // KILN_RUNTIME_BUFFER_H_
