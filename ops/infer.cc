@@ -319,7 +319,7 @@ absl::StatusOr<ValueType> infer_row_norm(OpKind op, const std::vector<ValueType>
   int ndim = static_cast<int>(x.shape.size());
   DType dt = x.dtype;
   for (const ValueType& v : in) dt = promote_types(dt, v.dtype);
-  if (!is_floating(dt)) return op_error(op, in, "needs a floating dtype (use astype first)");
+  if (!is_floating(x.dtype)) return op_error(op, in, "needs a floating x (use astype first)");
   if (op == OpKind::Softmax || op == OpKind::LogSoftmax) {
     absl::StatusOr<int> axis = normalize_axis(attrs.axis, ndim);
     if (!axis.ok()) return op_error(op, in, std::string(axis.status().message()));

@@ -1,0 +1,93 @@
+// softmax, log_softmax, layer_norm, rms_norm, linear against long-double loops.
+#include <cmath>
+
+#include "kiln/nn.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::close;
+
+TEST(NN, SoftmaxAndLogSoftmaxOverAnyAxis) {
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE(testing::test_seed());
+  const std::vector<int64_t> shape = {3, 4, 5};
+  std::vector<float> data = testing::random_floats(60, rng, -10, 10);
+  Tensor x = Tensor::from_vector(data, shape);
+  for (int axis : {0, 1, 2, -1}) {
+    int a = axis < 0 ? 2 : axis;
+    std::vector<double> sm = testing::values(softmax(x, axis));
+    std::vector<double> lsm = testing::values(log_softmax(x, axis));
+    for (int64_t i = 0; i < 60; ++i) {
+      std::vector<int64_t> idx = testing::unravel(i, shape);
+      long double total = 0;
+      for (int64_t k = 0; k < shape[a]; ++k) {
+        std::vector<int64_t> j = idx;
+        j[a] = k;
+        total += std::exp((long double)data[(j[0] * 4 + j[1]) * 5 + j[2]]);
+      }
+      long double want = std::exp((long double)data[i]) / total;
+      EXPECT_TRUE(close(want, sm[i], 1e-6));
+      EXPECT_TRUE(close(std::log(want), lsm[i], 1e-6));
+    }
+  }
+}
+
+TEST(NN, SoftmaxIsStableForLargeInputs) {
+  Tensor x = Tensor::from_vector<float>({1000, 1001, -1e30f}, {3});
+  std::vector<float> y = softmax(x).to_vector<float>();
+  EXPECT_TRUE(close(1 / (1 + std::exp(1.0L)), y[0], 1e-6));
+  EXPECT_EQ(y[2], 0.0f);
+  EXPECT_FALSE(std::isnan(log_softmax(x).to_vector<float>()[0]));
+}
+
+TEST(NN, LayerNormAndRmsNormOverTheLastAxis) {
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE(testing::test_seed());
+  const int64_t rows = 6, d = 16;
+  std::vector<float> x = testing::random_floats(rows * d, rng, -3, 5);
+  std::vector<float> w = testing::random_floats(d, rng), b = testing::random_floats(d, rng);
+  Tensor tx = Tensor::from_vector(x, {2, 3, d});
+  Tensor tw = Tensor::from_vector(w, {d}), tb = Tensor::from_vector(b, {d});
+  std::vector<double> ln = testing::values(layer_norm(tx, tw, tb, 1e-5));
+  std::vector<double> rms = testing::values(rms_norm(tx, tw, 1e-6));
+  for (int64_t r = 0; r < rows; ++r) {
+    long double mean = 0, var = 0, sq = 0;
+    for (int64_t k = 0; k < d; ++k) mean += x[r * d + k];
+    mean /= d;
+    for (int64_t k = 0; k < d; ++k) {
+      var += (x[r * d + k] - mean) * (x[r * d + k] - mean);
+      sq += (long double)x[r * d + k] * x[r * d + k];
+    }
+    var /= d;
+    sq /= d;
+    for (int64_t k = 0; k < d; ++k) {
+      long double want_ln = (x[r * d + k] - mean) / std::sqrt(var + 1e-5L) * w[k] + b[k];
+      long double want_rms = x[r * d + k] / std::sqrt(sq + 1e-6L) * w[k];
+      EXPECT_TRUE(close(want_ln, ln[r * d + k], 1e-5));
+      EXPECT_TRUE(close(want_rms, rms[r * d + k], 1e-5));
+    }
+  }
+}
+
+TEST(NN, LinearIsXTimesWTransposedPlusB) {
+  Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor w = Tensor::from_vector<float>({1, 0, -1, 2, 1, 0}, {2, 3});  // [out=2, in=3]
+  Tensor b = Tensor::from_vector<float>({0.5f, -1}, {2});
+  // Row 0: [1*1 + 3*-1 + 0.5, 1*2 + 2*1 - 1] = [-1.5, 3]; row 1: [4 - 6 + 0.5, 8 + 5 - 1].
+  EXPECT_EQ(linear(x, w, b).to_vector<float>(), (std::vector<float>{-1.5f, 3, -1.5f, 12}));
+  testing::expect_error([&] { linear(x, w.transpose(0, 1), b); },
+                        {"[linear]", "w [out, in]", "f32[3, 2]"});
+}
+
+TEST(NN, NormsNeedFloatingDtypes) {
+  Tensor i = Tensor::ones({2, 3}, DType::I32);
+  testing::expect_error([&] { softmax(i); }, {"[softmax]", "floating x", "i32[2, 3]"});
+  testing::expect_error([&] { rms_norm(i, Tensor::ones({3})); }, {"[rms_norm]"});
+  testing::expect_error([&] { layer_norm(Tensor::ones({2, 3}), Tensor::ones({4}), Tensor::ones({3})); },
+                        {"[layer_norm]", "weight must have shape [3]"});
+}
+
+}  // namespace
+}  // namespace kiln

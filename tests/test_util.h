@@ -1,0 +1,134 @@
+// Shared helpers for the tests: fresh random inputs (seed printed on failure), an independent
+// long-double broadcasting walk, and element-by-element comparison.
+#ifndef KILN_TESTS_TEST_UTIL_H_
+#define KILN_TESTS_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.h"
+
+namespace kiln::testing {
+
+// A fresh seed per test run (KILN_TEST_SEED pins it); tests print it with SCOPED_TRACE.
+inline uint64_t test_seed() {
+  if (const char* env = std::getenv("KILN_TEST_SEED")) return std::strtoull(env, nullptr, 10);
+  static const uint64_t seed = std::random_device{}();
+  return seed;
+}
+
+inline std::vector<float> random_floats(size_t n, std::mt19937_64& rng, float lo = -2,
+                                        float hi = 2) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+inline std::vector<double> random_doubles(size_t n, std::mt19937_64& rng, double lo = -2,
+                                          double hi = 2) {
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(n);
+  for (double& x : v) x = dist(rng);
+  return v;
+}
+
+inline int64_t count(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Row-major multi-index of flat position i in `shape`.
+inline std::vector<int64_t> unravel(int64_t i, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = shape[d] == 0 ? 0 : i % shape[d];
+    i = shape[d] == 0 ? 0 : i / shape[d];
+  }
+  return idx;
+}
+
+// Flat position in `shape` of the output index `out_idx` under numpy broadcasting.
+inline int64_t broadcast_source(const std::vector<int64_t>& out_idx,
+                                const std::vector<int64_t>& shape) {
+  int64_t flat = 0;
+  size_t offset = out_idx.size() - shape.size();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t i = shape[d] == 1 ? 0 : out_idx[offset + d];
+    flat = flat * shape[d] + i;
+  }
+  return flat;
+}
+
+// Relative-or-absolute closeness; NaN never passes unless both are NaN and allowed.
+inline ::testing::AssertionResult close(long double want, double got, double tol,
+                                        bool nan_ok = false) {
+  if (std::isnan(got) || std::isnan(static_cast<double>(want))) {
+    if (nan_ok && std::isnan(got) && std::isnan(static_cast<double>(want))) {
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure() << "want " << static_cast<double>(want) << " got " << got;
+  }
+  if (std::isinf(static_cast<double>(want)) || std::isinf(got)) {
+    if (static_cast<double>(want) == got) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "want " << static_cast<double>(want) << " got " << got;
+  }
+  long double err = std::fabs(want - got);
+  if (err <= tol * (1 + std::fabs(want))) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "want " << static_cast<double>(want) << " got " << got
+                                       << " (error " << static_cast<double>(err) << ")";
+}
+
+// Values of any tensor as doubles (a sync point), for comparisons.
+inline std::vector<double> values(const Tensor& t) {
+  std::vector<double> out;
+  switch (t.dtype()) {
+    case DType::Bool:
+      for (bool b : t.to_vector<bool>()) out.push_back(b);
+      break;
+    case DType::I32:
+      for (int32_t v : t.to_vector<int32_t>()) out.push_back(v);
+      break;
+    case DType::I64:
+      for (int64_t v : t.to_vector<int64_t>()) out.push_back(static_cast<double>(v));
+      break;
+    case DType::F16:
+      for (Half v : t.to_vector<Half>()) out.push_back(static_cast<float>(v));
+      break;
+    case DType::BF16:
+      for (BFloat16 v : t.to_vector<BFloat16>()) out.push_back(static_cast<float>(v));
+      break;
+    case DType::F32:
+      for (float v : t.to_vector<float>()) out.push_back(v);
+      break;
+    case DType::F64:
+      out = t.to_vector<double>();
+      break;
+  }
+  return out;
+}
+
+// Asserts that running `fn` throws kiln::Error whose message contains every one of `parts`.
+template <class Fn>
+void expect_error(Fn&& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected kiln::Error";
+  } catch (const Error& e) {
+    std::string message = e.what();
+    for (const std::string& p : parts) {
+      EXPECT_NE(message.find(p), std::string::npos) << "message: " << message << "\nmissing: " << p;
+    }
+  }
+}
+
+}  // namespace kiln::testing
+
+#endif  // KILN_TESTS_TEST_UTIL_H_

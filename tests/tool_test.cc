@@ -1,0 +1,117 @@
+// The `kiln` command and KILN_DUMP=trace, run as separate processes (as a user would).
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+Result run(const std::string& command) {
+  Result r{-1, ""};
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
+  int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class ToolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("kiln_tool_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string kiln() const { return KILN_TOOL_PATH; }
+  fs::path dir_;
+};
+
+// The demo's sync point writes a replayable folder; `kiln replay` reproduces its outputs.
+TEST_F(ToolTest, DumpedSyncFolderReplaysToTheSameOutputs) {
+  Result demo = run("KILN_DUMP=trace KILN_DUMP_DIR=" + dir_.string() + " " + KILN_DEMO_PATH);
+  ASSERT_EQ(demo.exit_code, 0) << demo.output;
+  std::vector<fs::path> folders;
+  for (const auto& e : fs::directory_iterator(dir_)) folders.push_back(e.path());
+  ASSERT_EQ(folders.size(), 1u);
+  const fs::path folder = folders[0];
+  ASSERT_TRUE(fs::exists(folder / "trace.json"));
+  ASSERT_TRUE(fs::exists(folder / "expected" / "out0.npy"));
+  Result replay = run(kiln() + " replay " + (folder / "trace.json").string() + " --inputs " +
+                      (folder / "inputs").string() + " --out " + (dir_ / "out").string());
+  ASSERT_EQ(replay.exit_code, 0) << replay.output;
+  for (const char* name : {"out0.npy", "out1.npy"}) {
+    Tensor want = load_npy((folder / "expected" / name).string());
+    Tensor got = load_npy((dir_ / "out" / name).string());
+    EXPECT_EQ(testing::values(got), testing::values(want)) << name;
+  }
+}
+
+TEST_F(ToolTest, BadInputExitsNonZeroWithOneLine) {
+  const fs::path trace = dir_ / "trace.json";
+  std::ofstream(trace) << R"({"format": "kiln.trace", "version": 1, "nodes": [
+    {"id": 0, "op": "input", "name": "x", "dtype": "f32", "shape": [2, 3]},
+    {"id": 1, "op": "exp", "args": [0], "dtype": "f32", "shape": [2, 3]}], "outputs": [1]})";
+  fs::create_directories(dir_ / "in");
+  auto replay = [&] {
+    return run(kiln() + " replay " + trace.string() + " --inputs " + (dir_ / "in").string() +
+               " --out " + (dir_ / "out").string());
+  };
+  auto expect_one_line_failure = [&](const Result& r, const std::string& part) {
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_EQ(r.output.rfind("kiln: ", 0), 0u) << r.output;
+    EXPECT_NE(r.output.find(part), std::string::npos) << r.output;
+  };
+  expect_one_line_failure(replay(), "x.npy");  // missing input file
+  save_npy((dir_ / "in" / "x.npy").string(), Tensor::ones({3, 2}));
+  expect_one_line_failure(replay(), "expects f32[2, 3]");  // wrong shape
+  save_npy((dir_ / "in" / "x.npy").string(), Tensor::ones({2, 3}, DType::I32));
+  expect_one_line_failure(replay(), "expects f32[2, 3]");  // wrong dtype
+  std::ofstream(dir_ / "in" / "x.npy") << "garbage";
+  expect_one_line_failure(replay(), "bad magic");
+  save_npy((dir_ / "in" / "x.npy").string(), Tensor::ones({2, 3}));
+  Result ok = replay();
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  std::vector<float> e(6, static_cast<float>(std::exp(1.0)));
+  EXPECT_EQ(load_npy((dir_ / "out" / "out0.npy").string()).to_vector<float>(), e);
+  std::ofstream(trace) << "{\"format\": \"kiln.trace\", \"version\": 1, \"nodes\": [";
+  expect_one_line_failure(replay(), "malformed JSON");
+  std::ofstream(trace) << R"({"format": "kiln.trace", "version": 1, "nodes": [
+    {"id": 0, "op": "input", "name": "x", "dtype": "f32", "shape": [2, 3]},
+    {"id": 1, "op": "exp", "args": [1], "dtype": "f32", "shape": [2, 3]}], "outputs": [1]})";
+  expect_one_line_failure(replay(), "cycle");
+  EXPECT_EQ(run(kiln() + " replay").exit_code, 2);
+  Result device = run(kiln() + " replay " + trace.string() + " --inputs x --out y --device tpu");
+  expect_one_line_failure(device, "--device");
+}
+
+TEST_F(ToolTest, DumpPrintsALoadedTrace) {
+  const fs::path trace = dir_ / "t.json";
+  std::ofstream(trace) << R"({"format": "kiln.trace", "version": 1, "nodes": [
+    {"id": 0, "op": "input", "name": "x", "dtype": "f32", "shape": [2]},
+    {"id": 1, "op": "relu", "args": [0], "dtype": "f32", "shape": [2]}], "outputs": [1]})";
+  Result r = run(kiln() + " dump " + trace.string());
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("relu(%0) : f32[2]"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace kiln

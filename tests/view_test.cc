@@ -1,0 +1,104 @@
+// Views: reshape, permute, transpose, broadcast_to, unsqueeze, squeeze, slice; and
+// non-contiguous views feeding every kind of op.
+#include <numeric>
+
+#include "kiln/nn.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+std::vector<float> iota_floats(int64_t n) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), 0.0f);
+  return v;
+}
+
+TEST(View, ReshapeWithMinusOne) {
+  Tensor x = Tensor::from_vector(iota_floats(12), {3, 4});
+  EXPECT_EQ(x.reshape({2, -1}).shape(), (std::vector<int64_t>{2, 6}));
+  EXPECT_EQ(x.reshape({-1}).to_vector<float>(), iota_floats(12));
+  EXPECT_EQ(x.reshape({2, 2, 3}).shape(), (std::vector<int64_t>{2, 2, 3}));
+  EXPECT_EQ(Tensor::zeros({0, 3}).reshape({3, 0, 5}).numel(), 0);
+  EXPECT_EQ(Tensor::full({}, 1.0).reshape({1, 1}).shape(), (std::vector<int64_t>{1, 1}));
+}
+
+TEST(View, PermuteAndTransposeMoveElements) {
+  Tensor x = Tensor::from_vector(iota_floats(24), {2, 3, 4});
+  Tensor p = x.permute({2, 0, 1});
+  EXPECT_EQ(p.shape(), (std::vector<int64_t>{4, 2, 3}));
+  std::vector<float> got = p.to_vector<float>();
+  for (int64_t k = 0; k < 4; ++k)
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 3; ++j) EXPECT_EQ(got[(k * 2 + i) * 3 + j], (i * 3 + j) * 4 + k);
+  Tensor t = x.transpose(0, -1);
+  EXPECT_EQ(t.shape(), (std::vector<int64_t>{4, 3, 2}));
+  std::vector<float> tv = t.to_vector<float>();
+  EXPECT_EQ(tv[(1 * 3 + 2) * 2 + 1], (1 * 3 + 2) * 4 + 1);
+  EXPECT_EQ(x.permute({-1, 0, 1}).shape(), p.shape());
+}
+
+TEST(View, BroadcastUnsqueezeSqueeze) {
+  Tensor x = Tensor::from_vector<float>({1, 2, 3}, {3, 1});
+  Tensor b = x.broadcast_to({2, 3, 4});
+  std::vector<float> v = b.to_vector<float>();
+  for (int64_t i = 0; i < 24; ++i) EXPECT_EQ(v[i], (i / 4) % 3 + 1);
+  EXPECT_EQ(x.squeeze(1).shape(), (std::vector<int64_t>{3}));
+  EXPECT_EQ(x.unsqueeze(0).shape(), (std::vector<int64_t>{1, 3, 1}));
+  EXPECT_EQ(x.unsqueeze(-1).shape(), (std::vector<int64_t>{3, 1, 1}));
+  EXPECT_EQ(x.unsqueeze(2).shape(), (std::vector<int64_t>{3, 1, 1}));
+}
+
+TEST(View, SliceWithStepsAndPythonBounds) {
+  Tensor x = Tensor::from_vector(iota_floats(10), {10});
+  EXPECT_EQ(x.slice(0, 1, 8, 3).to_vector<float>(), (std::vector<float>{1, 4, 7}));
+  EXPECT_EQ(x.slice(0, -3, 100).to_vector<float>(), (std::vector<float>{7, 8, 9}));
+  EXPECT_EQ(x.slice(0, 5, 2).numel(), 0);
+  EXPECT_EQ(x.slice(0, -100, 2).to_vector<float>(), (std::vector<float>{0, 1}));
+  Tensor m = Tensor::from_vector(iota_floats(20), {4, 5});
+  EXPECT_EQ(m.slice(1, 1, 5, 2).to_vector<float>(),
+            (std::vector<float>{1, 3, 6, 8, 11, 13, 16, 18}));
+}
+
+// A non-contiguous view (transpose + strided slice) gives the same result as the same
+// values made contiguous by hand, through every op kind.
+TEST(View, NonContiguousViewsFeedEveryOpKind) {
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE(testing::test_seed());
+  std::vector<float> raw = testing::random_floats(6 * 8, rng, 0.1f, 2);
+  Tensor base = Tensor::from_vector(raw, {6, 8});
+  Tensor view = base.transpose(0, 1).slice(0, 1, 8, 2);  // [4, 6], element (i, j) = raw[j][1+2i]
+  std::vector<float> by_hand(24);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 6; ++j) by_hand[i * 6 + j] = raw[j * 8 + 1 + 2 * i];
+  ASSERT_EQ(view.to_vector<float>(), by_hand);  // the view itself, checked by hand
+  view = base.transpose(0, 1).slice(0, 1, 8, 2);  // again unrealized, so ops see the view
+  Tensor copy = Tensor::from_vector(by_hand, {4, 6});
+  Tensor w = Tensor::from_vector(testing::random_floats(6 * 3, rng), {6, 3});
+  Tensor g = Tensor::from_vector(testing::random_floats(6, rng), {6});
+  Tensor bias = Tensor::from_vector(testing::random_floats(6, rng), {6});
+  std::vector<std::function<Tensor(const Tensor&)>> uses = {
+      [](const Tensor& t) { return exp(t) * 2 - t; },
+      [](const Tensor& t) { return sum(t, {1}); },
+      [](const Tensor& t) { return max(t, {0}, true); },
+      [](const Tensor& t) { return argmax(t, 1); },
+      [&](const Tensor& t) { return matmul(t, w); },
+      [](const Tensor& t) { return softmax(t, 0); },
+      [&](const Tensor& t) { return layer_norm(t, g, bias); },
+      [&](const Tensor& t) { return rms_norm(t, g); },
+      [](const Tensor& t) { return concat({t, t * 2}, 1); },
+      [](const Tensor& t) { return where(t > 1.0, t, -t); },
+      [](const Tensor& t) { return t.astype(DType::F16); },
+      [](const Tensor& t) { return t.reshape({-1}).slice(0, 3, 20, 4); },
+  };
+  for (size_t u = 0; u < uses.size(); ++u) {
+    SCOPED_TRACE("use " + std::to_string(u));
+    std::vector<double> from_view = testing::values(uses[u](view));
+    std::vector<double> from_copy = testing::values(uses[u](copy));
+    ASSERT_EQ(from_view.size(), from_copy.size());
+    for (size_t i = 0; i < from_view.size(); ++i) EXPECT_EQ(from_view[i], from_copy[i]);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
