@@ -12,7 +12,13 @@ void Node::realize(std::shared_ptr<runtime::Buffer> data) {
   // `dropped` is released here, through the iterative destructor below.
 }
 
+std::atomic<int64_t>& Node::live_nodes() {
+  static std::atomic<int64_t> count{0};
+  return count;
+}
+
 Node::~Node() {
+  live_nodes().fetch_sub(1, std::memory_order_relaxed);
   std::vector<std::shared_ptr<Node>> stack;
   stack.swap(inputs);
   while (!stack.empty()) {

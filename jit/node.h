@@ -6,6 +6,7 @@
 #ifndef KILN_JIT_NODE_H_
 #define KILN_JIT_NODE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -33,12 +34,15 @@ struct Node {
   // Becomes a leaf holding `data`: the recipe and the references to inputs are dropped.
   void realize(std::shared_ptr<runtime::Buffer> data);
 
-  Node() = default;
+  Node() { live_nodes().fetch_add(1, std::memory_order_relaxed); }
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
   // Releases long input chains iteratively, so dropping a million-node trace cannot
   // overflow the stack.
   ~Node();
+
+  // How many nodes exist right now, in the whole process (for leak and growth checks).
+  static std::atomic<int64_t>& live_nodes();
 };
 
 }  // namespace kiln::detail
