@@ -13,11 +13,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "kiln/error.h"
-#include "kiln/io.h"
+#include "jit/node.h"
 #include "jit/record.h"
 #include "jit/sync.h"
-#include "jit/node.h"
+#include "kiln/error.h"
+#include "kiln/io.h"
 
 namespace kiln::jit {
 namespace {
@@ -67,9 +67,12 @@ class HeaderParser {
       return descr ? absl::OkStatus() : fail("'descr' must be a string");
     }
     if (key == "fortran_order") {
-      if (consume("True")) fortran_order = true;
-      else if (consume("False")) fortran_order = false;
-      else return fail("'fortran_order' must be True or False");
+      if (consume("True"))
+        fortran_order = true;
+      else if (consume("False"))
+        fortran_order = false;
+      else
+        return fail("'fortran_order' must be True or False");
       return absl::OkStatus();
     }
     if (key == "shape") return shape_tuple();
@@ -173,43 +176,52 @@ absl::StatusOr<NpyArray> read_npy(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
   };
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open (", std::strerror(errno), ")"));
+  if (!in)
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open (", std::strerror(errno), ")"));
   in.seekg(0, std::ios::end);
   const int64_t file_size = in.tellg();
   in.seekg(0);
   char preamble[12] = {};
   in.read(preamble, 10);
-  if (!in || std::memcmp(preamble, kMagic, kMagicSize) != 0) return fail("not an .npy file (bad magic)");
+  if (!in || std::memcmp(preamble, kMagic, kMagicSize) != 0)
+    return fail("not an .npy file (bad magic)");
   const int major = static_cast<unsigned char>(preamble[6]);
   uint32_t header_len = 0;
   int64_t preamble_size = 10;
   if (major == 1) {
-    header_len = static_cast<unsigned char>(preamble[8]) | (static_cast<unsigned char>(preamble[9]) << 8);
+    header_len =
+        static_cast<unsigned char>(preamble[8]) | (static_cast<unsigned char>(preamble[9]) << 8);
   } else if (major == 2 || major == 3) {
     in.read(preamble + 10, 2);
     if (!in) return fail("truncated preamble");
-    for (int i = 0; i < 4; ++i) header_len |= static_cast<uint32_t>(static_cast<unsigned char>(preamble[8 + i])) << (8 * i);
+    for (int i = 0; i < 4; ++i)
+      header_len |= static_cast<uint32_t>(static_cast<unsigned char>(preamble[8 + i])) << (8 * i);
     preamble_size = 12;
   } else {
     return fail(absl::StrCat("unsupported .npy version ", major));
   }
-  if (header_len > kMaxHeaderBytes) return fail(absl::StrCat("header of ", header_len, " bytes is too large"));
+  if (header_len > kMaxHeaderBytes)
+    return fail(absl::StrCat("header of ", header_len, " bytes is too large"));
   if (preamble_size + header_len > file_size) return fail("truncated header");
   std::string header(header_len, '\0');
   in.read(header.data(), header_len);
   if (!in) return fail("truncated header");
   HeaderParser parser(header);
   if (absl::Status s = parser.parse(); !s.ok()) return fail(std::string(s.message()));
-  if (parser.fortran_order.value_or(false)) return fail("Fortran-order arrays are not supported (save with C order)");
+  if (parser.fortran_order.value_or(false))
+    return fail("Fortran-order arrays are not supported (save with C order)");
   std::optional<DType> dtype = dtype_from_descr(*parser.descr);
-  if (!dtype) return fail(absl::StrCat("unsupported dtype '", *parser.descr, "' (expected |b1 <i4 <i8 <f2 <f4 <f8)"));
+  if (!dtype)
+    return fail(
+        absl::StrCat("unsupported dtype '", *parser.descr, "' (expected |b1 <i4 <i8 <f2 <f4 <f8)"));
   absl::StatusOr<int64_t> count = ops::checked_numel(*parser.shape);
   if (!count.ok()) return fail(std::string(count.status().message()));
   const int64_t nbytes = *count * dtype_size(*dtype);
   const int64_t data_size = file_size - preamble_size - header_len;
   if (data_size != nbytes) {
-    return fail(absl::StrCat("holds ", data_size, " data bytes but shape ", ops::format_shape(*parser.shape),
-                             " of ", dtype_name(*dtype), " needs ", nbytes));
+    return fail(absl::StrCat("holds ", data_size, " data bytes but shape ",
+                             ops::format_shape(*parser.shape), " of ", dtype_name(*dtype),
+                             " needs ", nbytes));
   }
   NpyArray array{{*parser.shape, *dtype}, std::make_shared<runtime::Buffer>(nbytes)};
   in.read(reinterpret_cast<char*>(array.data->data()), nbytes);
@@ -217,11 +229,12 @@ absl::StatusOr<NpyArray> read_npy(const std::string& path) {
   return array;
 }
 
-absl::Status write_npy(const std::string& path, const ops::ValueType& type, const runtime::Buffer& data) {
+absl::Status write_npy(const std::string& path, const ops::ValueType& type,
+                       const runtime::Buffer& data) {
   const bool widen = type.dtype == DType::BF16;
   // Python tuple syntax: "()", "(3,)", "(2, 3)".
-  std::string shape = type.shape.size() == 1 ? absl::StrCat(type.shape[0], ",")
-                                             : absl::StrJoin(type.shape, ", ");
+  std::string shape =
+      type.shape.size() == 1 ? absl::StrCat(type.shape[0], ",") : absl::StrJoin(type.shape, ", ");
   std::string header = absl::StrCat("{'descr': '", descr_for(type.dtype),
                                     "', 'fortran_order': False, 'shape': (", shape, "), }");
   // Pad with spaces so the data starts at a multiple of 64 bytes; end with a newline.
@@ -231,7 +244,9 @@ absl::Status write_npy(const std::string& path, const ops::ValueType& type, cons
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return absl::PermissionDeniedError(absl::StrCat(path, ": cannot write (", std::strerror(errno), ")"));
+    if (!out)
+      return absl::PermissionDeniedError(
+          absl::StrCat(path, ": cannot write (", std::strerror(errno), ")"));
     out.write(kMagic, kMagicSize);
     const char version_and_len[4] = {1, 0, static_cast<char>(header.size() & 0xff),
                                      static_cast<char>(header.size() >> 8)};

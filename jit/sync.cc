@@ -45,8 +45,8 @@ void sync(const std::vector<detail::Node*>& outputs) {
 
   if (options.dump_trace) dump_sync_outputs(dump_folder, outputs);
   if (options.log_level >= 1) {
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                    .count();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "kiln: sync on %s: %zu nodes, %zu outputs, plan built, %.3f ms\n",
                  device_name(device).c_str(), order.size(), targets.size(), ms);
   }

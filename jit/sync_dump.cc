@@ -16,7 +16,9 @@
 namespace kiln::jit {
 namespace {
 
-void report(const std::string& what) { std::fprintf(stderr, "kiln: KILN_DUMP: %s\n", what.c_str()); }
+void report(const std::string& what) {
+  std::fprintf(stderr, "kiln: KILN_DUMP: %s\n", what.c_str());
+}
 
 }  // namespace
 
@@ -34,7 +36,8 @@ std::string dump_sync_trace(const std::vector<detail::Node*>& outputs) {
   TraceExport trace = export_trace(outputs);
   std::ofstream(fs::path(folder) / "trace.json") << trace_json_text(trace.json);
   for (const auto& [name, node] : trace.inputs) {
-    absl::Status s = write_npy(absl::StrCat(folder, "/inputs/", name, ".npy"), node->type, *node->buffer);
+    absl::Status s =
+        write_npy(absl::StrCat(folder, "/inputs/", name, ".npy"), node->type, *node->buffer);
     if (!s.ok()) report(std::string(s.message()));
   }
   return folder;

@@ -1,4 +1,6 @@
 // kiln::Tensor's own methods: metadata, data in and out, and sync points.
+#include "kiln/tensor.h"
+
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -8,7 +10,6 @@
 #include "jit/record.h"
 #include "jit/sync.h"
 #include "kiln/error.h"
-#include "kiln/tensor.h"
 
 namespace kiln {
 namespace {
@@ -61,8 +62,8 @@ std::vector<T> Tensor::to_vector() const {
   constexpr DType dt = dtype_of<T>();
   if (dtype() != dt) {
     throw Error(absl::StrCat("[to_vector] element type ", dtype_name(dt),
-                             " does not match the tensor's dtype ",
-                             ops::format_type(node().type), " (use astype first)"));
+                             " does not match the tensor's dtype ", ops::format_type(node().type),
+                             " (use astype first)"));
   }
   eval();
   const runtime::Buffer& buffer = *node().buffer;
@@ -78,8 +79,8 @@ std::vector<T> Tensor::to_vector() const {
 
 double Tensor::item() const {
   if (numel() != 1) {
-    throw Error(absl::StrCat("[item] needs exactly one element, got ",
-                             ops::format_type(node().type)));
+    throw Error(
+        absl::StrCat("[item] needs exactly one element, got ", ops::format_type(node().type)));
   }
   switch (dtype()) {
     case DType::Bool:
@@ -115,7 +116,7 @@ void eval(const std::vector<Tensor>& outputs) {
   jit::sync(nodes);
 }
 
-#define KILN_INSTANTIATE_DATA(T)                                                     \
+#define KILN_INSTANTIATE_DATA(T)                                                       \
   template Tensor Tensor::from_vector<T>(const std::vector<T>&, std::vector<int64_t>); \
   template std::vector<T> Tensor::to_vector<T>() const;
 KILN_INSTANTIATE_DATA(bool)

@@ -53,7 +53,8 @@ Listing list_nodes(const std::vector<Node*>& outputs) {
 
 std::string attrs_text(const json& attrs) {
   std::vector<std::string> parts;
-  for (const auto& [key, value] : attrs.items()) parts.push_back(absl::StrCat(key, "=", value.dump()));
+  for (const auto& [key, value] : attrs.items())
+    parts.push_back(absl::StrCat(key, "=", value.dump()));
   return parts.empty() ? "" : absl::StrCat(" {", absl::StrJoin(parts, ", "), "}");
 }
 
@@ -68,7 +69,8 @@ std::string format_text(const Listing& listing) {
       absl::StrAppend(&out, " ", scalar_to_json(row.node->attrs.value).dump());
     }
     if (!args.empty()) absl::StrAppend(&out, "(", absl::StrJoin(args, ", "), ")");
-    if (row.op != "input") absl::StrAppend(&out, attrs_text(attrs_to_json(row.node->op, row.node->attrs)));
+    if (row.op != "input")
+      absl::StrAppend(&out, attrs_text(attrs_to_json(row.node->op, row.node->attrs)));
     absl::StrAppend(&out, " : ", ops::format_type(row.node->type), "\n");
   }
   std::vector<std::string> outs;
@@ -82,7 +84,8 @@ std::string format_dot(const Listing& listing) {
   absl::flat_hash_set<int> outputs(listing.outputs.begin(), listing.outputs.end());
   for (const Row& row : listing.rows) {
     std::string label = row.op == "input" ? absl::StrCat("input ", row.name) : row.op;
-    std::string attrs = row.op == "input" ? "" : attrs_text(attrs_to_json(row.node->op, row.node->attrs));
+    std::string attrs =
+        row.op == "input" ? "" : attrs_text(attrs_to_json(row.node->op, row.node->attrs));
     for (char& c : attrs) {
       if (c == '"') c = '\'';
     }

@@ -3,11 +3,10 @@
 #ifndef KILN_JIT_TRACE_EXPORT_H_
 #define KILN_JIT_TRACE_EXPORT_H_
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "jit/node.h"
 #include "kiln/debug.h"

@@ -3,10 +3,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -70,9 +69,10 @@ NodeSpec parse_node(const json& j, size_t index) {
   NodeSpec n;
   n.id = get_field<int64_t>(j, "id", where);
   n.op_name = get_field<std::string>(j, "op", where);
-  static const absl::flat_hash_map<std::string, Alias> kAliases = {
-      {"transpose", Alias::kTranspose}, {"unsqueeze", Alias::kUnsqueeze},
-      {"squeeze", Alias::kSqueeze}, {"linear", Alias::kLinear}};
+  static const absl::flat_hash_map<std::string, Alias> kAliases = {{"transpose", Alias::kTranspose},
+                                                                   {"unsqueeze", Alias::kUnsqueeze},
+                                                                   {"squeeze", Alias::kSqueeze},
+                                                                   {"linear", Alias::kLinear}};
   if (auto it = kAliases.find(n.op_name); it != kAliases.end()) {
     n.alias = it->second;
   } else if (std::optional<ops::OpKind> kind = ops::op_from_name(n.op_name)) {
@@ -123,7 +123,8 @@ std::vector<NodeSpec> topological(std::vector<NodeSpec> nodes) {
   for (size_t i = 0; i < nodes.size(); ++i) {
     for (int64_t arg : nodes[i].args) {
       auto it = index.find(arg);
-      if (it == index.end()) fail_node(nodes[i], absl::StrCat("argument ", arg, " is not a node id"));
+      if (it == index.end())
+        fail_node(nodes[i], absl::StrCat("argument ", arg, " is not a node id"));
       users[it->second].push_back(i);
       ++missing[i];
     }
@@ -219,10 +220,10 @@ std::vector<Tensor> LoadedTrace::Impl::build(const std::map<std::string, Tensor>
       }
     }
     if (t.dtype() != n.type.dtype || t.shape() != n.type.shape) {
-      fail_node(n, absl::StrCat("declared ", ops::format_type(n.type), " but ",
-                                n.kind == ops::OpKind::Input ? "the given tensor is "
-                                                             : "inference gives ",
-                                dtype_name(t.dtype()), ops::format_shape(t.shape())));
+      fail_node(n, absl::StrCat(
+                       "declared ", ops::format_type(n.type), " but ",
+                       n.kind == ops::OpKind::Input ? "the given tensor is " : "inference gives ",
+                       dtype_name(t.dtype()), ops::format_shape(t.shape())));
     }
     values[n.id] = t;
   }
@@ -249,12 +250,14 @@ LoadedTrace load_trace(const std::string& json_text) {
   if (doc.value("format", "") != jit::kTraceFormat) fail("\"format\" must be \"kiln.trace\"");
   if (!doc.contains("version") || !doc.at("version").is_number_integer() ||
       doc.at("version").get<int64_t>() != jit::kTraceVersion) {
-    fail(absl::StrCat("unsupported \"version\" (this build reads version ", jit::kTraceVersion, ")"));
+    fail(absl::StrCat("unsupported \"version\" (this build reads version ", jit::kTraceVersion,
+                      ")"));
   }
   if (!doc.contains("nodes") || !doc.at("nodes").is_array()) fail("\"nodes\" must be an array");
   auto impl = std::make_shared<LoadedTrace::Impl>();
   std::vector<NodeSpec> nodes;
-  for (size_t i = 0; i < doc.at("nodes").size(); ++i) nodes.push_back(parse_node(doc.at("nodes")[i], i));
+  for (size_t i = 0; i < doc.at("nodes").size(); ++i)
+    nodes.push_back(parse_node(doc.at("nodes")[i], i));
   impl->nodes = topological(std::move(nodes));
   impl->outputs = get_field<std::vector<int64_t>>(doc, "outputs", "the document");
   if (impl->outputs.empty()) fail("\"outputs\" is empty");
@@ -264,7 +267,8 @@ LoadedTrace load_trace(const std::string& json_text) {
   for (const NodeSpec& n : impl->nodes) {
     ids.insert(n.id);
     if (n.kind != ops::OpKind::Input || n.alias != Alias::kNone) continue;
-    if (!names.insert(n.attrs.name).second) fail_node(n, absl::StrCat("input name '", n.attrs.name, "' is used twice"));
+    if (!names.insert(n.attrs.name).second)
+      fail_node(n, absl::StrCat("input name '", n.attrs.name, "' is used twice"));
     absl::StatusOr<int64_t> count = ops::checked_numel(n.type.shape);
     if (!count.ok()) fail_node(n, std::string(count.status().message()));
     impl->inputs.push_back({n.attrs.name, n.type.dtype, n.type.shape});
@@ -308,7 +312,8 @@ void replay_trace(const std::string& trace_path, const std::string& inputs_dir,
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec) throw Error(absl::StrCat("cannot create ", out_dir, ": ", ec.message()));
-  for (size_t i = 0; i < outputs.size(); ++i) save_npy(absl::StrCat(out_dir, "/out", i, ".npy"), outputs[i]);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    save_npy(absl::StrCat(out_dir, "/out", i, ".npy"), outputs[i]);
 }
 
 }  // namespace kiln

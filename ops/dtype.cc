@@ -1,10 +1,11 @@
 // DType facts, promotion and the 16-bit float conversions.
+#include "kiln/dtype.h"
+
 #include <bit>
 #include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "kiln/dtype.h"
 #include "kiln/error.h"
 
 namespace kiln {
@@ -53,8 +54,8 @@ const char* dtype_name(DType dt) {
 }
 
 DType dtype_from_name(const std::string& name) {
-  for (DType dt : {DType::Bool, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32,
-                   DType::F64}) {
+  for (DType dt :
+       {DType::Bool, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F64}) {
     if (name == dtype_name(dt)) return dt;
   }
   throw Error(absl::StrCat("unknown dtype '", name,

@@ -73,9 +73,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 Tensor operator-(const Tensor& x) { return neg(x); }
 
 // Each operator in its three forms: tensor-tensor, tensor-scalar, scalar-tensor.
-#define KILN_OPERATOR(sym, fn)                                                          \
-  Tensor operator sym(const Tensor& a, const Tensor& b) { return fn(a, b); }            \
-  Tensor operator sym(const Tensor& a, double b) { return fn(a, scalar_like(a, b)); }   \
+#define KILN_OPERATOR(sym, fn)                                                        \
+  Tensor operator sym(const Tensor& a, const Tensor& b) { return fn(a, b); }          \
+  Tensor operator sym(const Tensor& a, double b) { return fn(a, scalar_like(a, b)); } \
   Tensor operator sym(double a, const Tensor& b) { return fn(scalar_like(b, a), b); }
 KILN_OPERATOR(+, add)
 KILN_OPERATOR(-, sub)

@@ -45,9 +45,9 @@ absl::Status op_error(OpKind op, const std::vector<ValueType>& inputs, const std
 
 absl::StatusOr<int> normalize_axis(int axis, int ndim) {
   if (axis < -ndim || axis >= ndim) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("axis ", axis, " is out of range for rank ", ndim, " (expected ", -ndim,
-                     " <= axis < ", ndim, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("axis ", axis, " is out of range for rank ",
+                                                   ndim, " (expected ", -ndim, " <= axis < ", ndim,
+                                                   ")"));
   }
   return axis < 0 ? axis + ndim : axis;
 }
@@ -101,8 +101,7 @@ absl::StatusOr<ValueType> infer_where(const std::vector<ValueType>& in) {
   return ValueType{*shape, promote_types(in[1].dtype, in[2].dtype)};
 }
 
-absl::StatusOr<ValueType> infer_reduce(OpKind op, const std::vector<ValueType>& in,
-                                       Attrs& attrs) {
+absl::StatusOr<ValueType> infer_reduce(OpKind op, const std::vector<ValueType>& in, Attrs& attrs) {
   const ValueType& x = in[0];
   int ndim = static_cast<int>(x.shape.size());
   std::vector<int> axes;
@@ -165,31 +164,34 @@ absl::StatusOr<ValueType> infer_reshape(const std::vector<ValueType>& in, Attrs&
     int64_t d = attrs.shape[i];
     if (d == -1) {
       if (infer_at >= 0) {
-        return op_error(op, in, absl::StrCat("shape ", format_shape(attrs.shape),
-                                             " has more than one -1"));
+        return op_error(op, in,
+                        absl::StrCat("shape ", format_shape(attrs.shape), " has more than one -1"));
       }
       infer_at = static_cast<int>(i);
       continue;
     }
     if (d < 0) {
-      return op_error(op, in, absl::StrCat("shape ", format_shape(attrs.shape),
-                                           " has a negative dimension"));
+      return op_error(
+          op, in, absl::StrCat("shape ", format_shape(attrs.shape), " has a negative dimension"));
     }
     if (__builtin_mul_overflow(known, d, &known)) {
-      return op_error(op, in, absl::StrCat("shape ", format_shape(attrs.shape),
-                                           " has more elements than fit in int64"));
+      return op_error(op, in,
+                      absl::StrCat("shape ", format_shape(attrs.shape),
+                                   " has more elements than fit in int64"));
     }
   }
   Shape out = attrs.shape;
   if (infer_at >= 0) {
     if (known == 0 || total % known != 0) {
-      return op_error(op, in, absl::StrCat("cannot infer the -1 in ", format_shape(attrs.shape),
-                                           " for ", total, " elements"));
+      return op_error(op, in,
+                      absl::StrCat("cannot infer the -1 in ", format_shape(attrs.shape), " for ",
+                                   total, " elements"));
     }
     out[infer_at] = total / known;
   } else if (known != total) {
-    return op_error(op, in, absl::StrCat("shape ", format_shape(attrs.shape), " has ", known,
-                                         " elements but the input has ", total));
+    return op_error(op, in,
+                    absl::StrCat("shape ", format_shape(attrs.shape), " has ", known,
+                                 " elements but the input has ", total));
   }
   attrs.shape = out;
   return ValueType{out, in[0].dtype};
@@ -199,8 +201,9 @@ absl::StatusOr<ValueType> infer_permute(const std::vector<ValueType>& in, Attrs&
   const OpKind op = OpKind::Permute;
   int ndim = static_cast<int>(in[0].shape.size());
   if (static_cast<int>(attrs.axes.size()) != ndim) {
-    return op_error(op, in, absl::StrCat("axes [", absl::StrJoin(attrs.axes, ", "),
-                                         "] must name each of the ", ndim, " axes once"));
+    return op_error(op, in,
+                    absl::StrCat("axes [", absl::StrJoin(attrs.axes, ", "),
+                                 "] must name each of the ", ndim, " axes once"));
   }
   std::vector<int> axes;
   std::vector<bool> seen(ndim, false);
@@ -209,8 +212,9 @@ absl::StatusOr<ValueType> infer_permute(const std::vector<ValueType>& in, Attrs&
     absl::StatusOr<int> a = normalize_axis(axis, ndim);
     if (!a.ok()) return op_error(op, in, std::string(a.status().message()));
     if (seen[*a]) {
-      return op_error(op, in, absl::StrCat("axes [", absl::StrJoin(attrs.axes, ", "),
-                                           "] name axis ", *a, " twice"));
+      return op_error(
+          op, in,
+          absl::StrCat("axes [", absl::StrJoin(attrs.axes, ", "), "] name axis ", *a, " twice"));
     }
     seen[*a] = true;
     axes.push_back(*a);
@@ -220,14 +224,14 @@ absl::StatusOr<ValueType> infer_permute(const std::vector<ValueType>& in, Attrs&
   return ValueType{out, in[0].dtype};
 }
 
-absl::StatusOr<ValueType> infer_broadcast_to(const std::vector<ValueType>& in,
-                                             const Attrs& attrs) {
+absl::StatusOr<ValueType> infer_broadcast_to(const std::vector<ValueType>& in, const Attrs& attrs) {
   const OpKind op = OpKind::BroadcastTo;
   const Shape& from = in[0].shape;
   const Shape& to = attrs.shape;
   auto fail = [&] {
-    return op_error(op, in, absl::StrCat("cannot broadcast to ", format_shape(to),
-                                         " (each dim must equal the target's or be 1)"));
+    return op_error(op, in,
+                    absl::StrCat("cannot broadcast to ", format_shape(to),
+                                 " (each dim must equal the target's or be 1)"));
   };
   if (to.size() < from.size()) return fail();
   absl::StatusOr<int64_t> count = checked_numel(to);
@@ -278,8 +282,8 @@ absl::StatusOr<ValueType> infer_matmul(const std::vector<ValueType>& in) {
   if (k_a != k_b) {
     return op_error(op, in, absl::StrCat("inner dimensions ", k_a, " and ", k_b, " differ"));
   }
-  absl::StatusOr<Shape> batch = broadcast_shapes(Shape(a.begin(), a.end() - 2),
-                                                 Shape(b.begin(), b.end() - 2));
+  absl::StatusOr<Shape> batch =
+      broadcast_shapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
   if (!batch.ok()) {
     return op_error(op, in, absl::StrCat("batch dimensions: ", batch.status().message()));
   }
@@ -303,8 +307,9 @@ absl::StatusOr<ValueType> infer_concat(const std::vector<ValueType>& in, Attrs& 
     bool fits = static_cast<int>(s.size()) == ndim;
     for (int d = 0; fits && d < ndim; ++d) fits = d == *axis || s[d] == out[d];
     if (!fits) {
-      return op_error(op, in, absl::StrCat("tensors[", i, "] must match tensors[0] in every ",
-                                           "dim but axis ", *axis));
+      return op_error(
+          op, in,
+          absl::StrCat("tensors[", i, "] must match tensors[0] in every ", "dim but axis ", *axis));
     }
     out[*axis] += s[*axis];
     dt = promote_types(dt, in[i].dtype);
@@ -330,8 +335,9 @@ absl::StatusOr<ValueType> infer_row_norm(OpKind op, const std::vector<ValueType>
   Shape row{x.shape.back()};
   for (size_t i = 1; i < in.size(); ++i) {
     if (in[i].shape != row) {
-      return op_error(op, in, absl::StrCat(operand_name(op, i), " must have shape ",
-                                           format_shape(row), " (x's last dim)"));
+      return op_error(op, in,
+                      absl::StrCat(operand_name(op, i), " must have shape ", format_shape(row),
+                                   " (x's last dim)"));
     }
   }
   if (!(attrs.eps >= 0) || !std::isfinite(attrs.eps)) {
@@ -345,8 +351,7 @@ absl::StatusOr<ValueType> infer_leaf(OpKind op, const Attrs& attrs) {
   absl::StatusOr<int64_t> count = checked_numel(attrs.shape);
   if (!count.ok()) return op_error(op, {}, std::string(count.status().message()));
   if ((op == OpKind::Rand || op == OpKind::Randn) && !is_floating(attrs.dtype)) {
-    return op_error(op, {}, absl::StrCat("needs a floating dtype, got ",
-                                         dtype_name(attrs.dtype)));
+    return op_error(op, {}, absl::StrCat("needs a floating dtype, got ", dtype_name(attrs.dtype)));
   }
   if (op == OpKind::Arange && attrs.shape.size() != 1) {
     return op_error(op, {}, "has rank 1");
@@ -363,8 +368,8 @@ absl::StatusOr<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("shapes ", format_shape(a), " and ",
-                                                     format_shape(b), " do not broadcast"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("shapes ", format_shape(a), " and ", format_shape(b), " do not broadcast"));
     }
     out[i] = da == 1 ? db : da;
   }
@@ -391,8 +396,7 @@ absl::StatusOr<ValueType> infer_output(OpKind op, const std::vector<ValueType>& 
                                        Attrs& attrs) {
   const OpInfo& info = op_info(op);
   if (info.arity >= 0 && static_cast<int>(inputs.size()) != info.arity) {
-    return op_error(op, inputs, absl::StrCat("takes ", info.arity, " inputs, got ",
-                                             inputs.size()));
+    return op_error(op, inputs, absl::StrCat("takes ", info.arity, " inputs, got ", inputs.size()));
   }
   switch (info.op_class) {
     case OpClass::kLeaf:

@@ -38,8 +38,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   bool ok = x.defined() && w.defined() && b.defined() && x.ndim() >= 1 && w.ndim() == 2 &&
             b.ndim() == 1 && x.shape().back() == w.shape()[1] && b.shape()[0] == w.shape()[0];
   if (!ok) {
-    throw Error(absl::StrCat("[linear] expected x [..., in], w [out, in], b [out] (x: ",
-                             type_of(x), ", w: ", type_of(w), ", b: ", type_of(b), ")"));
+    throw Error(absl::StrCat("[linear] expected x [..., in], w [out, in], b [out] (x: ", type_of(x),
+                             ", w: ", type_of(w), ", b: ", type_of(b), ")"));
   }
   return matmul(x, w.transpose(0, 1)) + b;
 }

@@ -11,77 +11,77 @@ namespace kiln::ops {
 
 // What family an op belongs to; shape inference, evaluation and (later) fusion dispatch on it.
 enum class OpClass {
-  kLeaf,        // no inputs: input, constant, arange, rand, randn
-  kUnary,       // elementwise, one input
-  kBinary,      // elementwise, two inputs, numpy broadcasting
-  kWhere,       // elementwise select, three inputs
-  kCast,        // astype
-  kReduce,      // sum mean max min over a set of axes
-  kArgReduce,   // argmax argmin over one axis
-  kView,        // reshape permute broadcast_to slice: index math, no arithmetic
+  kLeaf,       // no inputs: input, constant, arange, rand, randn
+  kUnary,      // elementwise, one input
+  kBinary,     // elementwise, two inputs, numpy broadcasting
+  kWhere,      // elementwise select, three inputs
+  kCast,       // astype
+  kReduce,     // sum mean max min over a set of axes
+  kArgReduce,  // argmax argmin over one axis
+  kView,       // reshape permute broadcast_to slice: index math, no arithmetic
   kMatmul,
   kConcat,
-  kRowNorm,     // softmax log_softmax layer_norm rms_norm over one axis
+  kRowNorm,  // softmax log_softmax layer_norm rms_norm over one axis
 };
 
 // X(Enum, "name", class, arity); arity -1 means any number >= 1.
-#define KILN_OPS(X)                              \
-  X(Input, "input", kLeaf, 0)                    \
-  X(Constant, "constant", kLeaf, 0)              \
-  X(Arange, "arange", kLeaf, 0)                  \
-  X(Rand, "rand", kLeaf, 0)                      \
-  X(Randn, "randn", kLeaf, 0)                    \
-  X(Neg, "neg", kUnary, 1)                       \
-  X(Abs, "abs", kUnary, 1)                       \
-  X(Exp, "exp", kUnary, 1)                       \
-  X(Log, "log", kUnary, 1)                       \
-  X(Sqrt, "sqrt", kUnary, 1)                     \
-  X(Rsqrt, "rsqrt", kUnary, 1)                   \
-  X(Sin, "sin", kUnary, 1)                       \
-  X(Cos, "cos", kUnary, 1)                       \
-  X(Tanh, "tanh", kUnary, 1)                     \
-  X(Sigmoid, "sigmoid", kUnary, 1)               \
-  X(Relu, "relu", kUnary, 1)                     \
-  X(Gelu, "gelu", kUnary, 1)                     \
-  X(Silu, "silu", kUnary, 1)                     \
-  X(Erf, "erf", kUnary, 1)                       \
-  X(Floor, "floor", kUnary, 1)                   \
-  X(Ceil, "ceil", kUnary, 1)                     \
-  X(Reciprocal, "reciprocal", kUnary, 1)         \
-  X(Square, "square", kUnary, 1)                 \
-  X(LogicalNot, "logical_not", kUnary, 1)        \
-  X(Add, "add", kBinary, 2)                      \
-  X(Sub, "sub", kBinary, 2)                      \
-  X(Mul, "mul", kBinary, 2)                      \
-  X(Div, "div", kBinary, 2)                      \
-  X(Pow, "pow", kBinary, 2)                      \
-  X(Maximum, "maximum", kBinary, 2)              \
-  X(Minimum, "minimum", kBinary, 2)              \
-  X(Eq, "eq", kBinary, 2)                        \
-  X(Ne, "ne", kBinary, 2)                        \
-  X(Lt, "lt", kBinary, 2)                        \
-  X(Le, "le", kBinary, 2)                        \
-  X(Gt, "gt", kBinary, 2)                        \
-  X(Ge, "ge", kBinary, 2)                        \
-  X(LogicalAnd, "logical_and", kBinary, 2)       \
-  X(LogicalOr, "logical_or", kBinary, 2)         \
-  X(Where, "where", kWhere, 3)                   \
-  X(Astype, "astype", kCast, 1)                  \
-  X(Sum, "sum", kReduce, 1)                      \
-  X(Mean, "mean", kReduce, 1)                    \
-  X(Max, "max", kReduce, 1)                      \
-  X(Min, "min", kReduce, 1)                      \
-  X(Argmax, "argmax", kArgReduce, 1)             \
-  X(Argmin, "argmin", kArgReduce, 1)             \
-  X(Reshape, "reshape", kView, 1)                \
-  X(Permute, "permute", kView, 1)                \
-  X(BroadcastTo, "broadcast_to", kView, 1)       \
-  X(Slice, "slice", kView, 1)                    \
-  X(Matmul, "matmul", kMatmul, 2)                \
-  X(Concat, "concat", kConcat, -1)               \
-  X(Softmax, "softmax", kRowNorm, 1)             \
-  X(LogSoftmax, "log_softmax", kRowNorm, 1)      \
-  X(LayerNorm, "layer_norm", kRowNorm, 3)        \
+#define KILN_OPS(X)                         \
+  X(Input, "input", kLeaf, 0)               \
+  X(Constant, "constant", kLeaf, 0)         \
+  X(Arange, "arange", kLeaf, 0)             \
+  X(Rand, "rand", kLeaf, 0)                 \
+  X(Randn, "randn", kLeaf, 0)               \
+  X(Neg, "neg", kUnary, 1)                  \
+  X(Abs, "abs", kUnary, 1)                  \
+  X(Exp, "exp", kUnary, 1)                  \
+  X(Log, "log", kUnary, 1)                  \
+  X(Sqrt, "sqrt", kUnary, 1)                \
+  X(Rsqrt, "rsqrt", kUnary, 1)              \
+  X(Sin, "sin", kUnary, 1)                  \
+  X(Cos, "cos", kUnary, 1)                  \
+  X(Tanh, "tanh", kUnary, 1)                \
+  X(Sigmoid, "sigmoid", kUnary, 1)          \
+  X(Relu, "relu", kUnary, 1)                \
+  X(Gelu, "gelu", kUnary, 1)                \
+  X(Silu, "silu", kUnary, 1)                \
+  X(Erf, "erf", kUnary, 1)                  \
+  X(Floor, "floor", kUnary, 1)              \
+  X(Ceil, "ceil", kUnary, 1)                \
+  X(Reciprocal, "reciprocal", kUnary, 1)    \
+  X(Square, "square", kUnary, 1)            \
+  X(LogicalNot, "logical_not", kUnary, 1)   \
+  X(Add, "add", kBinary, 2)                 \
+  X(Sub, "sub", kBinary, 2)                 \
+  X(Mul, "mul", kBinary, 2)                 \
+  X(Div, "div", kBinary, 2)                 \
+  X(Pow, "pow", kBinary, 2)                 \
+  X(Maximum, "maximum", kBinary, 2)         \
+  X(Minimum, "minimum", kBinary, 2)         \
+  X(Eq, "eq", kBinary, 2)                   \
+  X(Ne, "ne", kBinary, 2)                   \
+  X(Lt, "lt", kBinary, 2)                   \
+  X(Le, "le", kBinary, 2)                   \
+  X(Gt, "gt", kBinary, 2)                   \
+  X(Ge, "ge", kBinary, 2)                   \
+  X(LogicalAnd, "logical_and", kBinary, 2)  \
+  X(LogicalOr, "logical_or", kBinary, 2)    \
+  X(Where, "where", kWhere, 3)              \
+  X(Astype, "astype", kCast, 1)             \
+  X(Sum, "sum", kReduce, 1)                 \
+  X(Mean, "mean", kReduce, 1)               \
+  X(Max, "max", kReduce, 1)                 \
+  X(Min, "min", kReduce, 1)                 \
+  X(Argmax, "argmax", kArgReduce, 1)        \
+  X(Argmin, "argmin", kArgReduce, 1)        \
+  X(Reshape, "reshape", kView, 1)           \
+  X(Permute, "permute", kView, 1)           \
+  X(BroadcastTo, "broadcast_to", kView, 1)  \
+  X(Slice, "slice", kView, 1)               \
+  X(Matmul, "matmul", kMatmul, 2)           \
+  X(Concat, "concat", kConcat, -1)          \
+  X(Softmax, "softmax", kRowNorm, 1)        \
+  X(LogSoftmax, "log_softmax", kRowNorm, 1) \
+  X(LayerNorm, "layer_norm", kRowNorm, 3)   \
   X(RmsNorm, "rms_norm", kRowNorm, 2)
 
 enum class OpKind {

@@ -27,8 +27,7 @@ inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, uint6
 
 // The Philox block for element `index`: counter = (low, high 32 bits of index, 0, 0).
 inline std::array<uint32_t, 4> philox_block(uint64_t index, uint64_t seed) {
-  return philox4x32({static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), 0, 0},
-                    seed);
+  return philox4x32({static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), 0, 0}, seed);
 }
 
 // Uniform in [0, 1) with `bits` bits of precision, so the value is exact in the dtype it

@@ -108,13 +108,14 @@ void eval_elementwise(OpKind op, const ValueType& out, const std::vector<HostVal
   }
   const OpClass cls = op_class(op);
   // Where selects between a and b; the condition does not take part in the compute dtype.
-  const DType compute =
-      cls == OpClass::kWhere ? out.dtype : compute_dtype(op, dtypes);
+  const DType compute = cls == OpClass::kWhere ? out.dtype : compute_dtype(op, dtypes);
   const bool floating = is_floating(compute);
   auto load = [&](size_t k, int64_t offset) {
     return round_to(compute, load_double(*in[k].buffer, dtypes[k], offset));
   };
-  auto load_i = [&](size_t k, int64_t offset) { return load_int(*in[k].buffer, dtypes[k], offset); };
+  auto load_i = [&](size_t k, int64_t offset) {
+    return load_int(*in[k].buffer, dtypes[k], offset);
+  };
   auto truth = [&](size_t k, int64_t offset) {
     return load_truth(*in[k].buffer, dtypes[k], offset);
   };
@@ -152,7 +153,8 @@ void eval_elementwise(OpKind op, const ValueType& out, const std::vector<HostVal
 
 void eval_cast(const ValueType& out, const HostValue& in, Buffer& result) {
   int64_t n = numel(out.shape);
-  for (int64_t i = 0; i < n; ++i) convert_element(*in.buffer, in.type.dtype, i, result, out.dtype, i);
+  for (int64_t i = 0; i < n; ++i)
+    convert_element(*in.buffer, in.type.dtype, i, result, out.dtype, i);
 }
 
 void eval_view(OpKind op, const Attrs& attrs, const ValueType& out, const HostValue& in,
@@ -176,12 +178,11 @@ void eval_view(OpKind op, const Attrs& attrs, const ValueType& out, const HostVa
   }
   const std::byte* src = in.buffer->data();
   std::byte* dst = result.data();
-  for_each_index(
-      out.shape, {strides},
-      [&](int64_t i, const std::vector<int64_t>& off) {
-        std::memcpy(dst + i * size, src + off[0] * size, static_cast<size_t>(size));
-      },
-      {base});
+  for_each_index(out.shape, {strides},
+                 [&](int64_t i, const std::vector<int64_t>& off) {
+                   std::memcpy(dst + i * size, src + off[0] * size, static_cast<size_t>(size));
+                 },
+                 {base});
 }
 
 void eval_reduce(OpKind op, const ValueType& out, const HostValue& in, const Attrs& attrs,
@@ -192,15 +193,15 @@ void eval_reduce(OpKind op, const ValueType& out, const HostValue& in, const Att
   {
     Shape kept;
     for (size_t d = 0; d < shape.size(); ++d) {
-      bool reduced = std::find(attrs.axes.begin(), attrs.axes.end(), static_cast<int>(d)) !=
-                     attrs.axes.end();
+      bool reduced =
+          std::find(attrs.axes.begin(), attrs.axes.end(), static_cast<int>(d)) != attrs.axes.end();
       if (!reduced) kept.push_back(shape[d]);
     }
     Strides kept_strides = contiguous_strides(kept);
     size_t k = 0;
     for (size_t d = 0; d < shape.size(); ++d) {
-      bool reduced = std::find(attrs.axes.begin(), attrs.axes.end(), static_cast<int>(d)) !=
-                     attrs.axes.end();
+      bool reduced =
+          std::find(attrs.axes.begin(), attrs.axes.end(), static_cast<int>(d)) != attrs.axes.end();
       if (!reduced) out_strides[d] = kept_strides[k++];
     }
   }

@@ -18,8 +18,8 @@ struct ValueType {
   DType dtype = DType::F32;
 };
 
-std::string format_shape(const Shape& shape);     // "[2, 3]"
-std::string format_type(const ValueType& type);   // "f32[2, 3]"
+std::string format_shape(const Shape& shape);    // "[2, 3]"
+std::string format_type(const ValueType& type);  // "f32[2, 3]"
 // Element count, or an error when a dim is negative or the count overflows int64 (or the
 // byte size of the largest dtype would).
 absl::StatusOr<int64_t> checked_numel(const Shape& shape);

@@ -18,8 +18,8 @@ using ops::OpKind;
 int checked_axis(const char* op, int axis, int limit, const Tensor& x) {
   if (axis < -limit || axis >= limit) {
     throw Error(absl::StrCat("[", op, "] axis ", axis, " is out of range for rank ", x.ndim(),
-                             " (expected ", -limit, " <= axis < ", limit, ") (x: ",
-                             dtype_name(x.dtype()), ops::format_shape(x.shape()), ")"));
+                             " (expected ", -limit, " <= axis < ", limit,
+                             ") (x: ", dtype_name(x.dtype()), ops::format_shape(x.shape()), ")"));
   }
   return axis < 0 ? axis + limit : axis;
 }
@@ -71,8 +71,8 @@ Tensor Tensor::squeeze(int axis) const {
   axis = checked_axis("squeeze", axis, ndim(), *this);
   if (shape()[axis] != 1) {
     throw Error(absl::StrCat("[squeeze] axis ", axis, " has size ", shape()[axis],
-                             " (expected 1) (x: ", dtype_name(dtype()),
-                             ops::format_shape(shape()), ")"));
+                             " (expected 1) (x: ", dtype_name(dtype()), ops::format_shape(shape()),
+                             ")"));
   }
   std::vector<int64_t> shape = this->shape();
   shape.erase(shape.begin() + axis);

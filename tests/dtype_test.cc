@@ -9,8 +9,8 @@ namespace kiln {
 namespace {
 
 TEST(DType, NamesRoundTrip) {
-  for (DType dt : {DType::Bool, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32,
-                   DType::F64}) {
+  for (DType dt :
+       {DType::Bool, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F64}) {
     EXPECT_EQ(dtype_from_name(dtype_name(dt)), dt);
   }
   EXPECT_THROW(dtype_from_name("float32"), Error);
@@ -49,7 +49,7 @@ TEST(Half, EveryBitPatternRoundTrips) {
 // Independent check of rounding: the nearest half (ties to even) by brute force over
 // neighbouring representable values.
 TEST(Half, RoundsToNearestEven) {
-  EXPECT_EQ(static_cast<float>(Half(1.0f + 1.0f / 2048)), 1.0f);  // tie: down to even
+  EXPECT_EQ(static_cast<float>(Half(1.0f + 1.0f / 2048)), 1.0f);                // tie: down to even
   EXPECT_EQ(static_cast<float>(Half(1.0f + 3.0f / 2048)), 1.0f + 2.0f / 1024);  // tie: up
   EXPECT_EQ(static_cast<float>(Half(65504.0f)), 65504.0f);
   EXPECT_TRUE(std::isinf(static_cast<float>(Half(65520.0f))));

@@ -37,25 +37,39 @@ std::vector<UnaryCase> unary_cases() {
   auto sigmoid_ref = [](long double x) { return 1 / (1 + std::exp(-x)); };
   return {
       {"neg", [](const Tensor& x) { return neg(x); }, [](long double x) { return -x; }, -3, 3},
-      {"abs", [](const Tensor& x) { return abs(x); }, [](long double x) { return std::fabs(x); }, -3, 3},
-      {"exp", [](const Tensor& x) { return exp(x); }, [](long double x) { return std::exp(x); }, -4, 4},
-      {"log", [](const Tensor& x) { return log(x); }, [](long double x) { return std::log(x); }, 0.01f, 9},
-      {"sqrt", [](const Tensor& x) { return sqrt(x); }, [](long double x) { return std::sqrt(x); }, 0, 9},
-      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }, [](long double x) { return 1 / std::sqrt(x); }, 0.1f, 9},
-      {"sin", [](const Tensor& x) { return sin(x); }, [](long double x) { return std::sin(x); }, -6, 6},
-      {"cos", [](const Tensor& x) { return cos(x); }, [](long double x) { return std::cos(x); }, -6, 6},
-      {"tanh", [](const Tensor& x) { return tanh(x); }, [](long double x) { return std::tanh(x); }, -4, 4},
+      {"abs", [](const Tensor& x) { return abs(x); }, [](long double x) { return std::fabs(x); },
+       -3, 3},
+      {"exp", [](const Tensor& x) { return exp(x); }, [](long double x) { return std::exp(x); }, -4,
+       4},
+      {"log", [](const Tensor& x) { return log(x); }, [](long double x) { return std::log(x); },
+       0.01f, 9},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); }, [](long double x) { return std::sqrt(x); },
+       0, 9},
+      {"rsqrt", [](const Tensor& x) { return rsqrt(x); },
+       [](long double x) { return 1 / std::sqrt(x); }, 0.1f, 9},
+      {"sin", [](const Tensor& x) { return sin(x); }, [](long double x) { return std::sin(x); }, -6,
+       6},
+      {"cos", [](const Tensor& x) { return cos(x); }, [](long double x) { return std::cos(x); }, -6,
+       6},
+      {"tanh", [](const Tensor& x) { return tanh(x); }, [](long double x) { return std::tanh(x); },
+       -4, 4},
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, sigmoid_ref, -8, 8},
-      {"relu", [](const Tensor& x) { return relu(x); }, [](long double x) { return x > 0 ? x : 0; }, -3, 3},
+      {"relu", [](const Tensor& x) { return relu(x); }, [](long double x) { return x > 0 ? x : 0; },
+       -3, 3},
       {"gelu", [](const Tensor& x) { return gelu(x); },
        [](long double x) { return 0.5L * x * (1 + std::erf(x / std::sqrt(2.0L))); }, -4, 4},
       {"silu", [](const Tensor& x) { return silu(x); },
        [=](long double x) { return x * sigmoid_ref(x); }, -6, 6},
-      {"erf", [](const Tensor& x) { return erf(x); }, [](long double x) { return std::erf(x); }, -3, 3},
-      {"floor", [](const Tensor& x) { return floor(x); }, [](long double x) { return std::floor(x); }, -5, 5},
-      {"ceil", [](const Tensor& x) { return ceil(x); }, [](long double x) { return std::ceil(x); }, -5, 5},
-      {"reciprocal", [](const Tensor& x) { return reciprocal(x); }, [](long double x) { return 1 / x; }, 0.2f, 5},
-      {"square", [](const Tensor& x) { return square(x); }, [](long double x) { return x * x; }, -3, 3},
+      {"erf", [](const Tensor& x) { return erf(x); }, [](long double x) { return std::erf(x); }, -3,
+       3},
+      {"floor", [](const Tensor& x) { return floor(x); },
+       [](long double x) { return std::floor(x); }, -5, 5},
+      {"ceil", [](const Tensor& x) { return ceil(x); }, [](long double x) { return std::ceil(x); },
+       -5, 5},
+      {"reciprocal", [](const Tensor& x) { return reciprocal(x); },
+       [](long double x) { return 1 / x; }, 0.2f, 5},
+      {"square", [](const Tensor& x) { return square(x); }, [](long double x) { return x * x; }, -3,
+       3},
   };
 }
 
@@ -65,8 +79,8 @@ TEST(Elementwise, EveryUnaryOpMatchesLongDoubleInEveryFloatDtype) {
   for (const UnaryCase& c : unary_cases()) {
     for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
       SCOPED_TRACE(std::string(c.name) + " " + dtype_name(dt));
-      Tensor x = Tensor::from_vector(testing::random_floats(257, rng, c.lo, c.hi), {257})
-                     .astype(dt);
+      Tensor x =
+          Tensor::from_vector(testing::random_floats(257, rng, c.lo, c.hi), {257}).astype(dt);
       Tensor y = c.op(x);
       ASSERT_EQ(y.dtype(), dt);
       std::vector<double> in = values(x), out = values(y);
@@ -102,10 +116,14 @@ struct BinaryCase {
 
 TEST(Elementwise, EveryBinaryOpBroadcastsAndMatchesLongDouble) {
   std::vector<BinaryCase> cases = {
-      {"add", [](auto& a, auto& b) { return a + b; }, [](long double a, long double b) { return a + b; }},
-      {"sub", [](auto& a, auto& b) { return a - b; }, [](long double a, long double b) { return a - b; }},
-      {"mul", [](auto& a, auto& b) { return a * b; }, [](long double a, long double b) { return a * b; }},
-      {"div", [](auto& a, auto& b) { return a / b; }, [](long double a, long double b) { return a / b; }},
+      {"add", [](auto& a, auto& b) { return a + b; },
+       [](long double a, long double b) { return a + b; }},
+      {"sub", [](auto& a, auto& b) { return a - b; },
+       [](long double a, long double b) { return a - b; }},
+      {"mul", [](auto& a, auto& b) { return a * b; },
+       [](long double a, long double b) { return a * b; }},
+      {"div", [](auto& a, auto& b) { return a / b; },
+       [](long double a, long double b) { return a / b; }},
       {"pow", [](auto& a, auto& b) { return pow(a, b); },
        [](long double a, long double b) { return std::pow(a, b); }},
       {"maximum", [](auto& a, auto& b) { return maximum(a, b); },
@@ -115,26 +133,26 @@ TEST(Elementwise, EveryBinaryOpBroadcastsAndMatchesLongDouble) {
   };
   // Shape pairs covering size-1 dims on either side, rank differences and 0-d operands.
   std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
-      {{3, 4}, {3, 4}}, {{3, 1}, {1, 4}}, {{2, 3, 4}, {4}}, {{4}, {2, 3, 4}},
-      {{}, {2, 3}},     {{2, 1, 3}, {4, 1}}, {{1}, {}},      {{0, 3}, {1, 3}}};
+      {{3, 4}, {3, 4}}, {{3, 1}, {1, 4}},    {{2, 3, 4}, {4}}, {{4}, {2, 3, 4}},
+      {{}, {2, 3}},     {{2, 1, 3}, {4, 1}}, {{1}, {}},        {{0, 3}, {1, 3}}};
   std::mt19937_64 rng(testing::test_seed());
   SCOPED_TRACE(testing::test_seed());
   for (const BinaryCase& c : cases) {
     for (const auto& [sa, sb] : shapes) {
       for (DType dt : {DType::F32, DType::F64, DType::BF16}) {
         SCOPED_TRACE(std::string(c.name) + " " + dtype_name(dt));
-        Tensor a = Tensor::from_vector(testing::random_floats(testing::count(sa), rng, 0.5f, 3),
-                                       sa).astype(dt);
-        Tensor b = Tensor::from_vector(testing::random_floats(testing::count(sb), rng, 0.5f, 3),
-                                       sb).astype(dt);
+        Tensor a = Tensor::from_vector(testing::random_floats(testing::count(sa), rng, 0.5f, 3), sa)
+                       .astype(dt);
+        Tensor b = Tensor::from_vector(testing::random_floats(testing::count(sb), rng, 0.5f, 3), sb)
+                       .astype(dt);
         Tensor y = c.op(a, b);
         std::vector<int64_t> out_shape = y.shape();
         std::vector<double> va = values(a), vb = values(b), vy = values(y);
         ASSERT_EQ(static_cast<int64_t>(vy.size()), testing::count(out_shape));
         for (int64_t i = 0; i < testing::count(out_shape); ++i) {
           std::vector<int64_t> idx = testing::unravel(i, out_shape);
-          long double want = c.ref(va[testing::broadcast_source(idx, sa)],
-                                   vb[testing::broadcast_source(idx, sb)]);
+          long double want =
+              c.ref(va[testing::broadcast_source(idx, sa)], vb[testing::broadcast_source(idx, sb)]);
           EXPECT_TRUE(close(want, vy[i], tolerance(dt)));
         }
       }
@@ -146,8 +164,7 @@ TEST(Elementwise, BroadcastShapesFollowNumpy) {
   EXPECT_EQ((Tensor::zeros({2, 1, 3}) + Tensor::zeros({4, 1})).shape(),
             (std::vector<int64_t>{2, 4, 3}));
   EXPECT_EQ((Tensor::zeros({}) + Tensor::zeros({5})).shape(), (std::vector<int64_t>{5}));
-  EXPECT_EQ((Tensor::zeros({0, 1}) + Tensor::zeros({1, 7})).shape(),
-            (std::vector<int64_t>{0, 7}));
+  EXPECT_EQ((Tensor::zeros({0, 1}) + Tensor::zeros({1, 7})).shape(), (std::vector<int64_t>{0, 7}));
   EXPECT_EQ((Tensor::zeros({1}) * Tensor::zeros({})).shape(), (std::vector<int64_t>{1}));
 }
 
@@ -200,10 +217,13 @@ TEST(Elementwise, PromotionAndNonPromotingScalars) {
 TEST(Elementwise, IntegerArithmeticIsExact) {
   Tensor a = Tensor::from_vector<int64_t>({7, -7, 3, (int64_t{1} << 62) + 1}, {4});
   Tensor b = Tensor::from_vector<int64_t>({2, 2, 0, 1}, {4});
-  EXPECT_EQ((a * b).to_vector<int64_t>(), (std::vector<int64_t>{14, -14, 0, (int64_t{1} << 62) + 1}));
+  EXPECT_EQ((a * b).to_vector<int64_t>(),
+            (std::vector<int64_t>{14, -14, 0, (int64_t{1} << 62) + 1}));
   EXPECT_EQ((a - b).to_vector<int64_t>()[3], int64_t{1} << 62);
-  EXPECT_EQ(pow(a, b).to_vector<int64_t>(), (std::vector<int64_t>{49, 49, 1, (int64_t{1} << 62) + 1}));
-  EXPECT_EQ(maximum(a, b).to_vector<int64_t>(), (std::vector<int64_t>{7, 2, 3, (int64_t{1} << 62) + 1}));
+  EXPECT_EQ(pow(a, b).to_vector<int64_t>(),
+            (std::vector<int64_t>{49, 49, 1, (int64_t{1} << 62) + 1}));
+  EXPECT_EQ(maximum(a, b).to_vector<int64_t>(),
+            (std::vector<int64_t>{7, 2, 3, (int64_t{1} << 62) + 1}));
   std::vector<float> q = (a / b).to_vector<float>();
   EXPECT_EQ(q[0], 3.5f);
   EXPECT_EQ(q[1], -3.5f);

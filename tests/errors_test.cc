@@ -47,13 +47,22 @@ TEST(Errors, BadReshape) {
 }
 
 TEST(Errors, MatmulInnerDimensions) {
-  expect_error([&] { matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 5})); },
-               {"[matmul] inner dimensions 3 and 4 differ (a: f32[2, 3], b: f32[4, 5])"});
-  expect_error([&] { matmul(Tensor::zeros({2, 2, 3}), Tensor::zeros({3, 3, 4})); },
-               {"[matmul]", "batch"});
+  expect_error(
+      [&] {
+        matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 5}));
+      },
+      {"[matmul] inner dimensions 3 and 4 differ (a: f32[2, 3], b: f32[4, 5])"});
+  expect_error(
+      [&] {
+        matmul(Tensor::zeros({2, 2, 3}), Tensor::zeros({3, 3, 4}));
+      },
+      {"[matmul]", "batch"});
   expect_error([&] { matmul(Tensor::zeros({}), Tensor::zeros({3})); }, {"[matmul]", "rank >= 1"});
-  expect_error([&] { matmul(Tensor::ones({2, 2}, DType::Bool), Tensor::ones({2, 2}, DType::Bool)); },
-               {"[matmul]", "bool"});
+  expect_error(
+      [&] {
+        matmul(Tensor::ones({2, 2}, DType::Bool), Tensor::ones({2, 2}, DType::Bool));
+      },
+      {"[matmul]", "bool"});
 }
 
 TEST(Errors, DataAccess) {
@@ -61,8 +70,11 @@ TEST(Errors, DataAccess) {
   expect_error([&] { x.to_vector<double>(); }, {"[to_vector]", "f64", "f32[2, 3]"});
   expect_error([&] { x.to_vector<int32_t>(); }, {"[to_vector]", "i32"});
   expect_error([&] { x.item(); }, {"[item]", "exactly one element", "f32[2, 3]"});
-  expect_error([&] { Tensor::from_vector<float>({1, 2, 3}, {2, 2}); },
-               {"[from_vector]", "[2, 2] needs 4", "has 3"});
+  expect_error(
+      [&] {
+        Tensor::from_vector<float>({1, 2, 3}, {2, 2});
+      },
+      {"[from_vector]", "[2, 2] needs 4", "has 3"});
 }
 
 TEST(Errors, UnsupportedDtypes) {
@@ -79,8 +91,11 @@ TEST(Errors, NegativeAndOverflowingSizes) {
   expect_error([&] { Tensor::ones({int64_t{1} << 40, int64_t{1} << 40}); }, {"overflow"});
   expect_error([&] { Tensor::from_vector<float>({}, {-2}); }, {"[from_vector]", "negative"});
   expect_error([&] { Tensor::arange(-5); }, {"[arange]", "negative"});
-  expect_error([&] { Tensor::zeros({2}).broadcast_to({int64_t{1} << 40, int64_t{1} << 40, 2}); },
-               {"overflow"});
+  expect_error(
+      [&] {
+        Tensor::zeros({2}).broadcast_to({int64_t{1} << 40, int64_t{1} << 40, 2});
+      },
+      {"overflow"});
 }
 
 // After every kind of failure, existing tensors are intact and evaluable, and nothing was

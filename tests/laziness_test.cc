@@ -52,7 +52,7 @@ TEST(Laziness, RealizedNodesDropTheirInputs) {
   }
   EXPECT_FALSE(weak_input.expired());  // y's recipe holds it
   y.eval();
-  EXPECT_TRUE(weak_input.expired());   // y is a buffer now; the recipe is gone
+  EXPECT_TRUE(weak_input.expired());  // y is a buffer now; the recipe is gone
   EXPECT_TRUE(detail::TensorAccess::node(y)->inputs.empty());
 }
 

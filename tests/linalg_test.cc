@@ -41,9 +41,16 @@ std::pair<std::vector<int64_t>, std::vector<long double>> reference_matmul(
 
 TEST(Matmul, NumpySemanticsForVectorsMatricesAndBroadcastBatches) {
   std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
-      {{4}, {4}},          {{3, 4}, {4}},        {{4}, {4, 5}},      {{3, 4}, {4, 5}},
-      {{2, 3, 4}, {4, 5}}, {{3, 4}, {2, 4, 5}},  {{2, 1, 3, 4}, {3, 4, 2}}, {{1, 4}, {4, 1}},
-      {{0, 4}, {4, 3}},    {{3, 0}, {0, 2}}};
+      {{4}, {4}},
+      {{3, 4}, {4}},
+      {{4}, {4, 5}},
+      {{3, 4}, {4, 5}},
+      {{2, 3, 4}, {4, 5}},
+      {{3, 4}, {2, 4, 5}},
+      {{2, 1, 3, 4}, {3, 4, 2}},
+      {{1, 4}, {4, 1}},
+      {{0, 4}, {4, 3}},
+      {{3, 0}, {0, 2}}};
   std::mt19937_64 rng(testing::test_seed());
   SCOPED_TRACE(testing::test_seed());
   for (const auto& [sa, sb] : cases) {

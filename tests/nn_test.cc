@@ -1,7 +1,8 @@
 // softmax, log_softmax, layer_norm, rms_norm, linear against long-double loops.
+#include "kiln/nn.h"
+
 #include <cmath>
 
-#include "kiln/nn.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -85,8 +86,11 @@ TEST(NN, NormsNeedFloatingDtypes) {
   Tensor i = Tensor::ones({2, 3}, DType::I32);
   testing::expect_error([&] { softmax(i); }, {"[softmax]", "floating x", "i32[2, 3]"});
   testing::expect_error([&] { rms_norm(i, Tensor::ones({3})); }, {"[rms_norm]"});
-  testing::expect_error([&] { layer_norm(Tensor::ones({2, 3}), Tensor::ones({4}), Tensor::ones({3})); },
-                        {"[layer_norm]", "weight must have shape [3]"});
+  testing::expect_error(
+      [&] {
+        layer_norm(Tensor::ones({2, 3}), Tensor::ones({4}), Tensor::ones({3}));
+      },
+      {"[layer_norm]", "weight must have shape [3]"});
 }
 
 }  // namespace

@@ -39,8 +39,8 @@ class NpyTest : public ::testing::Test {
 TEST_F(NpyTest, RoundTripsEveryDtype) {
   std::mt19937_64 rng(testing::test_seed());
   std::vector<float> v = testing::random_floats(12, rng);
-  for (DType dt : {DType::Bool, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32,
-                   DType::F64}) {
+  for (DType dt :
+       {DType::Bool, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F64}) {
     SCOPED_TRACE(dtype_name(dt));
     Tensor t = (Tensor::from_vector(v, {3, 4}) * 10.0).astype(dt);
     save_npy(path("t.npy"), t);
@@ -76,13 +76,18 @@ TEST_F(NpyTest, RejectsBadFiles) {
       {"huge header", std::string("\x93NUMPY\x02\x00\xff\xff\xff\x7f", 12)},
       {"truncated data", npy(ok_dict, std::string(7, '\0'))},
       {"extra data", npy(ok_dict, std::string(9, '\0'))},
-      {"fortran", npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }", std::string(8, '\0'))},
-      {"big endian", npy("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", std::string(8, '\0'))},
-      {"complex", npy("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", std::string(8, '\0'))},
+      {"fortran",
+       npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }", std::string(8, '\0'))},
+      {"big endian",
+       npy("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", std::string(8, '\0'))},
+      {"complex",
+       npy("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", std::string(8, '\0'))},
       {"bad shape", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }", "")},
       {"no shape", npy("{'descr': '<f4', 'fortran_order': False, }", "")},
       {"unterminated", npy("{'descr': '<f4", "")},
-      {"overflow", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000, 1000000000000), }", "")},
+      {"overflow",
+       npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000, 1000000000000), }",
+           "")},
   };
   for (const auto& [what, bytes] : bad) {
     SCOPED_TRACE(what);

@@ -28,9 +28,12 @@ std::vector<long double> reference_reduce(const std::vector<double>& data,
       if (std::find(axes.begin(), axes.end(), d) == axes.end()) o = o * shape[d] + idx[d];
     }
     long double v = data[i];
-    if (kind == "max") acc[o] = std::max(acc[o], v);
-    else if (kind == "min") acc[o] = std::min(acc[o], v);
-    else acc[o] += v;
+    if (kind == "max")
+      acc[o] = std::max(acc[o], v);
+    else if (kind == "min")
+      acc[o] = std::min(acc[o], v);
+    else
+      acc[o] += v;
     ++counts[o];
   }
   if (kind == "mean") {
@@ -43,7 +46,8 @@ TEST(Reduction, SumMeanMaxMinOverEveryAxisSubset) {
   std::mt19937_64 rng(testing::test_seed());
   SCOPED_TRACE(testing::test_seed());
   const std::vector<int64_t> shape = {3, 4, 5};
-  std::vector<std::vector<int>> axis_sets = {{}, {0}, {1}, {2}, {0, 1}, {0, 2}, {1, 2}, {-1}, {-3, -1}, {2, 0}};
+  std::vector<std::vector<int>> axis_sets = {{},     {0},    {1},  {2},      {0, 1},
+                                             {0, 2}, {1, 2}, {-1}, {-3, -1}, {2, 0}};
   for (DType dt : {DType::F32, DType::F64}) {
     Tensor x = Tensor::from_vector(testing::random_floats(60, rng), shape).astype(dt);
     std::vector<double> data = testing::values(x);

@@ -100,8 +100,7 @@ TEST(TraceLoad, NodesMayComeInAnyOrder) {
   LoadedTrace t = load_trace(R"({"format": "kiln.trace", "version": 1, "nodes": [
     {"id": 5, "op": "neg", "args": [2], "dtype": "f32", "shape": [2]},
     {"id": 2, "op": "input", "name": "x", "dtype": "f32", "shape": [2]}], "outputs": [5]})");
-  EXPECT_EQ(t.run({{"x", Tensor::ones({2})}})[0].to_vector<float>(),
-            (std::vector<float>{-1, -1}));
+  EXPECT_EQ(t.run({{"x", Tensor::ones({2})}})[0].to_vector<float>(), (std::vector<float>{-1, -1}));
 }
 
 std::string doc(const std::string& nodes, const std::string& outputs = "[1]") {
@@ -117,37 +116,79 @@ TEST(TraceLoad, RejectsBadFilesWithAReasonNamingTheNode) {
   expect_error([] { load_trace(R"({"format": "other", "version": 1})"); }, {"format"});
   expect_error([] { load_trace(R"({"format": "kiln.trace", "version": 2, "nodes": []})"); },
                {"version"});
-  expect_error([] { load_trace(doc(kInput + R"(, {"id": 1, "op": "frobnicate", "args": [0],
-      "dtype": "f32", "shape": [2, 3]})")); }, {"node 1 (frobnicate)", "unknown op"});
-  expect_error([] { load_trace(doc(kInput + R"(, {"id": 1, "op": "exp", "args": [7],
-      "dtype": "f32", "shape": [2, 3]})")); }, {"node 1 (exp)", "argument 7"});
-  expect_error([] { load_trace(doc(R"({"id": 1, "op": "exp", "args": [2], "dtype": "f32", "shape": [2]},
-      {"id": 2, "op": "exp", "args": [1], "dtype": "f32", "shape": [2]})")); }, {"cycle"});
-  expect_error([] { load_trace(doc(kInput + R"(, {"id": 1, "op": "exp", "args": [0],
-      "dtype": "f32", "shape": [3, 2]})")); },
-               {"node 1 (exp)", "declared f32[3, 2]", "inference gives f32[2, 3]"});
-  expect_error([] { load_trace(doc(kInput + R"(, {"id": 1, "op": "exp", "args": [0],
-      "dtype": "f64", "shape": [2, 3]})")); }, {"node 1 (exp)", "declared f64"});
-  expect_error([] { load_trace(doc(kInput + R"(, {"id": 1, "op": "sum", "args": [0],
-      "attrs": {"axes": [5]}, "dtype": "f32", "shape": [2]})")); }, {"node 1 (sum)", "axis 5"});
-  expect_error([] { load_trace(doc(kInput + R"(, {"id": 1, "op": "sum", "args": [0],
-      "attrs": {"axes": "all"}, "dtype": "f32", "shape": []})")); }, {"node 1", "wrong type"});
-  expect_error([] { load_trace(doc(kInput + R"(, {"id": 1, "op": "add", "args": [0],
-      "dtype": "f32", "shape": [2, 3]})")); }, {"node 1 (add)", "takes 2 inputs"});
+  expect_error(
+      [] {
+        load_trace(doc(kInput + R"(, {"id": 1, "op": "frobnicate", "args": [0],
+      "dtype": "f32", "shape": [2, 3]})"));
+      },
+      {"node 1 (frobnicate)", "unknown op"});
+  expect_error(
+      [] {
+        load_trace(doc(kInput + R"(, {"id": 1, "op": "exp", "args": [7],
+      "dtype": "f32", "shape": [2, 3]})"));
+      },
+      {"node 1 (exp)", "argument 7"});
+  expect_error(
+      [] {
+        load_trace(doc(R"({"id": 1, "op": "exp", "args": [2], "dtype": "f32", "shape": [2]},
+      {"id": 2, "op": "exp", "args": [1], "dtype": "f32", "shape": [2]})"));
+      },
+      {"cycle"});
+  expect_error(
+      [] {
+        load_trace(doc(kInput + R"(, {"id": 1, "op": "exp", "args": [0],
+      "dtype": "f32", "shape": [3, 2]})"));
+      },
+      {"node 1 (exp)", "declared f32[3, 2]", "inference gives f32[2, 3]"});
+  expect_error(
+      [] {
+        load_trace(doc(kInput + R"(, {"id": 1, "op": "exp", "args": [0],
+      "dtype": "f64", "shape": [2, 3]})"));
+      },
+      {"node 1 (exp)", "declared f64"});
+  expect_error(
+      [] {
+        load_trace(doc(kInput + R"(, {"id": 1, "op": "sum", "args": [0],
+      "attrs": {"axes": [5]}, "dtype": "f32", "shape": [2]})"));
+      },
+      {"node 1 (sum)", "axis 5"});
+  expect_error(
+      [] {
+        load_trace(doc(kInput + R"(, {"id": 1, "op": "sum", "args": [0],
+      "attrs": {"axes": "all"}, "dtype": "f32", "shape": []})"));
+      },
+      {"node 1", "wrong type"});
+  expect_error(
+      [] {
+        load_trace(doc(kInput + R"(, {"id": 1, "op": "add", "args": [0],
+      "dtype": "f32", "shape": [2, 3]})"));
+      },
+      {"node 1 (add)", "takes 2 inputs"});
   expect_error([] { load_trace(doc(kInput + "," + kInput, "[0]")); }, {"duplicate id"});
   expect_error([] { load_trace(doc(kInput, "[4]")); }, {"output 4"});
-  expect_error([] { load_trace(doc(R"({"id": 0, "op": "input", "dtype": "f32", "shape": [2]})", "[0]")); },
-               {"name"});
-  expect_error([] { load_trace(doc(R"({"id": 0, "op": "input", "name": "x", "dtype": "f99", "shape": [2]})", "[0]")); },
-               {"node 0", "unknown dtype"});
-  expect_error([] { load_trace(doc(R"({"id": 0, "op": "input", "name": "x", "dtype": "f32", "shape": [-2]})", "[0]")); },
-               {"node 0", "negative"});
-  expect_error([] { load_trace(doc(R"({"id": 0, "op": "constant", "dtype": "f32", "shape": []})", "[0]")); },
-               {"node 0", "value"});
+  expect_error(
+      [] { load_trace(doc(R"({"id": 0, "op": "input", "dtype": "f32", "shape": [2]})", "[0]")); },
+      {"name"});
+  expect_error(
+      [] {
+        load_trace(
+            doc(R"({"id": 0, "op": "input", "name": "x", "dtype": "f99", "shape": [2]})", "[0]"));
+      },
+      {"node 0", "unknown dtype"});
+  expect_error(
+      [] {
+        load_trace(
+            doc(R"({"id": 0, "op": "input", "name": "x", "dtype": "f32", "shape": [-2]})", "[0]"));
+      },
+      {"node 0", "negative"});
+  expect_error(
+      [] { load_trace(doc(R"({"id": 0, "op": "constant", "dtype": "f32", "shape": []})", "[0]")); },
+      {"node 0", "value"});
 }
 
 TEST(TraceLoad, RunChecksTheGivenInputs) {
-  LoadedTrace t = load_trace(doc(kInput + R"(, {"id": 1, "op": "exp", "args": [0], "dtype": "f32", "shape": [2, 3]})"));
+  LoadedTrace t = load_trace(
+      doc(kInput + R"(, {"id": 1, "op": "exp", "args": [0], "dtype": "f32", "shape": [2, 3]})"));
   expect_error([&] { t.run({}); }, {"no tensor given for input 'x'"});
   expect_error([&] { t.run({{"x", Tensor::ones({3, 2})}}); }, {"node 0", "declared f32[2, 3]"});
   expect_error([&] { t.run({{"x", Tensor::ones({2, 3}, DType::F64)}}); }, {"node 0"});

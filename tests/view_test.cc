@@ -71,7 +71,7 @@ TEST(View, NonContiguousViewsFeedEveryOpKind) {
   std::vector<float> by_hand(24);
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 6; ++j) by_hand[i * 6 + j] = raw[j * 8 + 1 + 2 * i];
-  ASSERT_EQ(view.to_vector<float>(), by_hand);  // the view itself, checked by hand
+  ASSERT_EQ(view.to_vector<float>(), by_hand);    // the view itself, checked by hand
   view = base.transpose(0, 1).slice(0, 1, 8, 2);  // again unrealized, so ops see the view
   Tensor copy = Tensor::from_vector(by_hand, {4, 6});
   Tensor w = Tensor::from_vector(testing::random_floats(6 * 3, rng), {6, 3});
@@ -86,7 +86,9 @@ TEST(View, NonContiguousViewsFeedEveryOpKind) {
       [](const Tensor& t) { return softmax(t, 0); },
       [&](const Tensor& t) { return layer_norm(t, g, bias); },
       [&](const Tensor& t) { return rms_norm(t, g); },
-      [](const Tensor& t) { return concat({t, t * 2}, 1); },
+      [](const Tensor& t) {
+        return concat({t, t * 2}, 1);
+      },
       [](const Tensor& t) { return where(t > 1.0, t, -t); },
       [](const Tensor& t) { return t.astype(DType::F16); },
       [](const Tensor& t) { return t.reshape({-1}).slice(0, 3, 20, 4); },

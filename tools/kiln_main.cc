@@ -49,7 +49,7 @@ int dump(const std::string& trace, std::map<std::string, std::string>& flags) {
   kiln::LoadedTrace loaded = kiln::load_trace_file(trace);
   std::map<std::string, kiln::Tensor> inputs;
   for (const auto& in : loaded.inputs()) inputs[in.name] = kiln::Tensor::zeros(in.shape, in.dtype);
-  kiln::DumpFormat f = format == "json" ? kiln::DumpFormat::Json
+  kiln::DumpFormat f = format == "json"  ? kiln::DumpFormat::Json
                        : format == "dot" ? kiln::DumpFormat::Dot
                                          : kiln::DumpFormat::Text;
   std::fputs(kiln::dump_trace(loaded.run(inputs), f).c_str(), stdout);

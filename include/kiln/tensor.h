@@ -46,7 +46,7 @@ class Tensor {
   // Sync point. T must match dtype() exactly (see from_vector).
   template <class T>
   std::vector<T> to_vector() const;
-  double item() const;       // sync point; requires numel() == 1
+  double item() const;         // sync point; requires numel() == 1
   const Tensor& eval() const;  // sync point; computes this tensor and keeps the result
   bool is_realized() const;    // true once computed (no pending recipe left)
 

@@ -32,8 +32,8 @@ class CpuBackend final : public Backend {
         inputs.push_back({input->type, value_of(*input, computed)});
       }
       if (node->op == ops::OpKind::Input) {
-        throw Error(absl::StrCat("[input] '", node->attrs.name,
-                                 "' is a placeholder without data (", ops::format_type(node->type),
+        throw Error(absl::StrCat("[input] '", node->attrs.name, "' is a placeholder without data (",
+                                 ops::format_type(node->type),
                                  "); give it a tensor before evaluating"));
       }
       computed[node] = ops::evaluate_reference(node->op, node->attrs, node->type, inputs);
@@ -52,7 +52,8 @@ class CpuBackend final : public Backend {
 
  private:
   static std::shared_ptr<const Buffer> value_of(
-      const Node& node, const absl::flat_hash_map<const Node*, std::shared_ptr<const Buffer>>& computed) {
+      const Node& node,
+      const absl::flat_hash_map<const Node*, std::shared_ptr<const Buffer>>& computed) {
     if (node.realized()) return node.buffer;
     return computed.at(&node);
   }
