@@ -25,8 +25,8 @@ void report(const std::string& what) {
 std::string dump_sync_trace(const std::vector<detail::Node*>& outputs) {
   static std::atomic<int> sequence{0};
   namespace fs = std::filesystem;
-  const std::string folder = absl::StrFormat("%s/sync-%d-%06d", env_options().dump_dir,
-                                             static_cast<int>(::getpid()), sequence++);
+  std::string folder = absl::StrFormat("%s/sync-%d-%06d", env_options().dump_dir,
+                                       static_cast<int>(::getpid()), sequence++);
   std::error_code ec;
   fs::create_directories(fs::path(folder) / "inputs", ec);
   if (ec) {

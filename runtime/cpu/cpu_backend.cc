@@ -43,6 +43,7 @@ class CpuBackend final : public Backend {
       }
     }
     std::vector<std::shared_ptr<Buffer>> results;
+    results.reserve(outputs.size());
     for (const Node* out : outputs) {
       // Outputs were computed here, so the buffer is ours to hand over as mutable.
       results.push_back(std::const_pointer_cast<Buffer>(value_of(*out, computed)));
