@@ -16,6 +16,8 @@ EnvOptions read_env_options() {
   if (const char* dump = std::getenv("KILN_DUMP"); dump != nullptr) {
     for (absl::string_view item : absl::StrSplit(dump, ',')) {
       if (item == "trace") o.dump_trace = true;
+      if (item == "plan") o.dump_plan = true;
+      if (item == "kernels") o.dump_kernels = true;
     }
   }
   const char* dir = std::getenv("KILN_DUMP_DIR");

@@ -8,9 +8,11 @@
 namespace kiln::jit {
 
 struct EnvOptions {
-  int log_level = 0;        // KILN_LOG: 0 quiet, 1 one line per sync, 2 per kernel too
-  bool dump_trace = false;  // KILN_DUMP contains "trace"
-  std::string dump_dir;     // KILN_DUMP_DIR, default "kiln_dump"
+  int log_level = 0;          // KILN_LOG: 0 quiet, 1 one line per sync, 2 per kernel too
+  bool dump_trace = false;    // KILN_DUMP contains "trace"
+  bool dump_plan = false;     // KILN_DUMP contains "plan"
+  bool dump_kernels = false;  // KILN_DUMP contains "kernels"
+  std::string dump_dir;       // KILN_DUMP_DIR, default "kiln_dump"
 };
 
 const EnvOptions& env_options();

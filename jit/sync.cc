@@ -1,5 +1,6 @@
 #include "jit/sync.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <new>
@@ -7,22 +8,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "jit/env_options.h"
-#include "jit/pending_graph.h"
+#include "jit/launch_plan.h"
+#include "jit/plan_cache.h"
 #include "jit/stats_counters.h"
 #include "jit/sync_dump.h"
+#include "jit/trace.h"
 #include "kiln/error.h"
 #include "runtime/backend.h"
 
 namespace kiln::jit {
 
 void sync(const std::vector<detail::Node*>& outputs) {
-  std::vector<detail::Node*> order = collect_pending(outputs);
-  if (order.empty()) return;  // everything is already computed
-  const auto start = std::chrono::steady_clock::now();
-  const EnvOptions& options = env_options();
-  std::string dump_folder;
-  if (options.dump_trace) dump_folder = dump_sync_trace(outputs);
-
   // Outputs that still need computing, each once.
   std::vector<detail::Node*> targets;
   for (detail::Node* out : outputs) {
@@ -30,25 +26,43 @@ void sync(const std::vector<detail::Node*>& outputs) {
       targets.push_back(out);
     }
   }
-  Device device = targets.front()->device;
+  if (targets.empty()) return;  // everything is already computed
+  const auto start = std::chrono::steady_clock::now();
+  const EnvOptions& options = env_options();
+  std::string dump_folder;
+  if (options.dump_trace) dump_folder = dump_sync_trace(targets);
+
+  Trace trace = build_trace(targets);
+  const Device device = targets.front()->device;
+  std::shared_ptr<const LaunchPlan> plan = find_plan(trace, device);
+  const bool hit = plan != nullptr;
+  if (hit) {
+    counters().plan_cache_hits += 1;
+  } else {
+    plan = build_plan(trace);
+    counters().plans_built += 1;
+    add_plan(trace, device, plan);
+  }
+  if (options.dump_plan || options.dump_kernels) dump_sync_plan(&dump_folder, *plan);
+
   std::vector<std::shared_ptr<runtime::Buffer>> buffers;
   try {
-    buffers = runtime::backend_for(device).run(order, targets);
+    buffers = runtime::backend_for(device).run(*plan, trace);
   } catch (const std::bad_alloc&) {
-    throw Error(absl::StrCat("out of memory while computing ", order.size(), " nodes on ",
+    throw Error(absl::StrCat("out of memory while computing ", trace.nodes.size(), " nodes on ",
                              device_name(device)));
   }
   counters().syncs += 1;
-  counters().plans_built += 1;
   // Only now, with every result in hand, does any node change.
   for (size_t i = 0; i < targets.size(); ++i) targets[i]->realize(std::move(buffers[i]));
 
-  if (options.dump_trace) dump_sync_outputs(dump_folder, outputs);
+  if (options.dump_trace) dump_sync_outputs(dump_folder, targets);
   if (options.log_level >= 1) {
     double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "kiln: sync on %s: %zu nodes, %zu outputs, plan built, %.3f ms\n",
-                 device_name(device).c_str(), order.size(), targets.size(), ms);
+    std::fprintf(stderr, "kiln: sync on %s: %zu nodes, %zu kernels, plan %s, %.3f ms\n",
+                 device_name(device).c_str(), trace.nodes.size(), plan->kernels.size(),
+                 hit ? "hit" : "miss (built)", ms);
   }
 }
 

@@ -22,11 +22,15 @@ void report(const std::string& what) {
 
 }  // namespace
 
-std::string dump_sync_trace(const std::vector<detail::Node*>& outputs) {
+std::string new_folder() {
   static std::atomic<int> sequence{0};
+  return absl::StrFormat("%s/sync-%d-%06d", env_options().dump_dir, static_cast<int>(::getpid()),
+                         sequence++);
+}
+
+std::string dump_sync_trace(const std::vector<detail::Node*>& outputs) {
   namespace fs = std::filesystem;
-  std::string folder = absl::StrFormat("%s/sync-%d-%06d", env_options().dump_dir,
-                                       static_cast<int>(::getpid()), sequence++);
+  std::string folder = new_folder();
   std::error_code ec;
   fs::create_directories(fs::path(folder) / "inputs", ec);
   if (ec) {
@@ -41,6 +45,24 @@ std::string dump_sync_trace(const std::vector<detail::Node*>& outputs) {
     if (!s.ok()) report(std::string(s.message()));
   }
   return folder;
+}
+
+void dump_sync_plan(std::string* folder, const LaunchPlan& plan) {
+  namespace fs = std::filesystem;
+  if (folder->empty()) *folder = new_folder();
+  std::error_code ec;
+  fs::create_directories(fs::path(*folder) / "kernels", ec);
+  if (ec) {
+    report(absl::StrCat("cannot create ", *folder, ": ", ec.message()));
+    return;
+  }
+  if (env_options().dump_plan) std::ofstream(fs::path(*folder) / "plan.txt") << plan.description;
+  if (!env_options().dump_kernels) return;
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    const PlannedKernel& pk = plan.kernels[k];
+    std::ofstream(fs::path(*folder) / "kernels" / absl::StrCat(k, "_", pk.program->name, ".txt"))
+        << pk.program->to_string();
+  }
 }
 
 void dump_sync_outputs(const std::string& folder, const std::vector<detail::Node*>& outputs) {

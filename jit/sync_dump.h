@@ -3,12 +3,15 @@
 //   <KILN_DUMP_DIR>/sync-<pid>-<n>/inputs/*.npy    its realized inputs, by name
 //   <KILN_DUMP_DIR>/sync-<pid>-<n>/expected/out*.npy  the outputs, once computed
 // so `kiln replay trace.json --inputs inputs --out DIR` reproduces the sync.
+// KILN_DUMP=plan adds plan.txt (kernels, their nodes, stored intermediates and why);
+// KILN_DUMP=kernels adds kernels/<k>_<name>.txt, each kernel's program.
 #ifndef KILN_JIT_SYNC_DUMP_H_
 #define KILN_JIT_SYNC_DUMP_H_
 
 #include <string>
 #include <vector>
 
+#include "jit/launch_plan.h"
 #include "jit/node.h"
 
 namespace kiln::jit {
@@ -16,6 +19,8 @@ namespace kiln::jit {
 // Writes trace.json and inputs/; returns the folder. Failures to write are reported on
 // stderr and never fail the sync.
 std::string dump_sync_trace(const std::vector<detail::Node*>& outputs);
+// Writes plan.txt and/or kernels/ (per KILN_DUMP) into *folder, made first if empty.
+void dump_sync_plan(std::string* folder, const LaunchPlan& plan);
 // Writes expected/out<i>.npy for the realized outputs into `folder`.
 void dump_sync_outputs(const std::string& folder, const std::vector<detail::Node*>& outputs);
 

@@ -1,62 +1,105 @@
+#include <chrono>
+#include <cstdio>
+#include <map>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "jit/env_options.h"
 #include "jit/stats_counters.h"
-#include "kiln/error.h"
-#include "ops/reference_evaluator.h"
 #include "runtime/backend.h"
+#include "runtime/cpu/kernel_executor.h"
 
 namespace kiln::runtime {
 namespace {
 
-using detail::Node;
+// Bytes a kernel moves: every input and output buffer once.
+int64_t traffic_bytes(const jit::LaunchPlan& plan, const jit::Trace& trace, size_t k) {
+  int64_t bytes = 0;
+  const jit::KernelLaunch& l = plan.kernels[k].launch;
+  for (int n : l.inputs)
+    bytes += ops::numel(trace.nodes[n].type.shape) * dtype_size(trace.nodes[n].type.dtype);
+  for (int n : l.outputs)
+    bytes += ops::numel(trace.nodes[n].type.shape) * dtype_size(trace.nodes[n].type.dtype);
+  return bytes;
+}
+
+// Arithmetic a kernel does: one op per element per instruction, 2mnk for a matmul.
+double flops(const jit::KernelProgram& p, const jit::KernelLaunch& l) {
+  double total = 0;
+  for (const jit::Instr& in : p.instrs) {
+    if (in.kind == jit::InstrKind::kUnary || in.kind == jit::InstrKind::kBinary ||
+        in.kind == jit::InstrKind::kWhere) {
+      total += static_cast<double>(ops::numel(l.spaces[in.space]));
+    }
+  }
+  if (p.anchor == jit::AnchorKind::kMatmul) {
+    const ops::Shape& a = l.spaces[1];
+    total += 2.0 * static_cast<double>(ops::numel(l.spaces[0])) * static_cast<double>(a.back());
+  } else if (p.anchor != jit::AnchorKind::kNone) {
+    total += static_cast<double>(ops::numel(l.spaces[1]));
+  }
+  return total;
+}
 
 class CpuBackend final : public Backend {
  public:
-  std::vector<std::shared_ptr<Buffer>> run(const std::vector<Node*>& order,
-                                           const std::vector<Node*>& outputs) override {
-    // How many users inside this plan each node has; an intermediate's buffer is dropped
-    // when the count reaches zero (outputs are kept).
-    absl::flat_hash_map<const Node*, int> remaining_uses;
-    for (const Node* node : order) {
-      for (const auto& input : node->inputs) ++remaining_uses[input.get()];
+  std::vector<std::shared_ptr<Buffer>> run(const jit::LaunchPlan& plan,
+                                           const jit::Trace& trace) override {
+    absl::flat_hash_map<int, std::shared_ptr<Buffer>> buffers;
+    for (size_t i = 0; i < trace.nodes.size(); ++i) {
+      const jit::TraceNode& n = trace.nodes[i];
+      if (n.input_slot >= 0) buffers[static_cast<int>(i)] = trace.inputs[n.input_slot]->buffer;
     }
-    for (const Node* out : outputs) remaining_uses[out] += 1;  // never dropped
-
-    absl::flat_hash_map<const Node*, std::shared_ptr<const Buffer>> computed;
-    for (const Node* node : order) {
-      std::vector<ops::HostValue> inputs;
-      inputs.reserve(node->inputs.size());
-      for (const auto& input : node->inputs) {
-        inputs.push_back({input->type, value_of(*input, computed)});
+    std::multimap<int64_t, std::shared_ptr<Buffer>> pool;  // released intermediates by size
+    const int log_level = jit::env_options().log_level;
+    for (size_t k = 0; k < plan.kernels.size(); ++k) {
+      const jit::PlannedKernel& pk = plan.kernels[k];
+      const jit::KernelLaunch& l = pk.launch;
+      std::vector<const Buffer*> ins;
+      for (int n : l.inputs) ins.push_back(buffers.at(n).get());
+      std::vector<Buffer*> outs;
+      for (int n : l.outputs) {
+        const ops::ValueType& t = trace.nodes[n].type;
+        const int64_t bytes = ops::numel(t.shape) * dtype_size(t.dtype);
+        auto it = pool.find(bytes);
+        std::shared_ptr<Buffer> b;
+        if (it != pool.end()) {
+          b = std::move(it->second);
+          pool.erase(it);
+        } else {
+          b = std::make_shared<Buffer>(bytes);
+        }
+        outs.push_back(b.get());
+        buffers[n] = std::move(b);
       }
-      if (node->op == ops::OpKind::Input) {
-        throw Error(absl::StrCat("[input] '", node->attrs.name, "' is a placeholder without data (",
-                                 ops::format_type(node->type),
-                                 "); give it a tensor before evaluating"));
-      }
-      computed[node] = ops::evaluate_reference(node->op, node->attrs, node->type, inputs);
+      std::vector<double> params;
+      params.reserve(l.params.size());
+      for (int p : l.params) params.push_back(trace.params[p]);
+      const auto start = std::chrono::steady_clock::now();
+      cpu::execute_kernel(*pk.program, l, ins, outs, params);
       jit::counters().kernels_launched += 1;
-      for (const auto& input : node->inputs) {
-        if (--remaining_uses[input.get()] == 0) computed.erase(input.get());
+      if (log_level >= 2) {
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::vector<std::string> nodes;
+        for (int n : l.nodes) nodes.push_back(absl::StrCat("%", n));
+        std::fprintf(stderr, "kiln:   kernel %s nodes [%s] %s %.3f ms %.2f GB/s %.2f GFLOP/s\n",
+                     pk.program->name.c_str(), absl::StrJoin(nodes, " ").c_str(),
+                     pk.compiled_here ? "compiled" : "cache-hit", s * 1e3,
+                     traffic_bytes(plan, trace, k) / s * 1e-9, flops(*pk.program, l) / s * 1e-9);
+      }
+      for (int n : plan.release_after[k]) {
+        auto it = buffers.find(n);
+        pool.emplace(it->second->nbytes(), std::move(it->second));
+        buffers.erase(it);
       }
     }
     std::vector<std::shared_ptr<Buffer>> results;
-    results.reserve(outputs.size());
-    for (const Node* out : outputs) {
-      // Outputs were computed here, so the buffer is ours to hand over as mutable.
-      results.push_back(std::const_pointer_cast<Buffer>(value_of(*out, computed)));
-    }
+    results.reserve(plan.outputs.size());
+    for (int o : plan.outputs) results.push_back(buffers.at(o));
     return results;
-  }
-
- private:
-  static std::shared_ptr<const Buffer> value_of(
-      const Node& node,
-      const absl::flat_hash_map<const Node*, std::shared_ptr<const Buffer>>& computed) {
-    if (node.realized()) return node.buffer;
-    return computed.at(&node);
   }
 };
 

@@ -1,0 +1,36 @@
+// A launch plan: everything a sync point needs to run a trace again without planning —
+// its kernels in order, their launch parameters and the buffer plan.
+#ifndef KILN_JIT_LAUNCH_PLAN_H_
+#define KILN_JIT_LAUNCH_PLAN_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jit/kernel_ir.h"
+#include "jit/trace.h"
+
+namespace kiln::jit {
+
+struct PlannedKernel {
+  std::shared_ptr<const KernelProgram> program;  // shared through the kernel cache
+  KernelLaunch launch;
+  bool compiled_here = false;  // generated for this plan (else found in the kernel cache)
+};
+
+struct LaunchPlan {
+  std::vector<PlannedKernel> kernels;
+  // Plan buffers are named by trace node ids; intermediates are released after their last
+  // reader so their memory is reused by later kernels.
+  std::vector<std::vector<int>> release_after;  // per kernel
+  std::vector<int> outputs;                     // per requested output, its trace node
+  std::string description;                      // the plan dump (KILN_DUMP=plan)
+};
+
+// Plans `trace`: fusion, lowering, the kernel cache, the buffer plan.
+std::shared_ptr<const LaunchPlan> build_plan(const Trace& trace);
+
+}  // namespace kiln::jit
+
+#endif  // KILN_JIT_LAUNCH_PLAN_H_
