@@ -207,6 +207,30 @@ class Lowerer {
     switch (n.op) {
       case OpKind::Reshape: {
         if (m.flat) return m;
+        // Inserting or removing size-1 dims (unsqueeze, squeeze) keeps the multi-index form.
+        std::vector<size_t> out_dims, in_dims;
+        for (size_t j = 0; j < n.type.shape.size(); ++j) {
+          if (n.type.shape[j] != 1) out_dims.push_back(j);
+        }
+        for (size_t j = 0; j < from.size(); ++j) {
+          if (from[j] != 1) in_dims.push_back(j);
+        }
+        bool unit_dims_only = in_dims.size() == out_dims.size();
+        for (size_t k = 0; unit_dims_only && k < in_dims.size(); ++k) {
+          unit_dims_only = from[in_dims[k]] == n.type.shape[out_dims[k]];
+        }
+        if (unit_dims_only) {
+          IndexMap r;
+          r.src.assign(from.size(), -1);
+          r.scale.assign(from.size(), 0);
+          r.base.assign(from.size(), 0);
+          for (size_t k = 0; k < in_dims.size(); ++k) {
+            r.src[in_dims[k]] = m.src[out_dims[k]];
+            r.scale[in_dims[k]] = m.scale[out_dims[k]];
+            r.base[in_dims[k]] = m.base[out_dims[k]];
+          }
+          return r;
+        }
         ViewParams v = m.to_view(n.type.shape, out_.launch.spaces[space].size());
         IndexMap f;
         f.flat = true;
@@ -217,6 +241,10 @@ class Lowerer {
       case OpKind::BroadcastTo:
         return broadcast(m, from, n.type.shape, node);
       case OpKind::Permute: {
+        bool identity = true;
+        for (size_t j = 0; j < n.attrs.axes.size(); ++j)
+          identity &= n.attrs.axes[j] == static_cast<int>(j);
+        if (identity) return m;
         if (m.flat) throw NeedsMaterialization{node};
         IndexMap r = m;
         for (size_t j = 0; j < n.attrs.axes.size(); ++j) {
@@ -228,9 +256,18 @@ class Lowerer {
         return r;
       }
       default: {  // Slice
-        if (m.flat) throw NeedsMaterialization{node};
-        IndexMap r = m;
         int axis = n.attrs.axis;
+        if (n.attrs.step == 1 && n.attrs.start == 0 && n.attrs.stop == from[axis]) return m;
+        if (m.flat) {
+          // A unit-step slice with only size-1 dims before it is a contiguous sub-range.
+          bool leading = n.attrs.step == 1;
+          for (int d = 0; d < axis; ++d) leading &= from[d] == 1;
+          if (!leading) throw NeedsMaterialization{node};
+          IndexMap r = m;
+          r.offset += n.attrs.start * ops::contiguous_strides(from)[axis];
+          return r;
+        }
+        IndexMap r = m;
         r.scale[axis] = m.scale[axis] * n.attrs.step;
         r.base[axis] = m.base[axis] * n.attrs.step + n.attrs.start;
         return r;

@@ -86,48 +86,32 @@ class Planner {
     return out;
   }
 
+  // Anchors absorb their same-shape elementwise consumers. Where a carried anchor's value
+  // meets a boundary (a view, a broadcast, another anchor's operand, a second anchor), the
+  // value at the boundary is stored: it becomes an epilogue store of the anchor's kernel.
   void decide_anchors() {
     carried_.assign(t_.nodes.size(), {});
     for (size_t i = 0; i < t_.nodes.size(); ++i) {
       const TraceNode& node = t_.nodes[i];
       const std::string at = absl::StrCat(" at node ", i, " (", ops::op_name(node.op), ")");
-      if (anchor_kind(node.op) != AnchorKind::kNone) {
-        for (int a : node.args) {
-          if (mat(a)) continue;  // read from memory, not fused
-          for (int r : live_carried(a)) materialize(r, "its result feeds another anchor" + at);
-        }
-        bool absorbable = !mat(i);
-        for (int u : users_[i]) {
-          absorbable = absorbable && is_elementwise(t_.nodes[u].op) && shape(u) == shape(i);
-        }
-        if (!absorbable) {
-          materialize(i, "its result is viewed, broadcast or read by another anchor");
-        } else {
-          carried_[i] = {static_cast<int>(i)};
-        }
-        continue;
-      }
+      const bool is_anchor = anchor_kind(node.op) != AnchorKind::kNone;
       for (int a : node.args) {
         if (mat(a)) continue;  // read from memory, not fused
         std::vector<int> from = live_carried(a);
         if (from.empty()) continue;
-        if (!is_elementwise(node.op) || shape(a) != shape(i)) {
-          for (int r : from) materialize(r, "its result is viewed or broadcast" + at);
-          continue;
-        }
-        for (int r : from) {
-          if (std::find(carried_[i].begin(), carried_[i].end(), r) == carried_[i].end()) {
-            carried_[i].push_back(r);
-          }
+        if (is_anchor) {
+          materialize(a, "it feeds another anchor" + at);
+        } else if (!is_elementwise(node.op)) {
+          materialize(a, "it is viewed" + at);
+        } else if (shape(a) != shape(i)) {
+          materialize(a, "it is broadcast to a larger iteration space" + at);
+        } else if (!carried_[i].empty() && carried_[i][0] != from[0]) {
+          materialize(a, "another anchor's result meets it" + at);
+        } else {
+          carried_[i] = from;
         }
       }
-      if (carried_[i].size() > 1) {
-        std::sort(carried_[i].begin(), carried_[i].end());
-        for (size_t k = 0; k + 1 < carried_[i].size(); ++k) {
-          materialize(carried_[i][k], "two anchors meet in one elementwise op" + at);
-        }
-        carried_[i] = {carried_[i].back()};
-      }
+      if (is_anchor && !mat(i)) carried_[i] = {static_cast<int>(i)};
     }
   }
 

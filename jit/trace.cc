@@ -99,9 +99,10 @@ Trace build_trace(const std::vector<Node*>& outputs) {
         // Merge a node equal to an earlier one (same structure, same scalars).
         tokens.clear();
         append_structure(done->op, done->type, done->attrs, tn.args, tokens);
-        tokens.push_back(std::bit_cast<int64_t>(done->attrs.value));
-        tokens.push_back(static_cast<int64_t>(done->attrs.seed));
-        tokens.push_back(std::bit_cast<int64_t>(done->attrs.eps));
+        // Nodes carrying scalars merge only with themselves: merging two constants because
+        // their values happen to match would change the structure whenever they do, and so
+        // the plan and kernels, for a loop whose scalars change every step.
+        if (param_count(done->op) > 0) tokens.push_back(reinterpret_cast<intptr_t>(done));
         auto [it, inserted] = cse.try_emplace(tokens, static_cast<int>(trace.nodes.size()));
         if (!inserted) {
           canonical[done] = it->second;

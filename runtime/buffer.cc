@@ -1,6 +1,8 @@
 #include "runtime/buffer.h"
 
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +10,11 @@
 #include "kiln/error.h"
 
 namespace kiln::runtime {
+namespace {
+std::atomic<bool> poison{false};
+}  // namespace
+
+void set_poison_new_buffers(bool on) { poison = on; }
 
 Buffer::Buffer(int64_t nbytes) : nbytes_(nbytes) {
   constexpr size_t kAlign = 64;
@@ -18,6 +25,7 @@ Buffer::Buffer(int64_t nbytes) : nbytes_(nbytes) {
     throw Error(absl::StrCat("out of memory allocating ", nbytes, " bytes on cpu"));
   }
   jit::counters().bytes_allocated += nbytes;
+  if (poison) std::memset(data_, 0xFF, rounded);
 }
 
 Buffer::~Buffer() { std::free(data_); }

@@ -35,6 +35,10 @@ class Buffer {
   int64_t nbytes_ = 0;
 };
 
+// Test hook: when on, every new buffer is filled with 0xFF bytes (NaN for floats, -1 for
+// integers) so a kernel that leaves an element unwritten cannot pass by luck.
+void set_poison_new_buffers(bool on);
+
 }  // namespace kiln::runtime
 
 #endif  // KILN_RUNTIME_BUFFER_H_

@@ -1,0 +1,171 @@
+// Kernel counts, the plan cache and scalar parameters, checked through kiln::stats() with no
+// device needed (as tinygrad's test/null does). Values are checked against the reference.
+#include <cmath>
+
+#include "jit/launch_plan.h"
+#include "jit/plan_cache.h"
+#include "jit/trace.h"
+#include "kiln/nn.h"
+#include "reference_util.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+std::vector<double> reference(const Tensor& t) {
+  return testing::values(testing::reference_tensor(t));
+}
+
+// Counts the kernels one sync of `outputs` launches, and checks each output against the
+// reference evaluator.
+int64_t kernels_for(const std::vector<Tensor>& outputs) {
+  std::vector<std::vector<double>> want;
+  for (const Tensor& t : outputs) want.push_back(reference(t));
+  reset_stats();
+  eval(outputs);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    std::vector<double> got = testing::values(outputs[i]);
+    EXPECT_EQ(got.size(), want[i].size());
+    for (size_t k = 0; k < got.size() && k < want[i].size(); ++k) {
+      EXPECT_TRUE(testing::close(want[i][k], got[k], 1e-5, true)) << "output " << i << " at " << k;
+    }
+  }
+  return stats().kernels_launched;
+}
+
+Tensor input(std::vector<int64_t> shape, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  return Tensor::from_vector(testing::random_floats(testing::count(shape), rng), shape);
+}
+
+TEST(KernelCount, ElementwiseChainWithBroadcastsIsOneKernel) {
+  Tensor x = input({4, 5}, 1), b = input({5}, 2), c = input({4, 1}, 3);
+  EXPECT_EQ(kernels_for({relu((x + b) * 2.0 - exp(x) / (abs(c) + 1.0)) + sigmoid(b)}), 1);
+}
+
+TEST(KernelCount, ViewsAreIndexMathNotCopies) {
+  Tensor x = input({6, 8}, 4);
+  Tensor v = x.transpose(0, 1).slice(0, 1, 8, 2).unsqueeze(0).broadcast_to({3, 4, 6});
+  EXPECT_EQ(kernels_for({exp(v) + x.slice(0, 0, 6).reshape({4, 12}).slice(1, 0, 6)}), 1);
+  EXPECT_EQ(kernels_for({Tensor::arange(24).reshape({2, 3, 4}).permute({2, 0, 1}) * 2.0}), 1);
+}
+
+TEST(KernelCount, ReductionWithFusedProducerIsOneKernel) {
+  Tensor x = input({8, 16}, 5);
+  EXPECT_EQ(kernels_for({sum(exp(x - 1.0) * 2.0, {1})}), 1);
+  EXPECT_EQ(kernels_for({sum(exp(x - 1.0) * 2.0, {0})}), 1);       // outer axis
+  EXPECT_EQ(kernels_for({mean(square(x))}), 1);                    // full reduction
+  EXPECT_EQ(kernels_for({sqrt(sum(x * x, {1}, true)) + 1.0}), 1);  // fused epilogue
+  EXPECT_EQ(kernels_for({argmax(x * -1.0, 1)}), 1);
+}
+
+TEST(KernelCount, RowNormsAreOneKernelEach) {
+  Tensor x = input({8, 32}, 6), w = input({32}, 7), b = input({32}, 8);
+  EXPECT_EQ(kernels_for({softmax(x)}), 1);
+  EXPECT_EQ(kernels_for({log_softmax(x)}), 1);
+  EXPECT_EQ(kernels_for({layer_norm(x, w, b)}), 1);
+  EXPECT_EQ(kernels_for({rms_norm(x, w)}), 1);
+  EXPECT_EQ(kernels_for({softmax(x * 0.125 + 1.0) * 3.0}), 1);  // prologue and epilogue fused
+}
+
+TEST(KernelCount, MatmulEpilogueIsOneKernel) {
+  Tensor x = input({16, 32}, 9), w = input({32, 8}, 10), b = input({8}, 11);
+  EXPECT_EQ(kernels_for({relu(matmul(x, w) + b)}), 1);
+  Tensor r = input({16, 8}, 12);
+  EXPECT_EQ(kernels_for({(gelu(matmul(x, w) + b) + r).astype(DType::BF16)}), 1);
+  EXPECT_EQ(kernels_for({linear(x, w.transpose(0, 1), b)}), 1);
+}
+
+TEST(KernelCount, SeveralOutputsOverOneSpaceShareAKernel) {
+  Tensor x = input({4, 4}, 13);
+  EXPECT_EQ(kernels_for({exp(x), x * 2.0, tanh(x) + 1.0}), 1);
+}
+
+TEST(KernelCount, BroadcastOfAReductionNeedsASecondKernel) {
+  Tensor x = input({4, 6}, 14);
+  Tensor centered = x - mean(x, {1}, true);
+  Tensor again = x - mean(x, {1}, true);
+  // The plan dump says which node was stored and why.
+  std::string plan =
+      jit::build_plan(jit::build_trace({detail::TensorAccess::node(again).get()}))->description;
+  EXPECT_NE(plan.find("(mean): it is broadcast to a larger iteration space"), std::string::npos)
+      << plan;
+  EXPECT_NE(plan.find("kernel 1: pointwise_sub"), std::string::npos) << plan;
+  EXPECT_EQ(kernels_for({centered}), 2);
+}
+
+TEST(PlanCache, SecondSyncBuildsNoPlanAndCompilesNothing) {
+  auto program = [](const Tensor& x) { return sum(softmax(x * 3.0) + 1.0, {1}); };
+  program(input({4, 8}, 15)).eval();
+  reset_stats();
+  Tensor y = program(input({4, 8}, 16));
+  y.eval();
+  EXPECT_EQ(stats().plans_built, 0);
+  EXPECT_EQ(stats().plan_cache_hits, 1);
+  EXPECT_EQ(stats().kernels_compiled, 0);
+  EXPECT_EQ(stats().kernel_cache_hits, 0);  // a plan hit skips lowering entirely
+}
+
+TEST(PlanCache, NewBatchSizeBuildsAPlanButCompilesNoKernel) {
+  auto program = [](const Tensor& x, const Tensor& w) { return relu(matmul(x, w) + 1.0); };
+  Tensor w = input({8, 4}, 17);
+  program(input({2, 8}, 18), w).eval();
+  reset_stats();
+  Tensor y = program(input({7, 8}, 19), w);
+  std::vector<double> want = reference(y);
+  y.eval();
+  EXPECT_EQ(stats().plans_built, 1);
+  EXPECT_EQ(stats().kernels_compiled, 0);
+  EXPECT_EQ(stats().kernel_cache_hits, 1);
+  std::vector<double> got = testing::values(y);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(testing::close(want[i], got[i], 1e-5));
+}
+
+TEST(PlanCache, ChangingScalarsNeverRecompiles) {
+  Tensor x = input({16}, 20);
+  std::vector<float> base = x.to_vector<float>();
+  x.eval();
+  reset_stats();
+  for (int step = 0; step < 20; ++step) {
+    Tensor y = x * static_cast<double>(step) + 0.5 * step;
+    std::vector<float> got = y.to_vector<float>();
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_FLOAT_EQ(got[i], base[i] * static_cast<float>(step) + 0.5f * static_cast<float>(step));
+    }
+  }
+  EXPECT_EQ(stats().plans_built, 1);
+  EXPECT_EQ(stats().plan_cache_hits, 19);
+  EXPECT_LE(stats().kernels_compiled, 1);
+  // Seeds and epsilons are parameters too.
+  reset_stats();
+  for (uint64_t seed = 0; seed < 5; ++seed) {
+    Tensor r = Tensor::rand({8}, seed);
+    std::vector<double> want = reference(r);
+    EXPECT_EQ(testing::values(r), want);
+    layer_norm(input({2, 4}, seed), Tensor::ones({4}), Tensor::zeros({4}), 1e-5 * (seed + 1))
+        .eval();
+  }
+  EXPECT_EQ(stats().plans_built, 2);
+}
+
+TEST(PlanCache, IsBoundedAndEvictsLeastRecentlyUsed) {
+  for (int64_t n = 1; n <= static_cast<int64_t>(jit::plan_cache_capacity()) + 20; ++n) {
+    (Tensor::ones({n}) + 1.0).eval();
+  }
+  EXPECT_LE(jit::plan_cache_size(), jit::plan_cache_capacity());
+}
+
+TEST(Planner, CommonSubexpressionsAreComputedOnce) {
+  Tensor x = input({4, 4}, 21);
+  Tensor a = exp(x) * 2.0;
+  Tensor b = exp(x) * 2.0;  // recorded twice, merged by the trace
+  reset_stats();
+  eval({a + b});
+  EXPECT_EQ(stats().kernels_launched, 1);
+  std::vector<float> got = (a + b).to_vector<float>();
+  std::vector<float> xv = x.to_vector<float>();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_FLOAT_EQ(got[i], 4.0f * std::exp(xv[i]));
+}
+
+}  // namespace
+}  // namespace kiln
