@@ -1,0 +1,112 @@
+// Differential testing: thousands of random programs run through the planner and the CPU
+// device and compared, element by element, with the reference evaluator. Outputs are
+// poisoned first; NaN never passes unless the reference says NaN too. A failing program is
+// written out as a replayable trace folder.
+#include <filesystem>
+#include <fstream>
+
+#include "jit/npy_file.h"
+#include "jit/trace_export.h"
+#include "random_program.h"
+#include "reference_util.h"
+#include "runtime/buffer.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+double tolerance(DType dt) {
+  switch (dt) {
+    case DType::F64:
+      return 1e-9;
+    case DType::F32:
+      return 1e-4;
+    case DType::F16:
+      return 2e-2;
+    case DType::BF16:
+      return 8e-2;
+    default:
+      return 0;  // integers and bool: exact
+  }
+}
+
+// An output is only as precise as the least precise value it was computed from.
+double program_tolerance(const jit::TraceExport& trace) {
+  double tol = 0;
+  for (const auto& node : trace.json.at("nodes")) {
+    tol = std::max(tol, tolerance(dtype_from_name(node.at("dtype").get<std::string>())));
+  }
+  return tol;
+}
+
+// Writes the program as a folder `kiln replay` can run, with what each side computed.
+std::string write_failure(const std::vector<Tensor>& outputs, const jit::TraceExport& trace,
+                          const std::vector<Tensor>& want, uint64_t seed) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("kiln_differential_failure_" + std::to_string(seed));
+  fs::create_directories(dir / "inputs");
+  fs::create_directories(dir / "expected");
+  fs::create_directories(dir / "got");
+  std::ofstream(dir / "trace.json") << jit::trace_json_text(trace.json);
+  for (const auto& [name, node] : trace.inputs) {
+    (void)jit::write_npy((dir / "inputs" / (name + ".npy")).string(), node->type, *node->buffer);
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    save_npy((dir / "expected" / ("out" + std::to_string(i) + ".npy")).string(), want[i]);
+    save_npy((dir / "got" / ("out" + std::to_string(i) + ".npy")).string(), outputs[i]);
+  }
+  return dir.string();
+}
+
+TEST(Differential, RandomProgramsMatchTheReferenceEvaluator) {
+  const uint64_t base_seed = testing::test_seed();
+  const int programs = 3000;
+  runtime::set_poison_new_buffers(true);
+  int compared = 0;
+  for (int p = 0; p < programs; ++p) {
+    const uint64_t seed = base_seed * 1000003 + p;
+    testing::ProgramGenerator generator(seed);
+    std::vector<Tensor> outputs = generator.generate(4 + p % 16);
+    if (outputs.empty()) continue;
+    std::vector<detail::Node*> nodes;
+    for (const Tensor& t : outputs) nodes.push_back(detail::TensorAccess::node(t).get());
+    jit::TraceExport trace = jit::export_trace(nodes);
+    std::vector<Tensor> want;
+    for (const Tensor& t : outputs) want.push_back(testing::reference_tensor(t));
+    eval(outputs);
+    bool ok = true;
+    std::string detail;
+    const double tol = program_tolerance(trace);
+    for (size_t i = 0; i < outputs.size() && ok; ++i) {
+      ok = outputs[i].dtype() == want[i].dtype() && outputs[i].shape() == want[i].shape();
+      std::vector<double> got = testing::values(outputs[i]), ref = testing::values(want[i]);
+      for (size_t k = 0; k < got.size() && ok; ++k) {
+        ::testing::AssertionResult r =
+            testing::close(ref[k], got[k], is_floating(want[i].dtype()) ? tol : 0.0,
+                           /*nan_ok=*/true);
+        if (!r) {
+          ok = false;
+          detail =
+              "output " + std::to_string(i) + " element " + std::to_string(k) + ": " + r.message();
+        }
+      }
+    }
+    ++compared;
+    if (!ok) {
+      std::string folder = write_failure(outputs, trace, want, seed);
+      ADD_FAILURE() << "program " << p << " (seed " << seed << ") differs: " << detail
+                    << "\nreplay it: kiln replay " << folder << "/trace.json --inputs " << folder
+                    << "/inputs --out /tmp/out\n"
+                    << dump_trace(want, DumpFormat::Text);
+      break;
+    }
+  }
+  runtime::set_poison_new_buffers(false);
+  EXPECT_GT(compared, programs / 2);
+  RecordProperty("programs_compared", compared);
+  std::printf("differential: %d programs compared, %lld kernels run\n", compared,
+              static_cast<long long>(stats().kernels_launched));
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,266 @@
+#include "random_program.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace kiln::testing {
+
+std::vector<int64_t> ProgramGenerator::random_shape() {
+  static const int64_t kDims[] = {1, 2, 3, 4, 5, 7, 16};
+  std::vector<int64_t> shape(pick(4));
+  for (int64_t& d : shape) d = kDims[pick(7)];
+  if (chance(0.03) && !shape.empty()) shape[pick(static_cast<int>(shape.size()))] = 0;
+  return shape;
+}
+
+DType ProgramGenerator::random_dtype() {
+  static const DType kTypes[] = {DType::F32,  DType::F32, DType::F32, DType::F64, DType::F16,
+                                 DType::BF16, DType::I32, DType::I64, DType::Bool};
+  return kTypes[pick(9)];
+}
+
+Tensor ProgramGenerator::make_input(const std::vector<int64_t>& shape, DType dt) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<double> values(n);
+  for (double& v : values) v = is_floating(dt) ? scalar() : static_cast<double>(pick(11) - 5);
+  return Tensor::from_vector(values, shape).astype(dt).eval();
+}
+
+std::vector<int64_t> ProgramGenerator::broadcastable(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> out = shape;
+  for (int64_t& d : out) {
+    if (chance(0.3)) d = 1;
+  }
+  while (!out.empty() && chance(0.3)) out.erase(out.begin());
+  return out;
+}
+
+const ProgramGenerator::Value& ProgramGenerator::any() {
+  // Favour recent values so programs grow deep as well as wide.
+  int n = static_cast<int>(pool_.size());
+  return chance(0.6) ? pool_[n - 1 - pick(std::min(n, 3))] : pool_[pick(n)];
+}
+
+const ProgramGenerator::Value* ProgramGenerator::any_floating() {
+  for (int tries = 0; tries < 8; ++tries) {
+    const Value& v = any();
+    if (is_floating(v.t.dtype())) return &v;
+  }
+  return nullptr;
+}
+
+const ProgramGenerator::Value* ProgramGenerator::any_exact() {
+  for (int tries = 0; tries < 8; ++tries) {
+    const Value& v = any();
+    if (v.exact) return &v;
+  }
+  return nullptr;
+}
+
+void ProgramGenerator::step() {
+  const Value a = any();  // a copy: the pool grows below
+  const Tensor& x = a.t;
+  const bool fp = is_floating(x.dtype());
+  const bool integral = !fp;
+  switch (pick(12)) {
+    case 0:
+      add(make_input(random_shape(), random_dtype()), true);
+      return;
+    case 1: {  // well-conditioned unary math (so float paths stay comparable)
+      if (!fp) {
+        if (x.dtype() == DType::Bool) return add(logical_not(x), a.exact);
+        Tensor r = pick(2) ? neg(x) : (pick(2) ? abs(x) : square(x));
+        return add(r, a.exact);
+      }
+      switch (pick(14)) {
+        case 0:
+          return add(exp(tanh(x)), false);
+        case 1:
+          return add(log(abs(x) + 1.0), false);
+        case 2:
+          return add(sqrt(abs(x)), false);
+        case 3:
+          return add(rsqrt(abs(x) + 1.0), false);
+        case 4:
+          return add(sin(x), false);
+        case 5:
+          return add(cos(x), false);
+        case 6:
+          return add(sigmoid(x), false);
+        case 7:
+          return add(relu(x), a.exact);
+        case 8:
+          return add(gelu(x), false);
+        case 9:
+          return add(silu(x), false);
+        case 10:
+          return add(erf(x), false);
+        case 11:
+          return add(reciprocal(abs(x) + 1.0), false);
+        case 12:
+          return add(neg(x), a.exact);
+        default:
+          return add(tanh(x), false);
+      }
+    }
+    case 2:
+    case 3: {  // binary with broadcasting
+      Tensor y = make_input(broadcastable(x.shape()), chance(0.7) ? x.dtype() : random_dtype());
+      const bool exact = a.exact && !is_floating(promote_types(x.dtype(), y.dtype()));
+      switch (pick(7)) {
+        case 0:
+          return add(x + y, exact);
+        case 1:
+          return add(x - y, exact);
+        case 2:
+          return add(is_floating(y.dtype()) ? x * tanh(y) : x * y, exact);
+        case 3:
+          return add(maximum(x, y), exact);
+        case 4:
+          return add(minimum(y, x), exact);
+        case 5:
+          return add(x / (abs(y) + 1.0), false);
+        default:
+          return add(fp ? pow(abs(x) + 0.5, tanh(y)) : pow(x, abs(y)), exact);
+      }
+    }
+    case 4: {  // scalars on either side
+      double s = integral ? static_cast<double>(pick(5) - 2) : scalar();
+      switch (pick(3)) {
+        case 0:
+          return add(x + s, a.exact && integral);
+        case 1:
+          return add(s - x, a.exact && integral);
+        default:
+          return add(x * s, a.exact && integral);
+      }
+    }
+    case 5: {  // comparisons and where, on exact values only (no flips from rounding)
+      const Value* found = any_exact();
+      if (found == nullptr) return;
+      const Value e = *found;
+      Tensor y = make_input(broadcastable(e.t.shape()), e.t.dtype());
+      Tensor cond = pick(3) == 0 ? e.t > y : (pick(2) ? e.t <= y : e.t != y);
+      add(cond, true);
+      const Value other = any();
+      return add(where(cond, x, other.t), a.exact && other.exact);
+    }
+    case 6: {  // casts; float to integer only from exact values
+      DType to = random_dtype();
+      if (fp && !is_floating(to) && !a.exact) return;
+      return add(x.astype(to), a.exact && (!is_floating(to) || !fp));
+    }
+    case 7: {  // reductions
+      std::vector<int> axes;
+      for (int d = 0; d < x.ndim(); ++d) {
+        if (chance(0.5)) axes.push_back(chance(0.5) ? d : d - x.ndim());
+      }
+      bool keep = chance(0.4);
+      switch (pick(5)) {
+        case 0:
+          return add(sum(x, axes, keep), a.exact && integral);
+        case 1:
+          return add(mean(x, axes, keep), false);
+        case 2:
+          return add(max(x, axes, keep), a.exact);
+        case 3:
+          return add(min(x, axes, keep), a.exact);
+        default: {
+          if (!a.exact || x.ndim() == 0) return;
+          int axis = pick(x.ndim());
+          return add(pick(2) ? argmax(x, axis, keep) : argmin(x, axis, keep), true);
+        }
+      }
+    }
+    case 8: {  // views
+      const int n = x.ndim();
+      switch (pick(6)) {
+        case 0: {
+          std::vector<int> axes(n);
+          std::iota(axes.begin(), axes.end(), 0);
+          std::shuffle(axes.begin(), axes.end(), rng_);
+          return add(x.permute(axes), a.exact);
+        }
+        case 1: {
+          if (n == 0) return;
+          int axis = pick(n);
+          int64_t dim = x.shape()[axis];
+          int64_t start = pick(static_cast<int>(dim) + 1) - (chance(0.3) ? dim : 0);
+          return add(x.slice(axis, start, start + 1 + pick(static_cast<int>(dim) + 1), 1 + pick(3)),
+                     a.exact);
+        }
+        case 2:
+          return add(chance(0.5) ? x.reshape({-1}) : x.reshape({x.numel() == 0 ? 0 : 1, -1}),
+                     a.exact);
+        case 3:
+          return add(x.unsqueeze(pick(n + 1)), a.exact);
+        case 4: {
+          std::vector<int64_t> to = x.shape();
+          for (int64_t& d : to) {
+            if (d == 1 && chance(0.5)) d = 3;
+          }
+          if (chance(0.5)) to.insert(to.begin(), 2);
+          return add(x.broadcast_to(to), a.exact);
+        }
+        default:
+          if (n < 2) return;
+          return add(x.transpose(0, n - 1), a.exact);
+      }
+    }
+    case 9: {  // matmul with a fresh right operand
+      if (x.ndim() == 0 || x.dtype() == DType::Bool) return;
+      int64_t k = x.shape().back();
+      std::vector<int64_t> shape =
+          chance(0.3) ? std::vector<int64_t>{k} : std::vector<int64_t>{k, 1 + pick(5)};
+      if (chance(0.3)) shape.insert(shape.begin(), x.ndim() > 2 ? x.shape()[0] : 2);
+      Tensor y = make_input(shape, x.dtype());
+      return add(matmul(x, y), a.exact && integral);
+    }
+    case 10: {  // concat
+      if (x.ndim() == 0) return;
+      int axis = pick(x.ndim());
+      std::vector<int64_t> shape = x.shape();
+      shape[axis] = 1 + pick(3);
+      return add(concat({x, make_input(shape, random_dtype())}, axis), false);
+    }
+    default: {  // row norms
+      const Value* f = any_floating();
+      if (f == nullptr || f->t.ndim() == 0) return;
+      const Tensor v = f->t;
+      int64_t d = v.shape().back();
+      switch (pick(4)) {
+        case 0:
+          return add(softmax(v, pick(v.ndim())), false);
+        case 1:
+          return add(log_softmax(v, -1), false);
+        case 2:
+          return add(layer_norm(v, make_input({d}, v.dtype()), make_input({d}, v.dtype())), false);
+        default:
+          return add(rms_norm(v, make_input({d}, v.dtype())), false);
+      }
+    }
+  }
+}
+
+std::vector<Tensor> ProgramGenerator::generate(int steps) {
+  pool_.clear();
+  add(make_input(random_shape(), random_dtype()), true);
+  add(make_input(random_shape(), DType::F32), true);
+  for (int i = 0; i < steps; ++i) {
+    try {
+      step();
+    } catch (const Error&) {
+      // An invalid combination (shapes, dtypes): Kiln rejected it and recorded nothing.
+    }
+  }
+  std::vector<Tensor> outputs;
+  int count = 1 + pick(3);
+  for (int i = 0; i < count; ++i) {
+    const Tensor& t = pool_[pool_.size() - 1 - pick(std::min<int>(4, pool_.size()))].t;
+    if (!t.is_realized()) outputs.push_back(t);
+  }
+  return outputs;
+}
+
+}  // namespace kiln::testing
