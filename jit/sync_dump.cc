@@ -39,9 +39,9 @@ std::string dump_sync_trace(const std::vector<detail::Node*>& outputs) {
   }
   TraceExport trace = export_trace(outputs);
   std::ofstream(fs::path(folder) / "trace.json") << trace_json_text(trace.json);
-  for (const auto& [name, node] : trace.inputs) {
+  for (const TraceExport::Input& input : trace.inputs) {
     absl::Status s =
-        write_npy(absl::StrCat(folder, "/inputs/", name, ".npy"), node->type, *node->buffer);
+        write_npy(absl::StrCat(folder, "/inputs/", input.name, ".npy"), input.type, *input.data);
     if (!s.ok()) report(std::string(s.message()));
   }
   return folder;

@@ -109,7 +109,8 @@ TraceExport export_trace(const std::vector<Node*>& outputs) {
     j["op"] = row.op;
     if (row.op == "input") {
       j["name"] = row.name;
-      if (row.node->realized()) result.inputs.emplace_back(row.name, row.node);
+      if (row.node->realized())
+        result.inputs.push_back({row.name, row.node->type, row.node->buffer});
     } else {
       if (row.node->op == ops::OpKind::Constant) j["value"] = scalar_to_json(row.node->attrs.value);
       if (!row.args.empty()) j["args"] = row.args;

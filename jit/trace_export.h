@@ -3,6 +3,7 @@
 #ifndef KILN_JIT_TRACE_EXPORT_H_
 #define KILN_JIT_TRACE_EXPORT_H_
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -16,8 +17,13 @@ namespace kiln::jit {
 struct TraceExport {
   nlohmann::ordered_json json;  // the kiln.trace document (keys in reading order)
   // The realized inputs by the names the document gives them (in0, in1, ... unless the
-  // node has a name of its own), for writing their data beside the document.
-  std::vector<std::pair<std::string, const detail::Node*>> inputs;
+  // node has a name of its own), holding their data so it outlives the graph.
+  struct Input {
+    std::string name;
+    ops::ValueType type;
+    std::shared_ptr<const runtime::Buffer> data;
+  };
+  std::vector<Input> inputs;
 };
 
 TraceExport export_trace(const std::vector<detail::Node*>& outputs);

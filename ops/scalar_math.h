@@ -16,7 +16,8 @@
 
 namespace kiln::ops {
 
-inline double gelu_exact(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+// x * Phi(x), through erfc so that very negative x loses nothing to cancellation.
+inline double gelu_exact(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
 inline double sigmoid_exact(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 inline double unary_float(OpKind op, double x) {

@@ -48,8 +48,9 @@ std::string write_failure(const std::vector<Tensor>& outputs, const jit::TraceEx
   fs::create_directories(dir / "expected");
   fs::create_directories(dir / "got");
   std::ofstream(dir / "trace.json") << jit::trace_json_text(trace.json);
-  for (const auto& [name, node] : trace.inputs) {
-    (void)jit::write_npy((dir / "inputs" / (name + ".npy")).string(), node->type, *node->buffer);
+  for (const jit::TraceExport::Input& input : trace.inputs) {
+    (void)jit::write_npy((dir / "inputs" / (input.name + ".npy")).string(), input.type,
+                         *input.data);
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     save_npy((dir / "expected" / ("out" + std::to_string(i) + ".npy")).string(), want[i]);

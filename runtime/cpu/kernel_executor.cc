@@ -44,9 +44,11 @@ inline int64_t wrap_int(DType dt, int64_t v) {
 }
 
 // Converts one value between dtypes under the cast rules (docs/semantics.md).
+// A 16-bit float value may carry f32 precision inside a kernel; converting it to another
+// dtype first rounds it to what it is (as an astype of a stored value would see).
 template <class To, class From>
 To convert(From v, DType from, DType to) {
-  (void)from;
+  if constexpr (std::is_same_v<From, float>) v = round_float(from, v);
   if constexpr (std::is_same_v<To, int64_t>) {
     if constexpr (std::is_floating_point_v<From>) {
       if (to == DType::Bool) return (v != 0 || std::isnan(v)) ? 1 : 0;
@@ -183,7 +185,8 @@ T unary_scalar(OpKind op, T x) {
     case OpKind::Relu:
       return x > 0 ? x : (std::isnan(x) ? x : T(0));
     case OpKind::Gelu:
-      return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+      // x * Phi(x) through erfc: no cancellation in 1 + erf(x) for very negative x.
+      return T(0.5) * x * std::erfc(-x * T(0.70710678118654752440));
     case OpKind::Silu:
       return x / (T(1) + std::exp(-x));
     case OpKind::Erf:
@@ -378,9 +381,11 @@ class TileEvaluator {
       case InstrKind::kCast:
         return eval_cast(k, in, n);
       case InstrKind::kUnary:
-        return eval_unary(k, in, n);
+        eval_unary(k, in, n);
+        return round_to_dtype(k, in.dtype, n);
       case InstrKind::kBinary:
-        return eval_binary(k, in, n);
+        eval_binary(k, in, n);
+        return round_to_dtype(k, in.dtype, n);
       case InstrKind::kWhere:
         dispatch(c, [&](auto t) {
           using T = decltype(t);
@@ -392,6 +397,14 @@ class TileEvaluator {
         });
         return;
     }
+  }
+
+  // Each f16/bf16 op rounds its result to 16 bits, as if stored: fusing ops never changes
+  // what they compute (only float-versus-double rounding differs from the reference).
+  void round_to_dtype(int k, DType dt, int64_t n) {
+    if (dt != DType::F16 && dt != DType::BF16) return;
+    float* v = regs_.get<float>(k);
+    for (int64_t e = 0; e < n; ++e) v[e] = round_float(dt, v[e]);
   }
 
   void eval_index_leaf(int k, const Instr& in, int64_t begin, int64_t n) {
@@ -831,6 +844,12 @@ void run_anchor(const KernelProgram& p, const KernelLaunch& l, const std::vector
       break;
     case jit::AnchorKind::kNone:
       break;
+  }
+  // The anchor's result is what a stored one would be: i32 wraps, f16/bf16 rounds.
+  if constexpr (std::is_same_v<T, int64_t>) {
+    for (int64_t& v : result) v = wrap_int(p.anchor_dtype, v);
+  } else if constexpr (std::is_same_v<T, float>) {
+    for (float& v : result) v = round_float(p.anchor_dtype, v);
   }
   run_stores(p, l, in, out, params, result.data());
 }
