@@ -77,33 +77,33 @@ class Lowerer {
     KernelLaunch& launch = out_.launch;
     const int anchor = group_.anchor_node;
     prog.anchor = group_.anchor;
-    const Shape& domain = t_.nodes[anchor >= 0 ? anchor : group_.stores[0]].type.shape;
+    const Shape& domain = t_.nodes[anchor >= 0 ? anchor : group_.stores[0]].type->shape;
     launch.spaces.push_back(domain);
     if (anchor >= 0) {
       const TraceNode& a = t_.nodes[anchor];
       prog.anchor_op = a.op;
-      prog.anchor_attrs.axes = a.attrs.axes;
-      prog.anchor_attrs.keepdims = a.attrs.keepdims;
-      prog.anchor_attrs.axis = a.attrs.axis;
-      prog.anchor_dtype = a.type.dtype;
+      prog.anchor_attrs.axes = a.attrs->axes;
+      prog.anchor_attrs.keepdims = a.attrs->keepdims;
+      prog.anchor_attrs.axis = a.attrs->axis;
+      prog.anchor_dtype = a.type->dtype;
       if (a.param_slot >= 0) prog.anchor_param = param_slot(a.param_slot);
       note(anchor);
       for (int arg : a.args) {
-        const Shape& s = t_.nodes[arg].type.shape;
+        const Shape& s = t_.nodes[arg].type->shape;
         int space = static_cast<int>(launch.spaces.size());
         launch.spaces.push_back(s);
         // Operands arrive in the dtype the anchor computes in (arg-reductions compare as is).
         int v = value(arg, space, IndexMap::identity(s.size()));
         prog.anchor_operands.push_back(
-            group_.anchor == AnchorKind::kArgReduce ? v : cast(v, a.type.dtype));
+            group_.anchor == AnchorKind::kArgReduce ? v : cast(v, a.type->dtype));
       }
     }
     for (int store : group_.stores) {
       int v = value(store, 0, IndexMap::identity(domain.size()), /*computing=*/true);
       int slot = static_cast<int>(launch.outputs.size());
       launch.outputs.push_back(store);
-      prog.output_dtypes.push_back(t_.nodes[store].type.dtype);
-      prog.stores.push_back({cast(v, t_.nodes[store].type.dtype), slot});
+      prog.output_dtypes.push_back(t_.nodes[store].type->dtype);
+      prog.stores.push_back({cast(v, t_.nodes[store].type->dtype), slot});
       note(store);
     }
     for (const Shape& s : launch.spaces) prog.space_ranks.push_back(static_cast<int>(s.size()));
@@ -175,14 +175,14 @@ class Lowerer {
     int slot = static_cast<int>(it - inputs.begin());
     if (it == inputs.end()) {
       inputs.push_back(node);
-      out_.program.input_dtypes.push_back(t_.nodes[node].type.dtype);
+      out_.program.input_dtypes.push_back(t_.nodes[node].type->dtype);
     }
     Instr in;
     in.kind = InstrKind::kLoad;
-    in.dtype = t_.nodes[node].type.dtype;
+    in.dtype = t_.nodes[node].type->dtype;
     in.space = space;
     in.input = slot;
-    in.view = view_slot(map, t_.nodes[node].type.shape, space);
+    in.view = view_slot(map, t_.nodes[node].type->shape, space);
     return emit(in);
   }
 
@@ -203,21 +203,21 @@ class Lowerer {
   }
 
   IndexMap view_arg_map(const TraceNode& n, int node, int space, const IndexMap& m) {
-    const Shape& from = t_.nodes[n.args[0]].type.shape;
+    const Shape& from = t_.nodes[n.args[0]].type->shape;
     switch (n.op) {
       case OpKind::Reshape: {
         if (m.flat) return m;
         // Inserting or removing size-1 dims (unsqueeze, squeeze) keeps the multi-index form.
         std::vector<size_t> out_dims, in_dims;
-        for (size_t j = 0; j < n.type.shape.size(); ++j) {
-          if (n.type.shape[j] != 1) out_dims.push_back(j);
+        for (size_t j = 0; j < n.type->shape.size(); ++j) {
+          if (n.type->shape[j] != 1) out_dims.push_back(j);
         }
         for (size_t j = 0; j < from.size(); ++j) {
           if (from[j] != 1) in_dims.push_back(j);
         }
         bool unit_dims_only = in_dims.size() == out_dims.size();
         for (size_t k = 0; unit_dims_only && k < in_dims.size(); ++k) {
-          unit_dims_only = from[in_dims[k]] == n.type.shape[out_dims[k]];
+          unit_dims_only = from[in_dims[k]] == n.type->shape[out_dims[k]];
         }
         if (unit_dims_only) {
           IndexMap r;
@@ -231,7 +231,7 @@ class Lowerer {
           }
           return r;
         }
-        ViewParams v = m.to_view(n.type.shape, out_.launch.spaces[space].size());
+        ViewParams v = m.to_view(n.type->shape, out_.launch.spaces[space].size());
         IndexMap f;
         f.flat = true;
         f.strides = v.strides;
@@ -239,16 +239,16 @@ class Lowerer {
         return f;
       }
       case OpKind::BroadcastTo:
-        return broadcast(m, from, n.type.shape, node);
+        return broadcast(m, from, n.type->shape, node);
       case OpKind::Permute: {
         bool identity = true;
-        for (size_t j = 0; j < n.attrs.axes.size(); ++j)
-          identity &= n.attrs.axes[j] == static_cast<int>(j);
+        for (size_t j = 0; j < n.attrs->axes.size(); ++j)
+          identity &= n.attrs->axes[j] == static_cast<int>(j);
         if (identity) return m;
         if (m.flat) throw NeedsMaterialization{node};
         IndexMap r = m;
-        for (size_t j = 0; j < n.attrs.axes.size(); ++j) {
-          int axis = n.attrs.axes[j];
+        for (size_t j = 0; j < n.attrs->axes.size(); ++j) {
+          int axis = n.attrs->axes[j];
           r.src[axis] = m.src[j];
           r.scale[axis] = m.scale[j];
           r.base[axis] = m.base[j];
@@ -256,20 +256,20 @@ class Lowerer {
         return r;
       }
       default: {  // Slice
-        int axis = n.attrs.axis;
-        if (n.attrs.step == 1 && n.attrs.start == 0 && n.attrs.stop == from[axis]) return m;
+        int axis = n.attrs->axis;
+        if (n.attrs->step == 1 && n.attrs->start == 0 && n.attrs->stop == from[axis]) return m;
         if (m.flat) {
           // A unit-step slice with only size-1 dims before it is a contiguous sub-range.
-          bool leading = n.attrs.step == 1;
+          bool leading = n.attrs->step == 1;
           for (int d = 0; d < axis; ++d) leading &= from[d] == 1;
           if (!leading) throw NeedsMaterialization{node};
           IndexMap r = m;
-          r.offset += n.attrs.start * ops::contiguous_strides(from)[axis];
+          r.offset += n.attrs->start * ops::contiguous_strides(from)[axis];
           return r;
         }
         IndexMap r = m;
-        r.scale[axis] = m.scale[axis] * n.attrs.step;
-        r.base[axis] = m.base[axis] * n.attrs.step + n.attrs.start;
+        r.scale[axis] = m.scale[axis] * n.attrs->step;
+        r.base[axis] = m.base[axis] * n.attrs->step + n.attrs->start;
         return r;
       }
     }
@@ -291,18 +291,18 @@ class Lowerer {
     if (node == group_.anchor_node) {
       Instr in;
       in.kind = InstrKind::kAnchor;
-      in.dtype = n.type.dtype;
+      in.dtype = n.type->dtype;
       in.space = 0;
       return emit(in);
     }
     if (plan_.materialized[node] &&
         !(computing || (space == 0 && is_store(node) && !map.flat &&
-                        map.key() == IndexMap::identity(n.type.shape.size()).key()))) {
+                        map.key() == IndexMap::identity(n.type->shape.size()).key()))) {
       return load(node, space, map);
     }
     note(node);
     Instr in;
-    in.dtype = n.type.dtype;
+    in.dtype = n.type->dtype;
     in.space = space;
     in.op = n.op;
     switch (ops::op_class(n.op)) {
@@ -312,27 +312,27 @@ class Lowerer {
           in.param = param_slot(n.param_slot);
         } else {
           in.kind = InstrKind::kIndexLeaf;
-          in.view = view_slot(map, n.type.shape, space);
+          in.view = view_slot(map, n.type->shape, space);
           if (n.param_slot >= 0) in.param = param_slot(n.param_slot);
         }
         return emit(in);
       case OpClass::kView:
         return value(n.args[0], space, view_arg_map(n, node, space, map));
       case OpClass::kCast:
-        return cast(value(n.args[0], space, map), n.type.dtype);
+        return cast(value(n.args[0], space, map), n.type->dtype);
       default:
         break;
     }
     // Elementwise: operands cast to the dtype the op computes in.
     std::vector<int> operands;
     std::vector<DType> dtypes;
-    for (int a : n.args) dtypes.push_back(t_.nodes[a].type.dtype);
+    for (int a : n.args) dtypes.push_back(t_.nodes[a].type->dtype);
     const bool logical =
         n.op == OpKind::LogicalNot || n.op == OpKind::LogicalAnd || n.op == OpKind::LogicalOr;
     for (size_t k = 0; k < n.args.size(); ++k) {
       int a = n.args[k];
-      int v = value(a, space, broadcast(map, t_.nodes[a].type.shape, n.type.shape, node));
-      DType want = n.type.dtype;
+      int v = value(a, space, broadcast(map, t_.nodes[a].type->shape, n.type->shape, node));
+      DType want = n.type->dtype;
       if (logical || (n.op == OpKind::Where && k == 0))
         want = DType::Bool;
       else if (ops::is_comparison(n.op) || ops::op_class(n.op) == OpClass::kUnary ||
@@ -349,7 +349,7 @@ class Lowerer {
     if (operands.size() > 2) in.c = operands[2];
     if (ops::op_class(n.op) == OpClass::kUnary && !logical) {
       in.dtype = ops::compute_dtype(n.op, dtypes);
-      return cast(emit(in), n.type.dtype);
+      return cast(emit(in), n.type->dtype);
     }
     return emit(in);
   }

@@ -29,6 +29,9 @@ struct Node {
   // Upper bound on the unrealized nodes reachable from here (this one included); shared
   // subgraphs are counted once per path, so it may overcount, never undercount.
   int64_t pending_bound = 1;
+  // Scratch for building a trace: the trace that last saw this node, and its index there.
+  uint64_t trace_epoch = 0;
+  int trace_index = -1;
 
   bool realized() const { return buffer != nullptr; }
   // Becomes a leaf holding `data`: the recipe and the references to inputs are dropped.

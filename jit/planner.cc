@@ -58,7 +58,7 @@ class Planner {
     plan_.reasons[node] = why;
   }
   bool mat(int node) const { return plan_.materialized[node]; }
-  const ops::Shape& shape(int node) const { return t_.nodes[node].type.shape; }
+  const ops::Shape& shape(int node) const { return t_.nodes[node].type->shape; }
 
   // Expression nodes used by several consumers are stored when recomputing them is costly.
   void decide_recomputation() {

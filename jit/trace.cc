@@ -1,5 +1,6 @@
 #include "jit/trace.h"
 
+#include <atomic>
 #include <bit>
 #include <utility>
 
@@ -15,7 +16,7 @@ using detail::Node;
 
 // The structural tokens of one node: everything that shapes its kernels except scalars.
 void append_structure(ops::OpKind op, const ops::ValueType& type, const ops::Attrs& a,
-                      const std::vector<int>& args, std::vector<int64_t>& out) {
+                      const absl::InlinedVector<int, 3>& args, std::vector<int64_t>& out) {
   out.push_back(static_cast<int64_t>(op));
   out.push_back(static_cast<int64_t>(type.dtype));
   out.push_back(static_cast<int64_t>(type.shape.size()));
@@ -44,7 +45,111 @@ void append_structure(ops::OpKind op, const ops::ValueType& type, const ops::Att
   }
 }
 
-double seed_as_param(uint64_t seed) { return std::bit_cast<double>(seed); }
+// Each trace marks the nodes it has seen with a fresh epoch, so no node-to-index map is
+// needed (one sync at a time per graph; see docs/architecture.md).
+uint64_t next_epoch() {
+  static std::atomic<uint64_t> epoch{0};
+  return ++epoch;
+}
+
+class TraceBuilder {
+ public:
+  Trace build(const std::vector<Node*>& outputs) {
+    epoch_ = next_epoch();
+    std::vector<std::pair<Node*, size_t>> stack;
+    for (Node* root : outputs) {
+      if (seen(root)) continue;
+      stack.emplace_back(root, 0);
+      while (!stack.empty()) {
+        auto& [node, next] = stack.back();
+        if (!node->realized() && next < node->inputs.size()) {
+          Node* input = node->inputs[next++].get();
+          if (!seen(input)) stack.emplace_back(input, 0);
+          continue;
+        }
+        Node* done = node;
+        stack.pop_back();
+        if (!seen(done)) add(done);
+      }
+    }
+    for (Node* out : outputs) t_.outputs.push_back(out->trace_index);
+    t_.key.push_back(-1);
+    t_.key.insert(t_.key.end(), t_.outputs.begin(), t_.outputs.end());
+    t_.key_hash = absl::HashOf(t_.key);
+    return std::move(t_);
+  }
+
+ private:
+  bool seen(const Node* n) const { return n->trace_epoch == epoch_; }
+
+  void add(Node* done) {
+    TraceNode tn;
+    tn.type = &done->type;
+    tn.attrs = &done->attrs;
+    if (done->realized()) {
+      tn.op = ops::OpKind::Input;
+      tn.input_slot = static_cast<int>(t_.inputs.size());
+      t_.inputs.push_back(done);
+    } else {
+      if (done->op == ops::OpKind::Input) {
+        throw Error(absl::StrCat("[input] '", done->attrs.name, "' is a placeholder without data (",
+                                 ops::format_type(done->type),
+                                 "); give it a tensor before evaluating"));
+      }
+      tn.op = done->op;
+      for (const auto& input : done->inputs) tn.args.push_back(input->trace_index);
+    }
+    // The node's tokens go on the key; an equal earlier node (same tokens) is reused and the
+    // tokens taken back. Nodes carrying scalars merge only with themselves: merging two
+    // constants because their values match would change the structure whenever they do.
+    const size_t begin = t_.key.size();
+    append_structure(tn.op, *tn.type, *tn.attrs, tn.args, t_.key);
+    const bool mergeable = tn.op != ops::OpKind::Input && param_count(tn.op) == 0;
+    if (mergeable) {
+      const size_t hash =
+          absl::HashOf(absl::MakeConstSpan(t_.key.data() + begin, t_.key.size() - begin));
+      auto [it, inserted] = cse_.try_emplace(hash, static_cast<int>(t_.nodes.size()));
+      if (!inserted && same_tokens(it->second, begin)) {
+        t_.key.resize(begin);
+        mark(done, it->second);
+        return;
+      }
+    }
+    token_begin_.push_back(begin);
+    if (param_count(tn.op) > 0) {
+      tn.param_slot = static_cast<int>(t_.params.size());
+      if (tn.op == ops::OpKind::Constant) t_.params.push_back(done->attrs.value);
+      if (tn.op == ops::OpKind::Rand || tn.op == ops::OpKind::Randn) {
+        t_.params.push_back(std::bit_cast<double>(done->attrs.seed));
+      }
+      if (tn.op == ops::OpKind::LayerNorm || tn.op == ops::OpKind::RmsNorm) {
+        t_.params.push_back(done->attrs.eps);
+      }
+    }
+    mark(done, static_cast<int>(t_.nodes.size()));
+    t_.nodes.push_back(std::move(tn));
+  }
+
+  // Whether node `index`'s tokens equal the tokens from `begin` to the end of the key.
+  bool same_tokens(int index, size_t begin) const {
+    const size_t other = token_begin_[index];
+    const size_t other_end =
+        static_cast<size_t>(index) + 1 < token_begin_.size() ? token_begin_[index + 1] : begin;
+    const size_t len = t_.key.size() - begin;
+    return other_end - other == len &&
+           std::equal(t_.key.begin() + other, t_.key.begin() + other_end, t_.key.begin() + begin);
+  }
+
+  void mark(Node* n, int index) {
+    n->trace_epoch = epoch_;
+    n->trace_index = index;
+  }
+
+  Trace t_;
+  uint64_t epoch_ = 0;
+  std::vector<size_t> token_begin_;       // per trace node, where its tokens start
+  absl::flat_hash_map<size_t, int> cse_;  // token hash -> first node with it
+};
 
 }  // namespace
 
@@ -61,79 +166,6 @@ int param_count(ops::OpKind op) {
   }
 }
 
-Trace build_trace(const std::vector<Node*>& outputs) {
-  Trace trace;
-  absl::flat_hash_map<const Node*, int> canonical;     // node -> canonical index
-  absl::flat_hash_map<std::vector<int64_t>, int> cse;  // structure + scalars -> index
-  std::vector<int64_t> tokens;
-  // Post-order DFS from the outputs, inputs in argument order: a canonical order.
-  std::vector<std::pair<Node*, size_t>> stack;
-  for (Node* root : outputs) {
-    if (canonical.contains(root)) continue;
-    stack.emplace_back(root, 0);
-    while (!stack.empty()) {
-      auto& [node, next] = stack.back();
-      if (!node->realized() && next < node->inputs.size()) {
-        Node* input = node->inputs[next++].get();
-        if (!canonical.contains(input)) stack.emplace_back(input, 0);
-        continue;
-      }
-      Node* done = node;
-      stack.pop_back();
-      if (canonical.contains(done)) continue;
-      TraceNode tn;
-      tn.type = done->type;
-      if (done->realized()) {
-        tn.op = ops::OpKind::Input;
-        tn.input_slot = static_cast<int>(trace.inputs.size());
-        trace.inputs.push_back(done);
-      } else {
-        if (done->op == ops::OpKind::Input) {
-          throw Error(
-              absl::StrCat("[input] '", done->attrs.name, "' is a placeholder without data (",
-                           ops::format_type(done->type), "); give it a tensor before evaluating"));
-        }
-        tn.op = done->op;
-        tn.attrs = done->attrs;
-        for (const auto& input : done->inputs) tn.args.push_back(canonical.at(input.get()));
-        // Merge a node equal to an earlier one (same structure, same scalars).
-        tokens.clear();
-        append_structure(done->op, done->type, done->attrs, tn.args, tokens);
-        // Nodes carrying scalars merge only with themselves: merging two constants because
-        // their values happen to match would change the structure whenever they do, and so
-        // the plan and kernels, for a loop whose scalars change every step.
-        if (param_count(done->op) > 0) tokens.push_back(reinterpret_cast<intptr_t>(done));
-        auto [it, inserted] = cse.try_emplace(tokens, static_cast<int>(trace.nodes.size()));
-        if (!inserted) {
-          canonical[done] = it->second;
-          continue;
-        }
-      }
-      canonical[done] = static_cast<int>(trace.nodes.size());
-      trace.nodes.push_back(std::move(tn));
-    }
-  }
-  for (Node* out : outputs) trace.outputs.push_back(canonical.at(out));
-
-  // Parameters and the key, over the canonical nodes.
-  for (size_t i = 0; i < trace.nodes.size(); ++i) {
-    TraceNode& tn = trace.nodes[i];
-    if (param_count(tn.op) > 0) {
-      tn.param_slot = static_cast<int>(trace.params.size());
-      if (tn.op == ops::OpKind::Constant) trace.params.push_back(tn.attrs.value);
-      if (tn.op == ops::OpKind::Rand || tn.op == ops::OpKind::Randn) {
-        trace.params.push_back(seed_as_param(tn.attrs.seed));
-      }
-      if (tn.op == ops::OpKind::LayerNorm || tn.op == ops::OpKind::RmsNorm) {
-        trace.params.push_back(tn.attrs.eps);
-      }
-    }
-    append_structure(tn.op, tn.type, tn.attrs, tn.args, trace.key);
-  }
-  trace.key.push_back(-1);
-  trace.key.insert(trace.key.end(), trace.outputs.begin(), trace.outputs.end());
-  trace.key_hash = absl::HashOf(trace.key);
-  return trace;
-}
+Trace build_trace(const std::vector<Node*>& outputs) { return TraceBuilder().build(outputs); }
 
 }  // namespace kiln::jit

@@ -1,12 +1,16 @@
 // The canonical trace of one sync point: the pending DAG behind the outputs with common
 // subexpressions merged, in a canonical topological order, with scalars pulled out as
 // parameters and a structural key that identifies its launch plan.
+//
+// A trace is built on every sync point, so it is cheap: its nodes point at the graph's own
+// attributes and types (the graph outlives the trace, which lives for one sync).
 #ifndef KILN_JIT_TRACE_H_
 #define KILN_JIT_TRACE_H_
 
 #include <cstdint>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "jit/node.h"
 #include "ops/attrs.h"
 #include "ops/op_catalog.h"
@@ -16,11 +20,11 @@ namespace kiln::jit {
 
 struct TraceNode {
   ops::OpKind op = ops::OpKind::Input;  // Input for realized values (bound at run time)
-  ops::Attrs attrs;
-  ops::ValueType type;
-  std::vector<int> args;  // indices of earlier nodes
-  int input_slot = -1;    // Input: index into Trace::inputs
-  int param_slot = -1;    // the first of this node's scalar parameters (see below)
+  const ops::Attrs* attrs = nullptr;
+  const ops::ValueType* type = nullptr;
+  absl::InlinedVector<int, 3> args;  // indices of earlier nodes
+  int input_slot = -1;               // Input: index into Trace::inputs
+  int param_slot = -1;               // this node's scalar parameter, if it has one
 };
 
 // A trace's scalars: constant values, random seeds, and norm epsilons. They are kernel

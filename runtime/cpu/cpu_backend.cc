@@ -19,9 +19,9 @@ int64_t traffic_bytes(const jit::LaunchPlan& plan, const jit::Trace& trace, size
   int64_t bytes = 0;
   const jit::KernelLaunch& l = plan.kernels[k].launch;
   for (int n : l.inputs)
-    bytes += ops::numel(trace.nodes[n].type.shape) * dtype_size(trace.nodes[n].type.dtype);
+    bytes += ops::numel(trace.nodes[n].type->shape) * dtype_size(trace.nodes[n].type->dtype);
   for (int n : l.outputs)
-    bytes += ops::numel(trace.nodes[n].type.shape) * dtype_size(trace.nodes[n].type.dtype);
+    bytes += ops::numel(trace.nodes[n].type->shape) * dtype_size(trace.nodes[n].type->dtype);
   return bytes;
 }
 
@@ -61,7 +61,7 @@ class CpuBackend final : public Backend {
       for (int n : l.inputs) ins.push_back(buffers.at(n).get());
       std::vector<Buffer*> outs;
       for (int n : l.outputs) {
-        const ops::ValueType& t = trace.nodes[n].type;
+        const ops::ValueType& t = *trace.nodes[n].type;
         const int64_t bytes = ops::numel(t.shape) * dtype_size(t.dtype);
         auto it = pool.find(bytes);
         std::shared_ptr<Buffer> b;
