@@ -264,3 +264,45 @@ TEST(Elementwise, CastsTruncateSaturateAndMapNaNToZero) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// The f32 SIMD math keeps libm's special values: overflow, zeros, negatives, inf and NaN.
+TEST(Elementwise, F32MathKeepsSpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x = {0.0f, -0.0f, 1.0f, -1.0f,  88.0f, 88.8f,    100.0f,    -100.0f, -200.0f,
+                          inf,  -inf,  nan,  1e-40f, 3e38f, 50000.0f, -45000.0f, 0.5f};
+  for (size_t shift = 0; shift < 3; ++shift) {  // tails of different lengths
+    std::vector<float> v(x.begin() + shift, x.end());
+    Tensor t = Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
+    struct Case {
+      const char* name;
+      Tensor got;
+      float (*ref)(float);
+    };
+    std::vector<Case> cases = {{"exp", exp(t), [](float a) { return std::exp(a); }},
+                               {"log", log(t), [](float a) { return std::log(a); }},
+                               {"tanh", tanh(t), [](float a) { return std::tanh(a); }},
+                               {"sin", sin(t), [](float a) { return std::sin(a); }},
+                               {"cos", cos(t), [](float a) { return std::cos(a); }}};
+    for (Case& c : cases) {
+      std::vector<float> got = c.got.to_vector<float>();
+      for (size_t i = 0; i < v.size(); ++i) {
+        float want = c.ref(v[i]);
+        SCOPED_TRACE(std::string(c.name) + "(" + std::to_string(v[i]) + ")");
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(got[i])) << got[i];
+        } else if (std::isinf(want) || want == 0.0f) {
+          EXPECT_EQ(got[i], want);
+        } else {
+          EXPECT_NEAR(got[i], want, 4e-7f * std::fabs(want) + 1e-37f);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -10,6 +10,7 @@
 #include "ops/element_access.h"
 #include "ops/philox.h"
 #include "ops/scalar_math.h"
+#include "runtime/cpu/simd_math.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -148,14 +149,61 @@ void load_values(const Buffer& b, DType dt, const int64_t* off, int64_t n, T* ou
   }
 }
 
+// Stores a register into a buffer of dtype `dt` under the cast rules; one switch per tile.
+// load_values for a contiguous run starting at `start`.
+template <class T>
+void load_run(const Buffer& b, DType dt, int64_t start, int64_t n, T* out) {
+  auto run = [&](auto* src, auto&& to_value) {
+    for (int64_t e = 0; e < n; ++e) out[e] = to_value(src[start + e]);
+  };
+  switch (dt) {
+    case DType::Bool:
+      return run(b.as<uint8_t>(), [](uint8_t v) { return static_cast<T>(v != 0); });
+    case DType::I32:
+      return run(b.as<int32_t>(), [](int32_t v) { return static_cast<T>(v); });
+    case DType::I64:
+      return run(b.as<int64_t>(), [](int64_t v) { return static_cast<T>(v); });
+    case DType::F16:
+      return run(b.as<Half>(), [](Half v) { return static_cast<T>(static_cast<float>(v)); });
+    case DType::BF16:
+      return run(b.as<BFloat16>(),
+                 [](BFloat16 v) { return static_cast<T>(static_cast<float>(v)); });
+    case DType::F32:
+      return run(b.as<float>(), [](float v) { return static_cast<T>(v); });
+    case DType::F64:
+      return run(b.as<double>(), [](double v) { return static_cast<T>(v); });
+  }
+}
+
 template <class T>
 void store_values(Buffer& b, DType dt, int64_t begin, int64_t n, const T* in) {
-  for (int64_t e = 0; e < n; ++e) {
-    if constexpr (std::is_floating_point_v<T>) {
-      ops::store_double(b, dt, begin + e, static_cast<double>(in[e]));
-    } else {
-      ops::store_int(b, dt, begin + e, in[e]);
-    }
+  auto run = [&](auto* dst, auto&& convert_one) {
+    for (int64_t e = 0; e < n; ++e) dst[begin + e] = convert_one(in[e]);
+  };
+  switch (dt) {
+    case DType::Bool:
+      return run(b.as<uint8_t>(), [](T v) -> uint8_t {
+        if constexpr (std::is_floating_point_v<T>) return (v != 0 || std::isnan(v)) ? 1 : 0;
+        return v != 0;
+      });
+    case DType::I32:
+      return run(b.as<int32_t>(), [](T v) -> int32_t {
+        if constexpr (std::is_floating_point_v<T>) return ops::saturate_to<int32_t>(v);
+        return static_cast<int32_t>(v);
+      });
+    case DType::I64:
+      return run(b.as<int64_t>(), [](T v) -> int64_t {
+        if constexpr (std::is_floating_point_v<T>) return ops::saturate_to<int64_t>(v);
+        return v;
+      });
+    case DType::F16:
+      return run(b.as<Half>(), [](T v) { return Half(static_cast<float>(v)); });
+    case DType::BF16:
+      return run(b.as<BFloat16>(), [](T v) { return BFloat16(static_cast<float>(v)); });
+    case DType::F32:
+      return run(b.as<float>(), [](T v) { return static_cast<float>(v); });
+    case DType::F64:
+      return run(b.as<double>(), [](T v) { return static_cast<double>(v); });
   }
 }
 
@@ -205,7 +253,44 @@ T unary_scalar(OpKind op, T x) {
 }
 
 template <class T>
+void unary_loop_scalar(OpKind op, const T* a, T* out, int64_t n);
+
+// f32 transcendental functions go through Highway; the rest vectorize as plain loops.
+template <class T>
 void unary_loop(OpKind op, const T* a, T* out, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    const size_t count = static_cast<size_t>(n);
+    switch (op) {
+      case OpKind::Exp:
+        return simd_exp(a, out, count);
+      case OpKind::Log:
+        return simd_log(a, out, count);
+      case OpKind::Tanh:
+        return simd_tanh(a, out, count);
+      case OpKind::Sin:
+        return simd_sin(a, out, count);
+      case OpKind::Cos:
+        return simd_cos(a, out, count);
+      case OpKind::Sigmoid:
+      case OpKind::Silu: {
+        for (int64_t e = 0; e < n; ++e) out[e] = -a[e];
+        simd_exp(out, out, count);
+        if (op == OpKind::Sigmoid) {
+          for (int64_t e = 0; e < n; ++e) out[e] = 1.0f / (1.0f + out[e]);
+        } else {
+          for (int64_t e = 0; e < n; ++e) out[e] = a[e] / (1.0f + out[e]);
+        }
+        return;
+      }
+      default:
+        break;
+    }
+  }
+  unary_loop_scalar<T>(op, a, out, n);
+}
+
+template <class T>
+void unary_loop_scalar(OpKind op, const T* a, T* out, int64_t n) {
   // One switch per tile; the loop body is a single known function, so it vectorizes.
 #define KILN_UNARY_CASE(kind)                                                     \
   case OpKind::kind:                                                              \
@@ -288,6 +373,25 @@ class TileEvaluator {
     regs_.d.resize(n);
     regs_.i.resize(n);
     regs_.offsets.resize(l_.views.size());
+    for (size_t v = 0; v < l_.views.size(); ++v) {
+      contiguous_.push_back(p_.view_patterns[v].find(":contiguous") != std::string::npos ||
+                            is_row_major(l_.views[v], v));
+    }
+  }
+
+  // A view is row-major over its space when its strides are the space's own strides.
+  bool is_row_major(const jit::ViewParams& view, size_t v) const {
+    for (size_t i = 0; i < p_.instrs.size(); ++i) {
+      const Instr& in = p_.instrs[i];
+      if (in.view != static_cast<int>(v)) continue;
+      const Shape& space = l_.spaces[in.space];
+      std::vector<int64_t> strides = ops::contiguous_strides(space);
+      for (size_t d = 0; d < space.size(); ++d) {
+        if (space[d] != 1 && strides[d] != view.strides[d]) return false;
+      }
+      return true;
+    }
+    return false;
   }
 
   // Computes every instruction of `space` for its flat positions [begin, begin + n).
@@ -336,6 +440,13 @@ class TileEvaluator {
     return v.data();
   }
 
+  // Where a view walks its buffer contiguously (the common case), the first offset of the
+  // tile; -1 otherwise.
+  int64_t contiguous_start(int view, int space, int64_t begin) const {
+    if (!contiguous_[view]) return -1;
+    return l_.views[view].offset + begin;
+  }
+
   template <class F>
   void dispatch(Cls c, F&& f) {
     switch (c) {
@@ -353,6 +464,14 @@ class TileEvaluator {
     const Cls c = cls_of(in.dtype);
     switch (in.kind) {
       case InstrKind::kLoad: {
+        const int64_t start = contiguous_start(in.view, in.space, begin);
+        if (start >= 0) {
+          dispatch(c, [&](auto t) {
+            using T = decltype(t);
+            load_run<T>(*inputs_[in.input], p_.input_dtypes[in.input], start, n, alloc<T>(k, n));
+          });
+          return;
+        }
         const int64_t* off = offsets(in.view, in.space, begin, n);
         dispatch(c, [&](auto t) {
           using T = decltype(t);
@@ -501,6 +620,7 @@ class TileEvaluator {
   const std::vector<double>& params_;
   const void* anchor_;
   Registers regs_;
+  std::vector<bool> contiguous_;  // per view
 };
 
 int worker_count() {
@@ -562,11 +682,19 @@ std::vector<T> evaluate_operand(const KernelProgram& p, const KernelLaunch& l,
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t begin = t * kTile, n = std::min(kTile, total - begin);
       ev.run(space, begin, n);
-      const Cls c = ev.cls(instr);
-      for (int64_t e = 0; e < n; ++e) {
-        if (c == Cls::kFloat) values[begin + e] = static_cast<T>(ev.values<float>(instr)[e]);
-        if (c == Cls::kDouble) values[begin + e] = static_cast<T>(ev.values<double>(instr)[e]);
-        if (c == Cls::kInt) values[begin + e] = static_cast<T>(ev.values<int64_t>(instr)[e]);
+      auto copy = [&](const auto* src) {
+        for (int64_t e = 0; e < n; ++e) values[begin + e] = static_cast<T>(src[e]);
+      };
+      switch (ev.cls(instr)) {
+        case Cls::kFloat:
+          copy(ev.values<float>(instr));
+          break;
+        case Cls::kDouble:
+          copy(ev.values<double>(instr));
+          break;
+        case Cls::kInt:
+          copy(ev.values<int64_t>(instr));
+          break;
       }
     }
   });
@@ -576,7 +704,7 @@ std::vector<T> evaluate_operand(const KernelProgram& p, const KernelLaunch& l,
 // Sum/mean/max/min (and argmax/argmin) of operand 0 over the reduced axes, into `result`.
 template <class Acc, class Result>
 void reduce(const KernelProgram& p, const KernelLaunch& l, const std::vector<const Buffer*>& in,
-            const std::vector<double>& params, std::vector<Result>& result) {
+            const std::vector<double>& params, Result* result) {
   const Shape& space = l.spaces[1];
   const int64_t out_n = ops::numel(l.spaces[0]);
   const std::vector<int>& axes = p.anchor_attrs.axes;
@@ -686,7 +814,6 @@ void reduce(const KernelProgram& p, const KernelLaunch& l, const std::vector<con
     }
   }
   const int64_t extent = out_n == 0 ? 0 : total / out_n;
-  result.resize(out_n);
   for (int64_t o = 0; o < out_n; ++o) {
     if (arg) {
       result[o] = static_cast<Result>(merged.index[o]);
@@ -699,11 +826,76 @@ void reduce(const KernelProgram& p, const KernelLaunch& l, const std::vector<con
   }
 }
 
-// softmax / log_softmax / layer_norm / rms_norm along the anchor axis, in T.
+// Sums and maxima over a row with eight independent accumulators, so the additions
+// pipeline instead of waiting on each other.
+template <class T, class F>
+double row_sum(const T* x, int64_t n, int64_t stride, F&& term) {
+  double acc[8] = {};
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    for (int j = 0; j < 8; ++j) acc[j] += term(static_cast<double>(x[(k + j) * stride]));
+  }
+  for (; k < n; ++k) acc[0] += term(static_cast<double>(x[k * stride]));
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+template <class T>
+T row_max(const T* x, int64_t n, int64_t stride) {
+  T acc[8];
+  std::fill_n(acc, 8, -std::numeric_limits<T>::infinity());
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    for (int j = 0; j < 8; ++j)
+      acc[j] = x[(k + j) * stride] > acc[j] ? x[(k + j) * stride] : acc[j];
+  }
+  for (; k < n; ++k) acc[0] = x[k * stride] > acc[0] ? x[k * stride] : acc[0];
+  return *std::max_element(acc, acc + 8);
+}
+
+// One row of a row norm: `x` holds the row (contiguous), `y` receives the result.
+template <class T>
+void norm_row(OpKind op, const T* x, T* y, int64_t extent, int64_t stride, const T* w, const T* b,
+              double eps, T* scratch) {
+  if (op == OpKind::Softmax || op == OpKind::LogSoftmax) {
+    T max = row_max(x, extent, stride);  // NaN is skipped here and poisons the sum below
+    if (std::isinf(max)) max = 0;
+    for (int64_t k = 0; k < extent; ++k) scratch[k] = x[k * stride] - max;
+    if constexpr (std::is_same_v<T, float>) {
+      simd_exp(scratch, scratch, static_cast<size_t>(extent));
+    } else {
+      for (int64_t k = 0; k < extent; ++k) scratch[k] = std::exp(scratch[k]);
+    }
+    const double total = row_sum(scratch, extent, 1, [](double v) { return v; });
+    if (op == OpKind::Softmax) {
+      const T scale = static_cast<T>(1.0 / total);
+      for (int64_t k = 0; k < extent; ++k) y[k * stride] = scratch[k] * scale;
+    } else {
+      const T shift = max + static_cast<T>(std::log(total));
+      for (int64_t k = 0; k < extent; ++k) y[k * stride] = x[k * stride] - shift;
+    }
+    return;
+  }
+  const double mean =
+      op == OpKind::LayerNorm
+          ? row_sum(x, extent, stride, [](double v) { return v; }) / static_cast<double>(extent)
+          : 0.0;
+  const double sq =
+      row_sum(x, extent, stride, [mean](double v) { return (v - mean) * (v - mean); });
+  const T scale = static_cast<T>(1.0 / std::sqrt(sq / static_cast<double>(extent) + eps));
+  const T shift = static_cast<T>(op == OpKind::LayerNorm ? mean : 0.0);
+  if (op == OpKind::LayerNorm) {
+    for (int64_t k = 0; k < extent; ++k)
+      y[k * stride] = (x[k * stride] - shift) * scale * w[k] + b[k];
+  } else {
+    for (int64_t k = 0; k < extent; ++k) y[k * stride] = x[k * stride] * scale * w[k];
+  }
+}
+
+// softmax / log_softmax / layer_norm / rms_norm along the anchor axis, in T. Rows along the
+// last axis are computed one at a time straight from the prologue, so x is read once.
 template <class T>
 void row_norm(const KernelProgram& p, const KernelLaunch& l, const std::vector<const Buffer*>& in,
-              const std::vector<double>& params, std::vector<T>& result) {
-  std::vector<T> x = evaluate_operand<T>(p, l, in, params, 0);
+              const std::vector<double>& params, T* result) {
   std::vector<T> w, b;
   if (p.anchor_operands.size() > 1) w = evaluate_operand<T>(p, l, in, params, 1);
   if (p.anchor_operands.size() > 2) b = evaluate_operand<T>(p, l, in, params, 2);
@@ -714,47 +906,37 @@ void row_norm(const KernelProgram& p, const KernelLaunch& l, const std::vector<c
     if (d < axis) outer *= shape[d];
     if (d > axis) inner *= shape[d];
   }
+  if (extent == 0) return;
   const double eps = p.anchor_param >= 0 ? params[p.anchor_param] : 0.0;
-  const OpKind op = p.anchor_op;
-  result.resize(x.size());
+  const int operand = p.anchor_operands[0];
+  if (inner == 1) {
+    parallel_for(outer, std::max<int64_t>(1, 16384 / extent), [&](int64_t r0, int64_t r1) {
+      TileEvaluator ev(p, l, in, params, nullptr);
+      std::vector<T> scratch(extent);
+      for (int64_t r = r0; r < r1; ++r) {
+        ev.run(1, r * extent, extent);
+        // Lowering casts the operand to the anchor's dtype, whose register class is T.
+        const T* x = ev.template values<T>(operand);
+        norm_row<T>(p.anchor_op, x, result + r * extent, extent, 1, w.data(), b.data(), eps,
+                    scratch.data());
+      }
+    });
+    return;
+  }
+  std::vector<T> x = evaluate_operand<T>(p, l, in, params, 0);
   parallel_for(outer * inner, 64, [&](int64_t r0, int64_t r1) {
+    std::vector<T> scratch(extent);
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t base = (r / inner) * extent * inner + (r % inner);
-      const T* row = x.data() + base;
-      T* y = result.data() + base;
-      if (op == OpKind::Softmax || op == OpKind::LogSoftmax) {
-        T max = -std::numeric_limits<T>::infinity();
-        for (int64_t k = 0; k < extent; ++k) max = std::max(max, row[k * inner]);
-        if (std::isinf(max)) max = 0;
-        double total = 0;
-        for (int64_t k = 0; k < extent; ++k) total += std::exp(row[k * inner] - max);
-        const T scale = static_cast<T>(1.0 / total), log_total = static_cast<T>(std::log(total));
-        for (int64_t k = 0; k < extent; ++k) {
-          T v = row[k * inner] - max;
-          y[k * inner] = op == OpKind::Softmax ? std::exp(v) * scale : v - log_total;
-        }
-        continue;
-      }
-      double mean = 0, sq = 0;
-      for (int64_t k = 0; k < extent; ++k) mean += row[k * inner];
-      mean /= static_cast<double>(extent);
-      for (int64_t k = 0; k < extent; ++k) {
-        double v = row[k * inner];
-        sq += op == OpKind::LayerNorm ? (v - mean) * (v - mean) : v * v;
-      }
-      const T scale = static_cast<T>(1.0 / std::sqrt(sq / static_cast<double>(extent) + eps));
-      const T shift = static_cast<T>(op == OpKind::LayerNorm ? mean : 0.0);
-      for (int64_t k = 0; k < extent; ++k) {
-        T v = (row[k * inner] - shift) * scale * w[k];
-        y[k * inner] = op == OpKind::LayerNorm ? v + b[k] : v;
-      }
+      norm_row<T>(p.anchor_op, x.data() + base, result + base, extent, inner, w.data(), b.data(),
+                  eps, scratch.data());
     }
   });
 }
 
 template <class T>
 void matmul(const KernelProgram& p, const KernelLaunch& l, const std::vector<const Buffer*>& in,
-            const std::vector<double>& params, std::vector<T>& result) {
+            const std::vector<double>& params, T* result) {
   std::vector<T> a = evaluate_operand<T>(p, l, in, params, 0);
   std::vector<T> b = evaluate_operand<T>(p, l, in, params, 1);
   Shape sa = l.spaces[1], sb = l.spaces[2];
@@ -784,12 +966,12 @@ void matmul(const KernelProgram& p, const KernelLaunch& l, const std::vector<con
   std::vector<int64_t> a_off(std::max<int64_t>(batches, 1)), b_off(std::max<int64_t>(batches, 1));
   view_offsets(batch_shape, batch_view(sa, m * k), 0, batches, a_off.data());
   view_offsets(batch_shape, batch_view(sb, k * n), 0, batches, b_off.data());
-  result.assign(ops::numel(l.spaces[0]), T{});
+  std::fill_n(result, ops::numel(l.spaces[0]), T{});
   using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   for (int64_t bi = 0; bi < batches; ++bi) {
     Eigen::Map<const RowMajor> ma(a.data() + a_off[bi], m, k);
     Eigen::Map<const RowMajor> mb(b.data() + b_off[bi], k, n);
-    Eigen::Map<RowMajor> mc(result.data() + bi * m * n, m, n);
+    Eigen::Map<RowMajor> mc(result + bi * m * n, m, n);
     if (k == 0) continue;
     // Rows split across cores; Eigen's kernel does each block.
     parallel_for(m, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, n * k)),
@@ -801,11 +983,10 @@ void matmul(const KernelProgram& p, const KernelLaunch& l, const std::vector<con
 
 template <class T>
 void concat(const KernelProgram& p, const KernelLaunch& l, const std::vector<const Buffer*>& in,
-            const std::vector<double>& params, std::vector<T>& result) {
+            const std::vector<double>& params, T* result) {
   const Shape& out = l.spaces[0];
   const int axis = p.anchor_attrs.axis;
   std::vector<int64_t> strides = ops::contiguous_strides(out);
-  result.assign(ops::numel(out), T{});
   int64_t offset = 0;
   for (size_t k = 0; k < p.anchor_operands.size(); ++k) {
     std::vector<T> v = evaluate_operand<T>(p, l, in, params, static_cast<int>(k));
@@ -821,7 +1002,18 @@ void concat(const KernelProgram& p, const KernelLaunch& l, const std::vector<con
 template <class T>
 void run_anchor(const KernelProgram& p, const KernelLaunch& l, const std::vector<const Buffer*>& in,
                 const std::vector<Buffer*>& out, const std::vector<double>& params) {
-  std::vector<T> result;
+  const int64_t count = ops::numel(l.spaces[0]);
+  // When the kernel only stores the anchor's result in its own representation, the anchor
+  // writes straight into the output; otherwise into scratch that the epilogue reads.
+  constexpr DType kNative = std::is_same_v<T, float>    ? DType::F32
+                            : std::is_same_v<T, double> ? DType::F64
+                                                        : DType::I64;
+  const bool direct = p.stores.size() == 1 &&
+                      p.instrs[p.stores[0].value].kind == InstrKind::kAnchor &&
+                      p.output_dtypes[p.stores[0].output] == kNative && p.anchor_dtype == kNative;
+  std::vector<T> scratch;
+  if (!direct) scratch.resize(count);
+  T* result = direct ? out[p.stores[0].output]->as<T>() : scratch.data();
   switch (p.anchor) {
     case jit::AnchorKind::kReduce:
     case jit::AnchorKind::kArgReduce: {
@@ -845,13 +1037,14 @@ void run_anchor(const KernelProgram& p, const KernelLaunch& l, const std::vector
     case jit::AnchorKind::kNone:
       break;
   }
+  if (direct) return;
   // The anchor's result is what a stored one would be: i32 wraps, f16/bf16 rounds.
   if constexpr (std::is_same_v<T, int64_t>) {
-    for (int64_t& v : result) v = wrap_int(p.anchor_dtype, v);
+    for (int64_t& v : scratch) v = wrap_int(p.anchor_dtype, v);
   } else if constexpr (std::is_same_v<T, float>) {
-    for (float& v : result) v = round_float(p.anchor_dtype, v);
+    for (float& v : scratch) v = round_float(p.anchor_dtype, v);
   }
-  run_stores(p, l, in, out, params, result.data());
+  run_stores(p, l, in, out, params, scratch.data());
 }
 
 }  // namespace
