@@ -29,8 +29,9 @@ int main() {
                 sums[row]);
   }
   kiln::Stats s = kiln::stats();
-  std::printf("== stats ==\nsyncs %lld, ops executed %lld, bytes allocated %lld\n",
-              static_cast<long long>(s.syncs), static_cast<long long>(s.kernels_launched),
-              static_cast<long long>(s.bytes_allocated));
+  std::printf(
+      "== stats ==\nsyncs %lld, plans built %lld, kernels compiled %lld, kernels launched %lld\n",
+      static_cast<long long>(s.syncs), static_cast<long long>(s.plans_built),
+      static_cast<long long>(s.kernels_compiled), static_cast<long long>(s.kernels_launched));
   return 0;
 }

@@ -115,3 +115,48 @@ TEST_F(ToolTest, DumpPrintsALoadedTrace) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// KILN_DUMP=plan,kernels writes the plan and every kernel's program; KILN_LOG=2 prints one
+// line per sync and one per kernel launch.
+TEST(DebugOutput, PlanAndKernelDumpsAndLogLines) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("kiln_plan_dump_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  Result r =
+      run("KILN_LOG=2 KILN_DUMP=plan,kernels KILN_DUMP_DIR=" + dir.string() + " " + KILN_DEMO_PATH);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("kiln: sync on cpu: 10 nodes, 3 kernels, plan miss (built)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("kiln:   kernel matmul_add_relu_mul nodes [%2 %4 %5 %6 %7] compiled"),
+            std::string::npos)
+      << r.output;
+  std::vector<fs::path> folders;
+  for (const auto& e : fs::directory_iterator(dir)) folders.push_back(e.path());
+  ASSERT_EQ(folders.size(), 1u);
+  std::ifstream plan_file(folders[0] / "plan.txt");
+  std::stringstream plan;
+  plan << plan_file.rdbuf();
+  EXPECT_NE(plan.str().find("plan: 10 nodes, 3 kernels"), std::string::npos) << plan.str();
+  EXPECT_NE(plan.str().find("kernel 1: softmax (rownorm)"), std::string::npos) << plan.str();
+  EXPECT_NE(plan.str().find("(mul): it feeds another anchor at node 8 (softmax)"),
+            std::string::npos)
+      << plan.str();
+  int kernels = 0;
+  for (const auto& e : fs::directory_iterator(folders[0] / "kernels")) {
+    ++kernels;
+    std::ifstream f(e.path());
+    std::stringstream text;
+    text << f.rdbuf();
+    EXPECT_EQ(text.str().rfind("kernel ", 0), 0u) << e.path();
+    EXPECT_NE(text.str().find("store %"), std::string::npos) << e.path();
+  }
+  EXPECT_EQ(kernels, 3);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln
