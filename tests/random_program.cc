@@ -65,9 +65,21 @@ void ProgramGenerator::step() {
   const bool integral = !fp;
   const bool half = x.dtype() == DType::F16 || x.dtype() == DType::BF16;
   switch (pick(12)) {
-    case 0:
-      add(make_input(random_shape(), random_dtype()), true);
-      return;
+    case 0:  // fresh values: an input, or a lazy leaf
+      switch (pick(5)) {
+        case 0:
+          return add(Tensor::rand(random_shape(), rng_(), chance(0.5) ? DType::F32 : DType::BF16),
+                     true);
+        case 1:
+          return add(Tensor::randn(random_shape(), rng_(), chance(0.5) ? DType::F32 : DType::F64),
+                     true);
+        case 2:
+          return add(Tensor::arange(1 + pick(20), random_dtype()), true);
+        case 3:
+          return add(Tensor::full(random_shape(), scalar(), random_dtype()), true);
+        default:
+          return add(make_input(random_shape(), random_dtype()), true);
+      }
     case 1: {  // well-conditioned unary math (so float paths stay comparable)
       if (!fp) {
         if (x.dtype() == DType::Bool) return add(logical_not(x), a.exact);
@@ -142,7 +154,36 @@ void ProgramGenerator::step() {
       if (found == nullptr) return;
       const Value e = *found;
       Tensor y = make_input(broadcastable(e.t.shape()), e.t.dtype());
-      Tensor cond = pick(3) == 0 ? e.t > y : (pick(2) ? e.t <= y : e.t != y);
+      Tensor cond;
+      switch (pick(8)) {
+        case 0:
+          cond = e.t > y;
+          break;
+        case 1:
+          cond = e.t <= y;
+          break;
+        case 2:
+          cond = e.t != y;
+          break;
+        case 3:
+          cond = eq(e.t, y);
+          break;
+        case 4:
+          cond = lt(e.t, y);
+          break;
+        case 5:
+          cond = ge(e.t, y);
+          break;
+        case 6:
+          cond = logical_and(e.t, y);
+          break;
+        default:
+          cond = logical_or(e.t, logical_not(y));
+          break;
+      }
+      if (chance(0.3) && is_floating(e.t.dtype())) {              // floor/ceil of exact values
+        add(pick(2) ? floor(e.t * 2.5) : ceil(e.t * 2.5), true);  // x * 2.5 is exact here
+      }
       add(cond, true);
       const Value other = any();
       return add(where(cond, x, other.t), a.exact && other.exact);

@@ -442,7 +442,7 @@ class TileEvaluator {
 
   // Where a view walks its buffer contiguously (the common case), the first offset of the
   // tile; -1 otherwise.
-  int64_t contiguous_start(int view, int space, int64_t begin) const {
+  int64_t contiguous_start(int view, int64_t begin) const {
     if (!contiguous_[view]) return -1;
     return l_.views[view].offset + begin;
   }
@@ -464,7 +464,7 @@ class TileEvaluator {
     const Cls c = cls_of(in.dtype);
     switch (in.kind) {
       case InstrKind::kLoad: {
-        const int64_t start = contiguous_start(in.view, in.space, begin);
+        const int64_t start = contiguous_start(in.view, begin);
         if (start >= 0) {
           dispatch(c, [&](auto t) {
             using T = decltype(t);
