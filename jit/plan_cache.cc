@@ -31,11 +31,11 @@ class PlanCache {
     lru_.splice(lru_.begin(), lru_, it->second);  // most recently used first
     return it->second->second;
   }
-  void add(Key key, std::shared_ptr<const LaunchPlan> plan) {
+  void add(const Key& key, std::shared_ptr<const LaunchPlan> plan) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (index_.contains(key)) return;
     lru_.emplace_front(key, std::move(plan));
-    index_.emplace(std::move(key), lru_.begin());
+    index_.emplace(key, lru_.begin());
     while (lru_.size() > plan_cache_capacity()) {
       index_.erase(lru_.back().first);
       lru_.pop_back();

@@ -23,10 +23,12 @@ std::vector<std::shared_ptr<Buffer>> reference_run(const std::vector<Node*>& out
       throw Error(absl::StrCat("[input] '", node->attrs.name, "' is a placeholder without data"));
     }
     std::vector<HostValue> inputs;
+    inputs.reserve(node->inputs.size());
     for (const auto& input : node->inputs) inputs.push_back({input->type, value_of(*input)});
     computed[node] = evaluate_reference(node->op, node->attrs, node->type, inputs);
   }
   std::vector<std::shared_ptr<Buffer>> results;
+  results.reserve(outputs.size());
   for (const Node* out : outputs)
     results.push_back(std::const_pointer_cast<Buffer>(value_of(*out)));
   return results;
