@@ -1,0 +1,93 @@
+// The device-side helpers every generated kernel starts with: storage conversions (f16 and
+// bf16 through PTX cvt, so no CUDA headers are needed), the cast rules of
+// docs/semantics.md, wrapping integer arithmetic, Philox, and block reductions.
+#ifndef KILN_RUNTIME_CUDA_CUDA_PREAMBLE_H_
+#define KILN_RUNTIME_CUDA_CUDA_PREAMBLE_H_
+
+namespace kiln::runtime::cuda {
+
+inline constexpr const char* kPreamble = R"CUDA(
+// ---- kiln preamble ----
+typedef long long i64;
+typedef unsigned long long u64;
+__device__ __forceinline__ float f16_to_f32(unsigned short h) {
+  float f; asm("{ .reg .b16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h)); return f;
+}
+__device__ __forceinline__ unsigned short f32_to_f16(float f) {
+  unsigned short h; asm("{ .reg .b16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(f)); return h;
+}
+__device__ __forceinline__ float bf16_to_f32(unsigned short h) {
+  return __int_as_float(((unsigned int)h) << 16);
+}
+__device__ __forceinline__ unsigned short f32_to_bf16(float f) {
+  unsigned short h; asm("{ .reg .b16 t; cvt.rn.bf16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(f)); return h;
+}
+__device__ __forceinline__ float round_f16(float f) { return f16_to_f32(f32_to_f16(f)); }
+__device__ __forceinline__ float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+// Float to integer: truncate toward zero, saturate, NaN gives 0.
+__device__ __forceinline__ i64 sat_i64(double v) {
+  if (v != v) return 0;
+  if (v <= -9223372036854775808.0) return (i64)(-9223372036854775807LL - 1);
+  if (v >= 9223372036854775808.0) return 9223372036854775807LL;
+  return (i64)v;
+}
+__device__ __forceinline__ i64 sat_i32(double v) {
+  if (v != v) return 0;
+  if (v <= -2147483648.0) return -2147483648LL;
+  if (v >= 2147483648.0) return 2147483647LL;
+  return (i64)(int)v;
+}
+__device__ __forceinline__ i64 wrap_i32(i64 v) { return (i64)(int)(unsigned int)(u64)v; }
+__device__ __forceinline__ i64 wadd(i64 a, i64 b) { return (i64)((u64)a + (u64)b); }
+__device__ __forceinline__ i64 wsub(i64 a, i64 b) { return (i64)((u64)a - (u64)b); }
+__device__ __forceinline__ i64 wmul(i64 a, i64 b) { return (i64)((u64)a * (u64)b); }
+__device__ __forceinline__ i64 ipow(i64 b, i64 e) {
+  if (e < 0) return b == 1 ? 1 : (b == -1 ? ((e % 2 == 0) ? 1 : -1) : 0);
+  i64 r = 1;
+  while (e > 0) { if (e & 1) r = wmul(r, b); b = wmul(b, b); e >>= 1; }
+  return r;
+}
+template <class T> __device__ __forceinline__ T nanmax(T a, T b) { return (a != a || b != b) ? (a != a ? a : b) : (a > b ? a : b); }
+template <class T> __device__ __forceinline__ T nanmin(T a, T b) { return (a != a || b != b) ? (a != a ? a : b) : (a < b ? a : b); }
+// Philox-4x32-10, as ops/philox.h.
+__device__ __forceinline__ void philox(u64 index, u64 seed, unsigned int out[4]) {
+  unsigned int c0 = (unsigned int)index, c1 = (unsigned int)(index >> 32), c2 = 0, c3 = 0;
+  unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);
+  for (int r = 0; r < 10; ++r) {
+    u64 p0 = (u64)0xD2511F53u * c0, p1 = (u64)0xCD9E8D57u * c2;
+    unsigned int n0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0, n2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (unsigned int)p1; c3 = (unsigned int)p0; c0 = n0; c2 = n2;
+    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
+  }
+  out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+__device__ __forceinline__ double rand_uniform(u64 index, u64 seed, int bits) {
+  unsigned int w[4]; philox(index, seed, w);
+  return (double)(w[0] >> (32 - bits)) / (double)(1ull << bits);
+}
+__device__ __forceinline__ double rand_normal(u64 index, u64 seed) {
+  unsigned int w[4]; philox(index, seed, w);
+  double u1 = ((double)(w[0] >> 8) + 1.0) / 16777216.0, u2 = (double)(w[1] >> 8) / 16777216.0;
+  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+// Block-wide reductions over blockDim.x threads (a multiple of 32, at most 1024).
+template <class T, class F> __device__ T block_reduce(T v, F f, T identity, T* shared) {
+  for (int o = 16; o > 0; o >>= 1) v = f(v, __shfl_down_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) >> 5;
+  v = threadIdx.x < warps ? shared[threadIdx.x] : identity;
+  if (warp == 0) for (int o = 16; o > 0; o >>= 1) v = f(v, __shfl_down_sync(0xffffffffu, v, o));
+  if (threadIdx.x == 0) shared[0] = v;
+  __syncthreads();
+  v = shared[0];
+  __syncthreads();
+  return v;
+}
+// ---- end of preamble ----
+)CUDA";
+
+}  // namespace kiln::runtime::cuda
+
+#endif  // KILN_RUNTIME_CUDA_CUDA_PREAMBLE_H_

@@ -1,0 +1,585 @@
+#include "runtime/cuda/cuda_renderer.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "runtime/cuda/cuda_preamble.h"
+
+namespace kiln::runtime::cuda {
+namespace {
+
+using jit::AnchorKind;
+using jit::Instr;
+using jit::InstrKind;
+using jit::KernelProgram;
+using ops::OpKind;
+
+// The register type a dtype computes in (as on the CPU: f16/bf16/f32 in float, f64 in
+// double, integers and bool in 64-bit integers).
+std::string reg(DType dt) {
+  if (dt == DType::F64) return "double";
+  return is_floating(dt) ? "float" : "i64";
+}
+
+std::string storage(DType dt) {
+  switch (dt) {
+    case DType::Bool:
+      return "unsigned char";
+    case DType::I32:
+      return "int";
+    case DType::I64:
+      return "i64";
+    case DType::F16:
+    case DType::BF16:
+      return "unsigned short";
+    case DType::F32:
+      return "float";
+    case DType::F64:
+      return "double";
+  }
+  return "?";
+}
+
+// `v` (a register of dtype `from`) converted to dtype `to`, under the cast rules.
+std::string cast(DType from, DType to, const std::string& v) {
+  const bool from_float = is_floating(from);
+  switch (to) {
+    case DType::F16:
+      return absl::StrCat("round_f16((float)(", v, "))");
+    case DType::BF16:
+      return absl::StrCat("round_bf16((float)(", v, "))");
+    case DType::F32:
+      return absl::StrCat("(float)(", v, ")");
+    case DType::F64:
+      return absl::StrCat("(double)(", v, ")");
+    case DType::Bool:
+      return from_float ? absl::StrCat("(i64)((", v, ") != 0 || (", v, ") != (", v, "))")
+                        : absl::StrCat("(i64)((", v, ") != 0)");
+    case DType::I32:
+      return from_float ? absl::StrCat("sat_i32((double)(", v, "))")
+                        : absl::StrCat("wrap_i32(", v, ")");
+    case DType::I64:
+      return from_float ? absl::StrCat("sat_i64((double)(", v, "))") : v;
+  }
+  return v;
+}
+
+// The value of a register after an op of dtype `dt`: as if stored (docs/fusion.md).
+std::string settle(DType dt, const std::string& v) {
+  switch (dt) {
+    case DType::F16:
+      return absl::StrCat("round_f16(", v, ")");
+    case DType::BF16:
+      return absl::StrCat("round_bf16(", v, ")");
+    case DType::I32:
+      return absl::StrCat("wrap_i32(", v, ")");
+    case DType::Bool:
+      return absl::StrCat("(i64)((", v, ") != 0)");
+    default:
+      return v;
+  }
+}
+
+std::string load(DType dt, const std::string& ptr, const std::string& off) {
+  const std::string element = absl::StrCat("((const ", storage(dt), "*)", ptr, ")[", off, "]");
+  switch (dt) {
+    case DType::F16:
+      return absl::StrCat("f16_to_f32(", element, ")");
+    case DType::BF16:
+      return absl::StrCat("bf16_to_f32(", element, ")");
+    case DType::Bool:
+      return absl::StrCat("(i64)(", element, " != 0)");
+    default:
+      return absl::StrCat("(", reg(dt), ")", element);
+  }
+}
+
+std::string store(DType dt, const std::string& ptr, const std::string& off, const std::string& v) {
+  const std::string element = absl::StrCat("((", storage(dt), "*)", ptr, ")[", off, "]");
+  switch (dt) {
+    case DType::F16:
+      return absl::StrCat(element, " = f32_to_f16(", v, ");");
+    case DType::BF16:
+      return absl::StrCat(element, " = f32_to_bf16(", v, ");");
+    default:
+      return absl::StrCat(element, " = (", storage(dt), ")(", v, ");");
+  }
+}
+
+std::string unary(OpKind op, DType dt, const std::string& x) {
+  if (!is_floating(dt)) {
+    switch (op) {
+      case OpKind::Neg:
+        return absl::StrCat("wsub(0, ", x, ")");
+      case OpKind::Abs:
+        return absl::StrCat("(", x, " < 0 ? wsub(0, ", x, ") : ", x, ")");
+      case OpKind::Relu:
+        return absl::StrCat("(", x, " > 0 ? ", x, " : (i64)0)");
+      case OpKind::Square:
+        return absl::StrCat("wmul(", x, ", ", x, ")");
+      case OpKind::LogicalNot:
+        return absl::StrCat("(i64)(", x, " == 0)");
+      default:  // floor, ceil of integers
+        return x;
+    }
+  }
+  const bool f = dt != DType::F64;
+  auto fn = [&](const char* name) { return absl::StrCat(name, f ? "f(" : "(", x, ")"); };
+  const std::string one = f ? "1.0f" : "1.0";
+  switch (op) {
+    case OpKind::Neg:
+      return absl::StrCat("(-", x, ")");
+    case OpKind::Abs:
+      return fn("fabs");
+    case OpKind::Exp:
+      return fn("exp");
+    case OpKind::Log:
+      return fn("log");
+    case OpKind::Sqrt:
+      return fn("sqrt");
+    case OpKind::Rsqrt:
+      return absl::StrCat("(", one, " / ", fn("sqrt"), ")");
+    case OpKind::Sin:
+      return fn("sin");
+    case OpKind::Cos:
+      return fn("cos");
+    case OpKind::Tanh:
+      return fn("tanh");
+    case OpKind::Sigmoid:
+      return absl::StrCat("(", one, " / (", one, " + ", f ? "expf(-" : "exp(-", x, ")))");
+    case OpKind::Relu:
+      return absl::StrCat("(", x, " > 0 ? ", x, " : (", x, " != ", x, " ? ", x, " : 0))");
+    case OpKind::Gelu:
+      return absl::StrCat("(0.5", f ? "f" : "", " * ", x, " * ", f ? "erfcf(-" : "erfc(-", x,
+                          " * 0.70710678118654752440", f ? "f" : "", "))");
+    case OpKind::Silu:
+      return absl::StrCat("(", x, " / (", one, " + ", f ? "expf(-" : "exp(-", x, ")))");
+    case OpKind::Erf:
+      return fn("erf");
+    case OpKind::Floor:
+      return fn("floor");
+    case OpKind::Ceil:
+      return fn("ceil");
+    case OpKind::Reciprocal:
+      return absl::StrCat("(", one, " / ", x, ")");
+    case OpKind::Square:
+      return absl::StrCat("(", x, " * ", x, ")");
+    default:
+      return "0";
+  }
+}
+
+std::string binary(OpKind op, DType operands, const std::string& a, const std::string& b) {
+  const bool fl = is_floating(operands);
+  switch (op) {
+    case OpKind::Add:
+      return fl ? absl::StrCat("(", a, " + ", b, ")") : absl::StrCat("wadd(", a, ", ", b, ")");
+    case OpKind::Sub:
+      return fl ? absl::StrCat("(", a, " - ", b, ")") : absl::StrCat("wsub(", a, ", ", b, ")");
+    case OpKind::Mul:
+      return fl ? absl::StrCat("(", a, " * ", b, ")") : absl::StrCat("wmul(", a, ", ", b, ")");
+    case OpKind::Div:
+      return absl::StrCat("(", a, " / ", b, ")");
+    case OpKind::Pow:
+      return fl ? absl::StrCat(operands == DType::F64 ? "pow(" : "powf(", a, ", ", b, ")")
+                : absl::StrCat("ipow(", a, ", ", b, ")");
+    case OpKind::Maximum:
+      return absl::StrCat("nanmax(", a, ", ", b, ")");
+    case OpKind::Minimum:
+      return absl::StrCat("nanmin(", a, ", ", b, ")");
+    case OpKind::Eq:
+      return absl::StrCat("(i64)(", a, " == ", b, ")");
+    case OpKind::Ne:
+      return absl::StrCat("(i64)(", a, " != ", b, ")");
+    case OpKind::Lt:
+      return absl::StrCat("(i64)(", a, " < ", b, ")");
+    case OpKind::Le:
+      return absl::StrCat("(i64)(", a, " <= ", b, ")");
+    case OpKind::Gt:
+      return absl::StrCat("(i64)(", a, " > ", b, ")");
+    case OpKind::Ge:
+      return absl::StrCat("(i64)(", a, " >= ", b, ")");
+    case OpKind::LogicalAnd:
+      return absl::StrCat("(i64)(", a, " && ", b, ")");
+    case OpKind::LogicalOr:
+      return absl::StrCat("(i64)(", a, " || ", b, ")");
+    default:
+      return "0";
+  }
+}
+
+class Renderer {
+ public:
+  explicit Renderer(const KernelProgram& p) : p_(p) {
+    for (int r : p_.space_ranks) rank_ = std::max(rank_, r);
+    rank_ = std::max(rank_, 1);
+  }
+
+  std::string run() {
+    std::string s = kPreamble;
+    absl::StrAppend(&s, "// kernel ", p_.name, " (", anchor_name(p_.anchor), ")\n");
+    const std::string printed = p_.to_string();
+    for (absl::string_view line : absl::StrSplit(printed, '\n')) {
+      if (!line.empty()) absl::StrAppend(&s, "//   ", line, "\n");
+    }
+    absl::StrAppend(
+        &s, "struct Params {\n  const void* in[", std::max<size_t>(1, p_.input_dtypes.size()),
+        "];\n  void* out[", std::max<size_t>(1, p_.output_dtypes.size()), "];\n  double p[",
+        std::max(1, p_.num_params), "];\n  i64 shape[", p_.space_ranks.size(), "][", rank_,
+        "];\n  i64 stride[", std::max<size_t>(1, p_.view_patterns.size()), "][", rank_,
+        "];\n  i64 offset[", std::max<size_t>(1, p_.view_patterns.size()), "];\n};\n\n");
+    absl::StrAppend(&s, "template <class I>\n__device__ void body(const Params& a) {\n");
+    switch (p_.anchor) {
+      case AnchorKind::kNone:
+        pointwise(s);
+        break;
+      case AnchorKind::kReduce:
+      case AnchorKind::kArgReduce:
+        reduction(s);
+        break;
+      case AnchorKind::kRowNorm:
+        row_norm(s);
+        break;
+      case AnchorKind::kMatmul:
+        matmul(s);
+        break;
+      case AnchorKind::kConcat:
+        concat(s);
+        break;
+    }
+    absl::StrAppend(&s, "}\n\n");
+    for (const char* width : {"i32", "i64"}) {
+      absl::StrAppend(&s, "extern \"C\" __global__ void __launch_bounds__(", block_size(p_), ") ",
+                      p_.name, "_", width, "(const Params a) { body<",
+                      std::string(width) == "i32" ? "int" : "long long", ">(a); }\n");
+    }
+    return s;
+  }
+
+ private:
+  int rank(int space) const { return p_.space_ranks[space]; }
+
+  // Declares `idx` as the multi-index of flat position `flat` in `space`.
+  std::string unravel(int space, const std::string& idx, const std::string& flat) const {
+    std::string s = absl::StrCat("I ", idx, "[", rank_, "] = {0};\n    { I rest = ", flat, ";");
+    for (int d = rank(space) - 1; d >= 0; --d) {
+      absl::StrAppend(&s, " ", idx, "[", d, "] = rest % (I)a.shape[", space, "][", d,
+                      "]; rest /= (I)a.shape[", space, "][", d, "];");
+    }
+    return s + " }\n";
+  }
+
+  std::string numel(int space) const {
+    std::vector<std::string> dims;
+    for (int d = 0; d < rank(space); ++d)
+      dims.push_back(absl::StrCat("(I)a.shape[", space, "][", d, "]"));
+    return dims.empty() ? "(I)1" : absl::StrJoin(dims, " * ");
+  }
+
+  // Flat row-major index of multi-index `idx` in `space`.
+  std::string flatten(int space, const std::string& idx) const {
+    std::string s = "(I)0";
+    for (int d = 0; d < rank(space); ++d) {
+      s = absl::StrCat("(", s, " * (I)a.shape[", space, "][", d, "] + ", idx, "[", d, "])");
+    }
+    return s;
+  }
+
+  std::string offset(int view, int space, const std::string& idx) const {
+    std::string s = absl::StrCat("((I)a.offset[", view, "]");
+    for (int d = 0; d < rank(space); ++d) {
+      absl::StrAppend(&s, " + ", idx, "[", d, "] * (I)a.stride[", view, "][", d, "]");
+    }
+    return s + ")";
+  }
+
+  // Declares v<k> for every instruction of `space`, indexed by `idx`.
+  std::string space_code(int space, const std::string& idx) const {
+    std::string s;
+    for (size_t k = 0; k < p_.instrs.size(); ++k) {
+      const Instr& in = p_.instrs[k];
+      if (in.space != space) continue;
+      std::string v = absl::StrCat("v", k);
+      std::string expr;
+      auto operand = [&](int i) { return absl::StrCat("v", i); };
+      switch (in.kind) {
+        case InstrKind::kLoad:
+          expr = load(p_.input_dtypes[in.input], absl::StrCat("a.in[", in.input, "]"),
+                      offset(in.view, space, idx));
+          break;
+        case InstrKind::kParam:
+          expr = cast(DType::F64, in.dtype, absl::StrCat("a.p[", in.param, "]"));
+          break;
+        case InstrKind::kIndexLeaf: {
+          const std::string off = offset(in.view, space, idx);
+          if (in.op == OpKind::Arange) {
+            expr = cast(DType::I64, in.dtype, absl::StrCat("(i64)", off));
+          } else {
+            const std::string seed = absl::StrCat("(u64)__double_as_longlong(a.p[", in.param, "])");
+            const int bits = in.dtype == DType::F16 ? 11 : (in.dtype == DType::BF16 ? 8 : 24);
+            expr = cast(DType::F64, in.dtype,
+                        in.op == OpKind::Rand
+                            ? absl::StrCat("rand_uniform((u64)", off, ", ", seed, ", ", bits, ")")
+                            : absl::StrCat("rand_normal((u64)", off, ", ", seed, ")"));
+          }
+          break;
+        }
+        case InstrKind::kUnary:
+          expr = settle(in.dtype, unary(in.op, p_.instrs[in.a].dtype, operand(in.a)));
+          break;
+        case InstrKind::kBinary: {
+          const DType operands = p_.instrs[in.a].dtype;
+          expr = binary(in.op, operands, operand(in.a), operand(in.b));
+          if (!ops::is_comparison(in.op)) expr = settle(in.dtype, expr);
+          break;
+        }
+        case InstrKind::kWhere:
+          expr = absl::StrCat("(", operand(in.a), " ? ", operand(in.b), " : ", operand(in.c), ")");
+          break;
+        case InstrKind::kCast:
+          expr = cast(p_.instrs[in.a].dtype, in.dtype, operand(in.a));
+          break;
+        case InstrKind::kAnchor:
+          expr = "anchor_value";
+          break;
+      }
+      absl::StrAppend(&s, "      const ", reg(in.dtype), " ", v, " = ", expr, ";\n");
+    }
+    return s;
+  }
+
+  std::string stores(const std::string& flat) const {
+    std::string s;
+    for (const jit::Store& st : p_.stores) {
+      absl::StrAppend(
+          &s, "      ",
+          store(p_.output_dtypes[st.output], absl::StrCat("a.out[", st.output, "]"), flat,
+                cast(p_.instrs[st.value].dtype, p_.output_dtypes[st.output],
+                     absl::StrCat("v", st.value))),
+          "\n");
+    }
+    return s;
+  }
+
+  // One thread per element of space 0.
+  void pointwise(std::string& s) const {
+    absl::StrAppend(&s, "  const I total = ", numel(0), ";\n",
+                    "  for (I i = (I)blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += "
+                    "(I)gridDim.x * (I)blockDim.x) {\n    ",
+                    unravel(0, "idx0", "i"), space_code(0, "idx0"), stores("i"), "  }\n");
+  }
+
+  // The epilogue for one element of space 0 whose anchor value is `value`.
+  std::string epilogue(const std::string& value, const std::string& flat) const {
+    return absl::StrCat("      const ", reg(p_.anchor_dtype),
+                        " anchor_value = ", settle(p_.anchor_dtype, value), ";\n      ",
+                        unravel(0, "idx0", flat), space_code(0, "idx0"), stores(flat));
+  }
+
+  // One block per output element; threads share the reduced extent.
+  void reduction(std::string& s) const {
+    const bool arg = p_.anchor == AnchorKind::kArgReduce;
+    const int r1 = rank(1);
+    std::vector<int> reduced, kept;
+    for (int d = 0; d < r1; ++d) {
+      bool is_reduced = arg ? d == p_.anchor_attrs.axis
+                            : std::find(p_.anchor_attrs.axes.begin(), p_.anchor_attrs.axes.end(),
+                                        d) != p_.anchor_attrs.axes.end();
+      (is_reduced ? reduced : kept).push_back(d);
+    }
+    const DType operand = p_.instrs[p_.anchor_operands[0]].dtype;
+    const std::string acc = is_floating(operand) ? "double" : "i64";
+    const OpKind op = p_.anchor_op;
+    std::string identity = "0";
+    if (op == OpKind::Max || op == OpKind::Argmax) {
+      identity = is_floating(operand) ? "-1.0 / 0.0" : "(i64)(-9223372036854775807LL - 1)";
+    } else if (op == OpKind::Min || op == OpKind::Argmin) {
+      identity = is_floating(operand) ? "1.0 / 0.0" : "9223372036854775807LL";
+    }
+    std::string red_total = "(I)1";
+    for (int d : reduced) red_total = absl::StrCat(red_total, " * (I)a.shape[1][", d, "]");
+    absl::StrAppend(&s, "  __shared__ ", acc,
+                    " shared_value[32];\n  __shared__ i64 shared_index[32];\n",
+                    "  const I outputs = ", numel(0), ";\n  const I extent = ", red_total, ";\n",
+                    "  for (I o = blockIdx.x; o < outputs; o += gridDim.x) {\n", "    I idx1[",
+                    rank_, "] = {0};\n    { I rest = o;");
+    for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+      absl::StrAppend(&s, " idx1[", *it, "] = rest % (I)a.shape[1][", *it,
+                      "]; rest /= (I)a.shape[1][", *it, "];");
+    }
+    absl::StrAppend(
+        &s, " }\n    ", acc, " best = ", identity,
+        ";\n    i64 best_index = 9223372036854775807LL;\n",
+        "    for (I r = threadIdx.x; r < extent; r += blockDim.x) {\n      { I rest = r;");
+    for (auto it = reduced.rbegin(); it != reduced.rend(); ++it) {
+      absl::StrAppend(&s, " idx1[", *it, "] = rest % (I)a.shape[1][", *it,
+                      "]; rest /= (I)a.shape[1][", *it, "];");
+    }
+    absl::StrAppend(&s, " }\n", space_code(1, "idx1"), "      const ", acc, " x = (", acc, ")v",
+                    p_.anchor_operands[0], ";\n");
+    // Combining (value, index) pairs: NaN wins (first one), then the extreme, ties keep the
+    // lower index. Sums just add.
+    const bool sum = op == OpKind::Sum || op == OpKind::Mean;
+    const std::string better = op == OpKind::Max || op == OpKind::Argmax ? ">" : "<";
+    const std::string nan_check = is_floating(operand) ? "(y != y && !(b != b)) || " : "";
+    const std::string combine = absl::StrCat("if (", nan_check, "(!(b != b) && (y ", better,
+                                             " b || (y == b && yi < bi)))) { b = y; bi = yi; }");
+    if (sum) {
+      absl::StrAppend(&s, "      best = ", is_floating(operand) ? "best + x" : "wadd(best, x)",
+                      ";\n    }\n");
+      absl::StrAppend(&s, "    best = block_reduce<", acc, ">(best, [](", acc, " p, ", acc,
+                      " q) { return ", is_floating(operand) ? "p + q" : "wadd(p, q)", "; }, (", acc,
+                      ")0, shared_value);\n");
+    } else {
+      absl::StrAppend(&s, "      { ", acc, "& b = best; i64& bi = best_index; const ", acc,
+                      " y = x; const i64 yi = (i64)idx1[", arg ? p_.anchor_attrs.axis : 0, "]; ",
+                      combine, " }\n    }\n");
+      // Warp then block combination of pairs through shared memory.
+      absl::StrAppend(&s, "    for (int step = 16; step > 0; step >>= 1) {\n", "      const ", acc,
+                      " y = __shfl_down_sync(0xffffffffu, best, step);\n",
+                      "      const i64 yi = __shfl_down_sync(0xffffffffu, best_index, step);\n",
+                      "      ", acc, "& b = best; i64& bi = best_index; ", combine, "\n    }\n",
+                      "    if ((threadIdx.x & 31) == 0) { shared_value[threadIdx.x >> 5] = best; "
+                      "shared_index[threadIdx.x >> 5] = best_index; }\n",
+                      "    __syncthreads();\n    if (threadIdx.x == 0) {\n",
+                      "      for (int w = 1; w < (int)((blockDim.x + 31) >> 5); ++w) {\n",
+                      "        const ", acc,
+                      " y = shared_value[w]; const i64 yi = shared_index[w];\n", "        ", acc,
+                      "& b = best; i64& bi = best_index; ", combine, "\n      }\n    }\n");
+    }
+    std::string value =
+        arg ? "best_index" : (op == OpKind::Mean ? "best / (double)extent" : "best");
+    absl::StrAppend(&s, "    if (threadIdx.x == 0) {\n", epilogue(value, "o"),
+                    "    }\n    __syncthreads();\n  }\n");
+  }
+
+  // One block per row along the anchor axis; the row is read once per pass.
+  void row_norm(std::string& s) const {
+    const int axis = p_.anchor_attrs.axis;
+    const OpKind op = p_.anchor_op;
+    const std::string t = reg(p_.anchor_dtype);
+    absl::StrAppend(&s, "  __shared__ double shared[32];\n  const I extent = (I)a.shape[1][", axis,
+                    "];\n  const I rows = (", numel(1), ") / (extent > 0 ? extent : (I)1);\n",
+                    "  const double eps = ",
+                    p_.anchor_param >= 0 ? absl::StrCat("a.p[", p_.anchor_param, "]") : "0.0",
+                    ";\n  for (I row = blockIdx.x; row < rows; row += gridDim.x) {\n",
+                    "    I idx1[", rank_, "] = {0};\n    { I rest = row;");
+    for (int d = rank(1) - 1; d >= 0; --d) {
+      if (d == axis) continue;
+      absl::StrAppend(&s, " idx1[", d, "] = rest % (I)a.shape[1][", d, "]; rest /= (I)a.shape[1][",
+                      d, "];");
+    }
+    absl::StrAppend(&s, " }\n");
+    auto x_at = [&](const std::string& k) {
+      return absl::StrCat("      idx1[", axis, "] = ", k, ";\n", space_code(1, "idx1"),
+                          "      const double x = (double)v", p_.anchor_operands[0], ";\n");
+    };
+    const bool softmax = op == OpKind::Softmax || op == OpKind::LogSoftmax;
+    // Pass 1: the row's max (softmax) or mean (layer_norm); pass 2: sum of exp or squares.
+    absl::StrAppend(&s, "    double first = ", softmax ? "-1.0 / 0.0" : "0.0", ";\n",
+                    "    for (I k = threadIdx.x; k < extent; k += blockDim.x) {\n", x_at("k"),
+                    softmax ? "      first = x > first ? x : first;\n" : "      first += x;\n",
+                    "    }\n",
+                    "    first = block_reduce<double>(first, [](double p, double q) { return ",
+                    softmax ? "p > q ? p : q" : "p + q", "; }, ", softmax ? "-1.0 / 0.0" : "0.0",
+                    ", shared);\n");
+    if (softmax)
+      absl::StrAppend(&s, "    if (first == 1.0 / 0.0 || first == -1.0 / 0.0) first = 0.0;\n");
+    if (op == OpKind::LayerNorm) absl::StrAppend(&s, "    first /= (double)extent;\n");
+    if (op == OpKind::RmsNorm) absl::StrAppend(&s, "    first = 0.0;\n");
+    absl::StrAppend(
+        &s,
+        "    double second = 0.0;\n    for (I k = threadIdx.x; k < extent; k += blockDim.x) {\n",
+        x_at("k"),
+        softmax ? "      second += exp(x - first);\n"
+                : "      second += (x - first) * (x - first);\n",
+        "    }\n    second = block_reduce<double>(second, [](double p, double q) { return p + q; "
+        "}, 0.0, shared);\n",
+        "    for (I k = threadIdx.x; k < extent; k += blockDim.x) {\n", x_at("k"));
+    std::string y;
+    if (op == OpKind::Softmax) y = "exp(x - first) / second";
+    if (op == OpKind::LogSoftmax) y = "x - first - log(second)";
+    if (op == OpKind::LayerNorm || op == OpKind::RmsNorm) {
+      absl::StrAppend(&s, "      I idx2[", rank_, "] = {0}; idx2[0] = k;\n", space_code(2, "idx2"));
+      if (op == OpKind::LayerNorm)
+        absl::StrAppend(&s, "      I idx3[", rank_, "] = {0}; idx3[0] = k;\n",
+                        space_code(3, "idx3"));
+      y = absl::StrCat("(x - first) / sqrt(second / (double)extent + eps) * (double)v",
+                       p_.anchor_operands[1]);
+      if (op == OpKind::LayerNorm) absl::StrAppend(&y, " + (double)v", p_.anchor_operands[2]);
+    }
+    absl::StrAppend(&s, "      const I flat = ", flatten(1, "idx1"), ";\n",
+                    epilogue(absl::StrCat("(", t, ")(", y, ")"), "flat"), "    }\n  }\n");
+  }
+
+  // One thread per output element: a dot product over the shared dimension.
+  void matmul(std::string& s) const {
+    const int ra = rank(1), rb = rank(2), r0 = rank(0);
+    const int batch = r0 - (ra > 1) - (rb > 1);
+    const std::string t = reg(p_.anchor_dtype);
+    absl::StrAppend(
+        &s, "  const I total = ", numel(0), ";\n  const I depth = (I)a.shape[1][", ra - 1, "];\n",
+        "  for (I i = (I)blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * "
+        "(I)blockDim.x) {\n    ",
+        unravel(0, "out", "i"), "    I idx1[", rank_, "] = {0};\n    I idx2[", rank_, "] = {0};\n");
+    for (int j = 0; j < ra - 2; ++j) {  // batch dims of a, right-aligned to the output's
+      const int o = batch - (ra - 2) + j;
+      absl::StrAppend(&s, "    idx1[", j, "] = a.shape[1][", j, "] == 1 ? 0 : out[", o, "];\n");
+    }
+    for (int j = 0; j < rb - 2; ++j) {
+      const int o = batch - (rb - 2) + j;
+      absl::StrAppend(&s, "    idx2[", j, "] = a.shape[2][", j, "] == 1 ? 0 : out[", o, "];\n");
+    }
+    if (ra > 1) absl::StrAppend(&s, "    idx1[", ra - 2, "] = out[", batch, "];\n");
+    if (rb > 1) absl::StrAppend(&s, "    idx2[", rb - 1, "] = out[", r0 - 1, "];\n");
+    const std::string acc =
+        is_floating(p_.anchor_dtype) ? (p_.anchor_dtype == DType::F64 ? "double" : "float") : "i64";
+    absl::StrAppend(
+        &s, "    ", acc, " sum = 0;\n    for (I k = 0; k < depth; ++k) {\n      idx1[", ra - 1,
+        "] = k;\n      idx2[", rb > 1 ? rb - 2 : 0, "] = k;\n", space_code(1, "idx1"),
+        space_code(2, "idx2"), "      sum = ",
+        is_floating(p_.anchor_dtype)
+            ? absl::StrCat("sum + v", p_.anchor_operands[0], " * v", p_.anchor_operands[1])
+            : absl::StrCat("wadd(sum, wmul(v", p_.anchor_operands[0], ", v", p_.anchor_operands[1],
+                           "))"),
+        ";\n    }\n", epilogue(absl::StrCat("(", t, ")sum"), "i"), "  }\n");
+  }
+
+  // One thread per output element: the operand that covers its position along the axis.
+  void concat(std::string& s) const {
+    const int axis = p_.anchor_attrs.axis;
+    const std::string t = reg(p_.anchor_dtype);
+    absl::StrAppend(&s, "  const I total = ", numel(0), ";\n",
+                    "  for (I i = (I)blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += "
+                    "(I)gridDim.x * (I)blockDim.x) {\n    ",
+                    unravel(0, "out", "i"), "    ", t, " value = 0;\n    I pos = out[", axis,
+                    "];\n    bool found = false;\n");
+    for (size_t k = 0; k < p_.anchor_operands.size(); ++k) {
+      const int space = static_cast<int>(k) + 1;
+      const std::string idx = absl::StrCat("idx", space);
+      absl::StrAppend(&s, "    if (!found && pos < (I)a.shape[", space, "][", axis,
+                      "]) {\n      I ", idx, "[", rank_, "];\n      for (int d = 0; d < ", rank_,
+                      "; ++d) ", idx, "[d] = out[d];\n      ", idx, "[", axis, "] = pos;\n",
+                      space_code(space, idx), "      value = (", t, ")v", p_.anchor_operands[k],
+                      ";\n      found = true;\n    } else if (!found) {\n      pos -= (I)a.shape[",
+                      space, "][", axis, "];\n    }\n");
+    }
+    absl::StrAppend(&s, epilogue("value", "i"), "  }\n");
+  }
+
+  const KernelProgram& p_;
+  int rank_ = 1;
+};
+
+}  // namespace
+
+int block_size(const jit::KernelProgram& program) {
+  (void)program;
+  return 256;
+}
+
+std::string render_cuda(const jit::KernelProgram& program) { return Renderer(program).run(); }
+
+}  // namespace kiln::runtime::cuda

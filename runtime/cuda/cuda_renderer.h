@@ -1,0 +1,22 @@
+// Rendering Kernel IR as CUDA C++ for NVRTC. The source depends only on the program (ranks,
+// dtypes, broadcast pattern), never on sizes: shapes, strides, offsets and scalars arrive in
+// the kernel's parameter struct. Each module holds two entry points, <name>_i32 and
+// <name>_i64, for 32-bit index math where sizes allow and 64-bit otherwise.
+#ifndef KILN_RUNTIME_CUDA_CUDA_RENDERER_H_
+#define KILN_RUNTIME_CUDA_CUDA_RENDERER_H_
+
+#include <string>
+
+#include "jit/kernel_ir.h"
+
+namespace kiln::runtime::cuda {
+
+// The threads per block the launcher must use for `program` (reductions and row norms
+// cooperate within a block; pointwise, matmul and concat use one thread per element).
+int block_size(const jit::KernelProgram& program);
+
+std::string render_cuda(const jit::KernelProgram& program);
+
+}  // namespace kiln::runtime::cuda
+
+#endif  // KILN_RUNTIME_CUDA_CUDA_RENDERER_H_

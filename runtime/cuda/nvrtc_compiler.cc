@@ -1,0 +1,132 @@
+#include "runtime/cuda/nvrtc_compiler.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace kiln::runtime::cuda {
+namespace {
+
+// The few NVRTC entry points Kiln uses, with the C signatures of nvrtc.h (no CUDA headers
+// needed to build Kiln).
+using nvrtcResult = int;
+using nvrtcProgram = void*;
+struct Nvrtc {
+  nvrtcResult (*version)(int*, int*);
+  nvrtcResult (*create)(nvrtcProgram*, const char*, const char*, int, const char* const*,
+                        const char* const*);
+  nvrtcResult (*compile)(nvrtcProgram, int, const char* const*);
+  nvrtcResult (*log_size)(nvrtcProgram, size_t*);
+  nvrtcResult (*log)(nvrtcProgram, char*);
+  nvrtcResult (*cubin_size)(nvrtcProgram, size_t*);
+  nvrtcResult (*cubin)(nvrtcProgram, char*);
+  nvrtcResult (*destroy)(nvrtcProgram*);
+  const char* (*error_string)(nvrtcResult);
+};
+
+struct Loaded {
+  absl::Status status;
+  Nvrtc api{};
+};
+
+const Loaded& load() {
+  static const Loaded loaded = [] {
+    Loaded l;
+    void* lib = nullptr;
+    std::string tried;
+    for (const char* name :
+         {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so"}) {
+      lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (lib != nullptr) break;
+      absl::StrAppend(&tried, tried.empty() ? "" : ", ", name);
+    }
+    if (lib == nullptr) {
+      l.status = absl::UnavailableError(absl::StrCat("NVRTC not found (tried ", tried, ")"));
+      return l;
+    }
+    auto sym = [&](const char* name) {
+      void* p = dlsym(lib, name);
+      if (p == nullptr && l.status.ok()) {
+        l.status = absl::UnavailableError(absl::StrCat("NVRTC lacks ", name));
+      }
+      return p;
+    };
+    l.api.version = reinterpret_cast<decltype(l.api.version)>(sym("nvrtcVersion"));
+    l.api.create = reinterpret_cast<decltype(l.api.create)>(sym("nvrtcCreateProgram"));
+    l.api.compile = reinterpret_cast<decltype(l.api.compile)>(sym("nvrtcCompileProgram"));
+    l.api.log_size = reinterpret_cast<decltype(l.api.log_size)>(sym("nvrtcGetProgramLogSize"));
+    l.api.log = reinterpret_cast<decltype(l.api.log)>(sym("nvrtcGetProgramLog"));
+    l.api.cubin_size = reinterpret_cast<decltype(l.api.cubin_size)>(sym("nvrtcGetCUBINSize"));
+    l.api.cubin = reinterpret_cast<decltype(l.api.cubin)>(sym("nvrtcGetCUBIN"));
+    l.api.destroy = reinterpret_cast<decltype(l.api.destroy)>(sym("nvrtcDestroyProgram"));
+    l.api.error_string = reinterpret_cast<decltype(l.api.error_string)>(sym("nvrtcGetErrorString"));
+    return l;
+  }();
+  return loaded;
+}
+
+absl::Status check(const Nvrtc& api, nvrtcResult r, const char* call, const std::string& name) {
+  if (r == 0) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(call, " failed for ", name, ": ", api.error_string(r)));
+}
+
+}  // namespace
+
+absl::Status nvrtc_available() { return load().status; }
+
+absl::StatusOr<std::string> nvrtc_version() {
+  const Loaded& l = load();
+  if (!l.status.ok()) return l.status;
+  int major = 0, minor = 0;
+  if (absl::Status s = check(l.api, l.api.version(&major, &minor), "nvrtcVersion", "NVRTC");
+      !s.ok()) {
+    return s;
+  }
+  return absl::StrCat(major, ".", minor);
+}
+
+absl::StatusOr<std::string> compile_to_cubin(const std::string& source, const std::string& name,
+                                             int arch) {
+  const Loaded& l = load();
+  if (!l.status.ok()) return l.status;
+  const Nvrtc& api = l.api;
+  nvrtcProgram prog = nullptr;
+  const std::string file = name + ".cu";
+  if (absl::Status s =
+          check(api, api.create(&prog, source.c_str(), file.c_str(), 0, nullptr, nullptr),
+                "nvrtcCreateProgram", name);
+      !s.ok()) {
+    return s;
+  }
+  const std::string arch_option = absl::StrCat("--gpu-architecture=sm_", arch);
+  const char* options[] = {arch_option.c_str(), "--std=c++17", "-default-device"};
+  const nvrtcResult compiled = api.compile(prog, 3, options);
+  size_t log_size = 0;
+  api.log_size(prog, &log_size);
+  std::string log(log_size, '\0');
+  if (log_size > 0) api.log(prog, log.data());
+  absl::StatusOr<std::string> result;
+  if (compiled != 0) {
+    result =
+        absl::InvalidArgumentError(absl::StrCat("NVRTC could not compile ", name, " for sm_", arch,
+                                                ": ", api.error_string(compiled), "\n", log));
+  } else {
+    size_t size = 0;
+    api.cubin_size(prog, &size);
+    std::string cubin(size, '\0');
+    if (absl::Status s = check(api, api.cubin(prog, cubin.data()), "nvrtcGetCUBIN", name);
+        !s.ok()) {
+      result = s;
+    } else {
+      result = std::move(cubin);
+    }
+  }
+  api.destroy(&prog);
+  return result;
+}
+
+}  // namespace kiln::runtime::cuda

@@ -1,0 +1,24 @@
+// NVRTC, opened with dlopen on first use (so Kiln starts where no CUDA toolkit exists), and
+// compiling CUDA C++ source to a cubin for one GPU architecture.
+#ifndef KILN_RUNTIME_CUDA_NVRTC_COMPILER_H_
+#define KILN_RUNTIME_CUDA_NVRTC_COMPILER_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace kiln::runtime::cuda {
+
+// Whether NVRTC could be loaded; the reason when not.
+absl::Status nvrtc_available();
+// "13.0" for the loaded NVRTC.
+absl::StatusOr<std::string> nvrtc_version();
+
+// Compiles `source` (a kernel module named `name`) to a cubin for sm_<arch> (e.g. 80, 90).
+// On a compile error the message holds NVRTC's log.
+absl::StatusOr<std::string> compile_to_cubin(const std::string& source, const std::string& name,
+                                             int arch);
+
+}  // namespace kiln::runtime::cuda
+
+#endif  // KILN_RUNTIME_CUDA_NVRTC_COMPILER_H_
