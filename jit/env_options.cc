@@ -20,6 +20,9 @@ EnvOptions read_env_options() {
       if (item == "kernels") o.dump_kernels = true;
     }
   }
+  if (const char* record = std::getenv("KILN_RECORD_CUDA_DIR"); record != nullptr) {
+    o.record_cuda_dir = record;
+  }
   const char* dir = std::getenv("KILN_DUMP_DIR");
   o.dump_dir = dir != nullptr && *dir != '\0' ? dir : "kiln_dump";
   return o;

@@ -28,6 +28,10 @@ struct LaunchPlan {
   std::string description;                      // the plan dump (KILN_DUMP=plan)
 };
 
+// KILN_RECORD_CUDA_DIR writes every new kernel's CUDA source; tests that plan thousands of
+// random kernels pause it after a sample (scripts/test.sh compiles what was recorded).
+void set_cuda_recording_paused(bool paused);
+
 // Plans `trace`: fusion, lowering, the kernel cache, the buffer plan.
 std::shared_ptr<const LaunchPlan> build_plan(const Trace& trace);
 

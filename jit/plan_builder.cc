@@ -1,13 +1,22 @@
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <variant>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "jit/env_options.h"
 #include "jit/launch_plan.h"
 #include "jit/lowering.h"
 #include "jit/planner.h"
 #include "jit/stats_counters.h"
+#include "runtime/cuda/cuda_renderer.h"
 
 namespace kiln::jit {
 namespace {
@@ -62,7 +71,26 @@ std::string describe(const Trace& trace, const FusionPlan& fusion, const LaunchP
   return out;
 }
 
+std::atomic<bool> recording_paused{false};
+
+// KILN_RECORD_CUDA_DIR: every new program's CUDA source, one file each, named by its hash,
+// so `kiln compile-cuda DIR` can compile everything a run planned (scripts/test.sh does).
+void record_cuda_source(const KernelProgram& program) {
+  const std::string source = runtime::cuda::render_cuda(program);
+  const std::string dir = env_options().record_cuda_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string path =
+      absl::StrFormat("%s/%s_%016x.cu", dir, program.name, absl::HashOf(source));
+  if (std::filesystem::exists(path, ec)) return;
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  std::ofstream(tmp) << source;
+  std::filesystem::rename(tmp, path, ec);
+}
+
 }  // namespace
+
+void set_cuda_recording_paused(bool paused) { recording_paused = paused; }
 
 std::shared_ptr<const LaunchPlan> build_plan(const Trace& trace) {
   std::vector<int> forced;
@@ -89,6 +117,9 @@ std::shared_ptr<const LaunchPlan> build_plan(const Trace& trace) {
     bool added = false;
     pk.program = kernel_cache().find_or_add(std::move(k.program), &added);
     pk.compiled_here = added;
+    if (added && !recording_paused && !env_options().record_cuda_dir.empty()) {
+      record_cuda_source(*pk.program);
+    }
     (added ? counters().kernels_compiled : counters().kernel_cache_hits) += 1;
     pk.launch = std::move(k.launch);
     plan->kernels.push_back(std::move(pk));

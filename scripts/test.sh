@@ -9,7 +9,13 @@ jobs=$(nproc)
 echo "== build and test (RelWithDebInfo) =="
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs"
-ctest --test-dir build --output-on-failure -j"$jobs"
+# Every kernel the suite plans is also rendered as CUDA C++ into build/recorded_kernels ...
+rm -rf build/recorded_kernels
+KILN_RECORD_CUDA_DIR="$PWD/build/recorded_kernels" ctest --test-dir build --output-on-failure -j"$jobs"
+
+# ... and compiled by NVRTC to cubins for sm_80 and sm_90: the CUDA path cannot rot unseen.
+echo "== compile every planned kernel with NVRTC for sm_80 and sm_90 =="
+build/kiln compile-cuda build/recorded_kernels --arch 80,90
 
 echo "== build and test under ASan + UBSan =="
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON >/dev/null

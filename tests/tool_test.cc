@@ -160,3 +160,29 @@ TEST(DebugOutput, PlanAndKernelDumpsAndLogLines) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST_F(ToolTest, InfoAndCompileCuda) {
+  Result info = run(kiln() + " info");
+  EXPECT_EQ(info.exit_code, 0) << info.output;
+  EXPECT_NE(info.output.find("default device: cpu"), std::string::npos) << info.output;
+  EXPECT_NE(info.output.find("NVRTC: "), std::string::npos) << info.output;
+  EXPECT_NE(info.output.find("kernel cache: "), std::string::npos) << info.output;
+  // A good kernel compiles; a broken one fails with NVRTC's log and the file's name.
+  std::ofstream(dir_ / "good.cu")
+      << "extern \"C\" __global__ void good(float* x) { x[threadIdx.x] *= 2.0f; }\n";
+  Result ok = run(kiln() + " compile-cuda " + dir_.string() + " --arch 90");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("compiled 1 kernels to 1 cubins"), std::string::npos) << ok.output;
+  std::ofstream(dir_ / "bad.cu")
+      << "extern \"C\" __global__ void bad(float* x) { x[0] = undeclared; }\n";
+  Result bad = run(kiln() + " compile-cuda " + dir_.string() + " --arch 80");
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("undeclared"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("bad.cu"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace kiln

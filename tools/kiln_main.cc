@@ -1,21 +1,37 @@
 // The `kiln` command.
 //   kiln replay TRACE.json --inputs DIR --out DIR [--device cpu|cuda]
 //   kiln dump TRACE.json [--format text|json|dot]
+//   kiln compile-cuda DIR [--arch 80,90]   compile every DIR/*.cu with NVRTC to cubins
+//   kiln info                               devices, NVRTC, SIMD target, cache location
 // Exits 0 on success; on bad input prints one line "kiln: <reason>" and exits 1 (2 for usage).
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <mutex>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "kiln/kiln.h"
+#include "runtime/cpu/simd_math.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/cuda/nvrtc_compiler.h"
 
 namespace {
 
 int usage() {
   std::fprintf(stderr,
                "usage: kiln replay TRACE.json --inputs DIR --out DIR [--device cpu|cuda]\n"
-               "       kiln dump TRACE.json [--format text|json|dot]\n");
+               "       kiln dump TRACE.json [--format text|json|dot]\n"
+               "       kiln compile-cuda DIR [--arch 80,90]\n"
+               "       kiln info\n");
   return 2;
 }
 
@@ -56,9 +72,89 @@ int dump(const std::string& trace, std::map<std::string, std::string>& flags) {
   return 0;
 }
 
+// Compiles every DIR/*.cu for each architecture on all cores; the first failure's NVRTC log
+// is printed and the exit status is 1.
+int compile_cuda(const std::string& dir, std::map<std::string, std::string>& flags) {
+  std::vector<int> archs;
+  for (absl::string_view a : absl::StrSplit(flags.count("arch") ? flags["arch"] : "80,90", ',')) {
+    int arch = 0;
+    if (!absl::SimpleAtoi(a, &arch)) throw kiln::Error("--arch takes numbers like 80,90");
+    archs.push_back(arch);
+  }
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() == ".cu") files.push_back(e.path());
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<size_t> next{0};
+  std::atomic<int> cubins{0};
+  std::mutex mutex;
+  std::string failure;
+  auto worker = [&] {
+    for (size_t i = next++; i < files.size(); i = next++) {
+      std::ifstream in(files[i]);
+      std::stringstream source;
+      source << in.rdbuf();
+      for (int arch : archs) {
+        auto cubin =
+            kiln::runtime::cuda::compile_to_cubin(source.str(), files[i].stem().string(), arch);
+        std::lock_guard<std::mutex> lock(mutex);
+        if (cubin.ok()) {
+          ++cubins;
+        } else if (failure.empty()) {
+          failure = std::string(cubin.status().message()) + "\nsource: " + files[i].string();
+        }
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t)
+    threads.emplace_back(worker);
+  for (std::thread& t : threads) t.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!failure.empty()) {
+    std::fprintf(stderr, "kiln: %s\n", failure.c_str());
+    return 1;
+  }
+  std::printf("compiled %zu kernels to %d cubins in %.1f s\n", files.size(), cubins.load(),
+              seconds);
+  return 0;
+}
+
+int info() {
+  std::printf("kiln %s\n", "0.1.0");
+  std::printf("default device: %s\n", kiln::device_name(kiln::default_device()).c_str());
+  auto devices = kiln::runtime::cuda::query_devices();
+  if (!devices.ok()) {
+    std::printf("CUDA devices: none (%s)\n", std::string(devices.status().message()).c_str());
+  } else {
+    for (const auto& d : *devices) {
+      std::printf("CUDA device %d: %s, compute capability %d.%d, %.1f GiB\n", d.index,
+                  d.name.c_str(), d.compute_major, d.compute_minor,
+                  static_cast<double>(d.memory_bytes) / (1 << 30));
+    }
+    std::printf("CUDA backend: not in this build yet; kernels run on the CPU\n");
+  }
+  auto nvrtc = kiln::runtime::cuda::nvrtc_version();
+  std::printf("NVRTC: %s\n",
+              nvrtc.ok() ? nvrtc->c_str() : std::string(nvrtc.status().message()).c_str());
+  std::printf("CPU SIMD target: %s, %u threads\n", kiln::runtime::cpu::simd_target_name(),
+              std::thread::hardware_concurrency());
+  const char* cache = std::getenv("KILN_CACHE_DIR");
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  std::string where = cache ? cache
+                      : xdg ? std::string(xdg) + "/kiln"
+                            : std::string(home ? home : "") + "/.cache/kiln";
+  std::printf("kernel cache: %s (KILN_CACHE_DIR)\n", where.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "info") return info();
   if (argc < 3) return usage();
   const std::string command = argv[1];
   std::map<std::string, std::string> flags;
@@ -66,6 +162,7 @@ int main(int argc, char** argv) {
   try {
     if (command == "replay") return replay(argv[2], flags);
     if (command == "dump") return dump(argv[2], flags);
+    if (command == "compile-cuda") return compile_cuda(argv[2], flags);
     return usage();
   } catch (const std::exception& e) {
     std::string reason = e.what();
