@@ -1,0 +1,167 @@
+#include "runtime/cuda/cubin_cache.h"
+
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace kiln::runtime::cuda {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'C', 'U', 'B', 'N'};
+constexpr size_t kHeaderFixed = 8 + 4 + 4;  // magic, version, key length
+
+uint32_t checksum(const std::string& key, const std::string& cubin) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(key.data()), static_cast<uInt>(key.size()));
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(cubin.data()), static_cast<uInt>(cubin.size()));
+  return static_cast<uint32_t>(crc);
+}
+
+template <class T>
+void put(std::string& out, T value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+template <class T>
+bool take(const std::string& in, size_t& pos, T& value) {
+  if (in.size() - pos < sizeof value || pos > in.size()) return false;
+  std::memcpy(&value, in.data() + pos, sizeof value);
+  pos += sizeof value;
+  return true;
+}
+
+}  // namespace
+
+CubinCache::CubinCache(std::string dir, int64_t max_bytes)
+    : dir_(std::move(dir)), max_bytes_(max_bytes) {}
+
+std::string CubinCache::path_for(const std::string& key) const {
+  // File names come from a stable checksum of the key; the key inside the file decides.
+  const uint32_t name = checksum(key, "");
+  return absl::StrFormat("%s/%08x_%zu.cubin", dir_, name, key.size());
+}
+
+std::optional<std::string> CubinCache::read_file(const std::string& key) const {
+  if (dir_.empty()) return std::nullopt;
+  std::ifstream in(path_for(key), std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t pos = 0;
+  if (data.size() < kHeaderFixed || std::memcmp(data.data(), kMagic, 8) != 0) return std::nullopt;
+  pos = 8;
+  uint32_t version = 0, key_length = 0;
+  if (!take(data, pos, version) || version != kCubinFormatVersion) return std::nullopt;
+  if (!take(data, pos, key_length) || data.size() - pos < key_length) return std::nullopt;
+  if (data.compare(pos, key_length, key) != 0 || key_length != key.size()) return std::nullopt;
+  pos += key_length;
+  uint64_t cubin_length = 0;
+  uint32_t crc = 0;
+  if (!take(data, pos, cubin_length) || !take(data, pos, crc)) return std::nullopt;
+  if (data.size() - pos != cubin_length) return std::nullopt;  // truncated or padded
+  std::string cubin = data.substr(pos);
+  if (checksum(key, cubin) != crc) return std::nullopt;
+  return cubin;
+}
+
+absl::Status CubinCache::write_file(const std::string& key, const std::string& cubin) const {
+  if (dir_.empty()) return absl::OkStatus();
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir_, ": ", ec.message()));
+  std::string data(kMagic, 8);
+  put(data, kCubinFormatVersion);
+  put(data, static_cast<uint32_t>(key.size()));
+  data += key;
+  put(data, static_cast<uint64_t>(cubin.size()));
+  put(data, checksum(key, cubin));
+  data += cubin;
+  const std::string path = path_for(key);
+  // Unique per process and thread, in the same directory, so rename is atomic.
+  const std::string tmp = absl::StrFormat("%s.tmp.%d.%zu", path, static_cast<int>(::getpid()),
+                                          std::hash<std::thread::id>()(std::this_thread::get_id()));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    if (!out) {
+      fs::remove(tmp, ec);
+      return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return absl::UnavailableError(absl::StrCat("cannot rename into ", path));
+  }
+  enforce_bound();
+  return absl::OkStatus();
+}
+
+void CubinCache::enforce_bound() const {
+  std::error_code ec;
+  std::vector<std::pair<fs::file_time_type, fs::path>> files;
+  int64_t total = 0;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    if (e.path().extension() != ".cubin") continue;
+    const auto size = e.file_size(ec);
+    if (ec) continue;
+    total += static_cast<int64_t>(size);
+    files.emplace_back(e.last_write_time(ec), e.path());
+  }
+  if (total <= max_bytes_) return;
+  std::sort(files.begin(), files.end());  // oldest first
+  for (const auto& [time, path] : files) {
+    if (total <= max_bytes_) break;
+    const auto size = fs::file_size(path, ec);
+    if (!ec && fs::remove(path, ec)) total -= static_cast<int64_t>(size);
+  }
+}
+
+absl::StatusOr<CubinCache::Result> CubinCache::get(
+    const std::string& key, const std::function<absl::StatusOr<std::string>()>& compile) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = memory_.find(key); it != memory_.end())
+      return Result{it->second, Source::kMemory};
+  }
+  Result result;
+  if (std::optional<std::string> cubin = read_file(key)) {
+    result = {*std::move(cubin), Source::kDisk};
+  } else {
+    absl::StatusOr<std::string> compiled = compile();
+    if (!compiled.ok()) return compiled.status();
+    result = {*std::move(compiled), Source::kCompiled};
+    (void)write_file(key, result.cubin);  // a read-only cache directory only costs speed
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  memory_.emplace(key, result.cubin);
+  return result;
+}
+
+std::string default_cache_dir() {
+  if (const char* dir = std::getenv("KILN_CACHE_DIR"); dir != nullptr && *dir != '\0') return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    return absl::StrCat(xdg, "/kiln");
+  }
+  const char* home = std::getenv("HOME");
+  return absl::StrCat(home != nullptr ? home : ".", "/.cache/kiln");
+}
+
+std::string cubin_key(const std::string& source, int arch, const std::string& nvrtc_version,
+                      const std::string& options) {
+  return absl::StrCat("arch=sm_", arch, "\nnvrtc=", nvrtc_version, "\noptions=", options,
+                      "\nsource_bytes=", source.size(), "\n", source);
+}
+
+}  // namespace kiln::runtime::cuda
