@@ -10,6 +10,9 @@
 #include "jit/plan_cache.h"
 #include "jit/trace.h"
 #include "kiln/kiln.h"
+#include "runtime/cuda/cubin_cache.h"
+#include "runtime/cuda/cuda_renderer.h"
+#include "runtime/cuda/nvrtc_compiler.h"
 
 namespace {
 
@@ -110,6 +113,62 @@ void BM_PlanTrace(benchmark::State& state) {
   state.counters["trace_nodes"] = static_cast<double>(trace.nodes.size());
 }
 BENCHMARK(BM_PlanTrace)->Arg(1000)->Arg(10000)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// A warm disk cache: loading one compiled kernel (a real NVRTC cubin) from its file, with
+// header, key and checksum verified. The bar is 1 ms.
+void BM_DiskCacheWarmLoad(benchmark::State& state) {
+  const std::string dir = "/tmp/kiln_bench_cubin_cache";
+  const std::string source =
+      "extern \"C\" __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }\n";
+  auto version = kiln::runtime::cuda::nvrtc_version();
+  if (!version.ok()) {
+    state.SkipWithError("NVRTC not available");
+    return;
+  }
+  const std::string key = kiln::runtime::cuda::cubin_key(source, 90, *version, "--std=c++17");
+  kiln::runtime::cuda::CubinCache writer(dir, int64_t{1} << 30);
+  auto compiled =
+      writer.get(key, [&] { return kiln::runtime::cuda::compile_to_cubin(source, "twice", 90); });
+  if (!compiled.ok()) {
+    state.SkipWithError("compile failed");
+    return;
+  }
+  for (auto _ : state) {
+    kiln::runtime::cuda::CubinCache fresh(dir, int64_t{1} << 30);  // nothing in memory
+    auto cubin = fresh.read_file(key);
+    if (!cubin) state.SkipWithError("expected a disk hit");
+    benchmark::DoNotOptimize(cubin);
+  }
+  state.counters["cubin_bytes"] = static_cast<double>(compiled->cubin.size());
+}
+BENCHMARK(BM_DiskCacheWarmLoad)->Unit(benchmark::kMicrosecond);
+
+// Cold NVRTC compile of one small generated kernel (a fused pointwise chain) for sm_90, and
+// Kiln's own share: planning and rendering it.
+void BM_ColdNvrtcCompile(benchmark::State& state) {
+  Tensor x = Tensor::rand({1024}, 1).eval();
+  Tensor y = kiln::tanh(kiln::exp(x * 0.5 + 1.0) * x - x * x) + 0.25;
+  kiln::jit::Trace trace = kiln::jit::build_trace({node_of(y)});
+  auto plan = kiln::jit::build_plan(trace);
+  const std::string source = kiln::runtime::cuda::render_cuda(*plan->kernels[0].program);
+  for (auto _ : state) {
+    auto cubin = kiln::runtime::cuda::compile_to_cubin(source, plan->kernels[0].program->name, 90);
+    if (!cubin.ok()) state.SkipWithError("compile failed");
+    benchmark::DoNotOptimize(cubin);
+  }
+}
+BENCHMARK(BM_ColdNvrtcCompile)->Unit(benchmark::kMillisecond)->Iterations(5);
+
+void BM_PlanAndRenderSmallKernel(benchmark::State& state) {
+  Tensor x = Tensor::rand({1024}, 1).eval();
+  Tensor y = kiln::tanh(kiln::exp(x * 0.5 + 1.0) * x - x * x) + 0.25;
+  for (auto _ : state) {
+    kiln::jit::Trace trace = kiln::jit::build_trace({node_of(y)});
+    auto plan = kiln::jit::build_plan(trace);
+    benchmark::DoNotOptimize(kiln::runtime::cuda::render_cuda(*plan->kernels[0].program));
+  }
+}
+BENCHMARK(BM_PlanAndRenderSmallKernel)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
