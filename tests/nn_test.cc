@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "reference_util.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -91,6 +92,24 @@ TEST(NN, NormsNeedFloatingDtypes) {
         layer_norm(Tensor::ones({2, 3}), Tensor::ones({4}), Tensor::ones({3}));
       },
       {"[layer_norm]", "weight must have shape [3]"});
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Rows longer than the executor's tile, and many of them (every core takes some).
+TEST(NN, LongRowsMatchTheReference) {
+  Tensor x = Tensor::randn({64, 5000}, 11), w = Tensor::rand({5000}, 12),
+         b = Tensor::randn({5000}, 13);
+  for (Tensor y : {softmax(x), log_softmax(x * 3.0), layer_norm(x, w, b), rms_norm(x + 1.0, w)}) {
+    std::vector<double> want = testing::values(testing::reference_tensor(y));
+    std::vector<double> got = testing::values(y);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(testing::close(want[i], got[i], 2e-5)) << i;
+  }
 }
 
 }  // namespace
