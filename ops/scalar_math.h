@@ -17,10 +17,9 @@
 namespace kiln::ops {
 
 // x * Phi(x), through erfc so that very negative x loses nothing to cancellation.
-inline double gelu_exact(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
-inline double sigmoid_exact(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-
-inline double unary_float(OpKind op, double x) {
+// One element of a floating unary op, in double (the reference) or float (fused kernels).
+template <class T>
+T unary_float(OpKind op, T x) {
   switch (op) {
     case OpKind::Neg:
       return -x;
@@ -33,7 +32,7 @@ inline double unary_float(OpKind op, double x) {
     case OpKind::Sqrt:
       return std::sqrt(x);
     case OpKind::Rsqrt:
-      return 1.0 / std::sqrt(x);
+      return T(1) / std::sqrt(x);
     case OpKind::Sin:
       return std::sin(x);
     case OpKind::Cos:
@@ -41,13 +40,14 @@ inline double unary_float(OpKind op, double x) {
     case OpKind::Tanh:
       return std::tanh(x);
     case OpKind::Sigmoid:
-      return sigmoid_exact(x);
+      return T(1) / (T(1) + std::exp(-x));
     case OpKind::Relu:
-      return x > 0 ? x : (std::isnan(x) ? x : 0.0);
+      return x > 0 ? x : (std::isnan(x) ? x : T(0));
     case OpKind::Gelu:
-      return gelu_exact(x);
+      // x * Phi(x), through erfc so that very negative x loses nothing to cancellation.
+      return T(0.5) * x * std::erfc(-x * T(0.70710678118654752440));
     case OpKind::Silu:
-      return x * sigmoid_exact(x);
+      return x / (T(1) + std::exp(-x));
     case OpKind::Erf:
       return std::erf(x);
     case OpKind::Floor:
@@ -55,11 +55,11 @@ inline double unary_float(OpKind op, double x) {
     case OpKind::Ceil:
       return std::ceil(x);
     case OpKind::Reciprocal:
-      return 1.0 / x;
+      return T(1) / x;
     case OpKind::Square:
       return x * x;
     default:
-      return std::numeric_limits<double>::quiet_NaN();
+      return std::numeric_limits<T>::quiet_NaN();
   }
 }
 

@@ -125,36 +125,12 @@ void view_offsets(const Shape& shape, const jit::ViewParams& v, int64_t begin, i
   }
 }
 
-template <class T>
-void load_values(const Buffer& b, DType dt, const int64_t* off, int64_t n, T* out) {
+// Reads n elements of a buffer of dtype `dt` into a register of class T; element e is at
+// offset index(e). One switch per tile; the loop inlines `index`.
+template <class T, class Index>
+void load_with(const Buffer& b, DType dt, int64_t n, T* out, Index index) {
   auto run = [&](auto* src, auto&& to_value) {
-    for (int64_t e = 0; e < n; ++e) out[e] = to_value(src[off[e]]);
-  };
-  switch (dt) {
-    case DType::Bool:
-      return run(b.as<uint8_t>(), [](uint8_t v) { return static_cast<T>(v != 0); });
-    case DType::I32:
-      return run(b.as<int32_t>(), [](int32_t v) { return static_cast<T>(v); });
-    case DType::I64:
-      return run(b.as<int64_t>(), [](int64_t v) { return static_cast<T>(v); });
-    case DType::F16:
-      return run(b.as<Half>(), [](Half v) { return static_cast<T>(static_cast<float>(v)); });
-    case DType::BF16:
-      return run(b.as<BFloat16>(),
-                 [](BFloat16 v) { return static_cast<T>(static_cast<float>(v)); });
-    case DType::F32:
-      return run(b.as<float>(), [](float v) { return static_cast<T>(v); });
-    case DType::F64:
-      return run(b.as<double>(), [](double v) { return static_cast<T>(v); });
-  }
-}
-
-// Stores a register into a buffer of dtype `dt` under the cast rules; one switch per tile.
-// load_values for a contiguous run starting at `start`.
-template <class T>
-void load_run(const Buffer& b, DType dt, int64_t start, int64_t n, T* out) {
-  auto run = [&](auto* src, auto&& to_value) {
-    for (int64_t e = 0; e < n; ++e) out[e] = to_value(src[start + e]);
+    for (int64_t e = 0; e < n; ++e) out[e] = to_value(src[index(e)]);
   };
   switch (dt) {
     case DType::Bool:
@@ -208,51 +184,6 @@ void store_values(Buffer& b, DType dt, int64_t begin, int64_t n, const T* in) {
 }
 
 template <class T>
-T unary_scalar(OpKind op, T x) {
-  switch (op) {
-    case OpKind::Neg:
-      return -x;
-    case OpKind::Abs:
-      return std::fabs(x);
-    case OpKind::Exp:
-      return std::exp(x);
-    case OpKind::Log:
-      return std::log(x);
-    case OpKind::Sqrt:
-      return std::sqrt(x);
-    case OpKind::Rsqrt:
-      return T(1) / std::sqrt(x);
-    case OpKind::Sin:
-      return std::sin(x);
-    case OpKind::Cos:
-      return std::cos(x);
-    case OpKind::Tanh:
-      return std::tanh(x);
-    case OpKind::Sigmoid:
-      return T(1) / (T(1) + std::exp(-x));
-    case OpKind::Relu:
-      return x > 0 ? x : (std::isnan(x) ? x : T(0));
-    case OpKind::Gelu:
-      // x * Phi(x) through erfc: no cancellation in 1 + erf(x) for very negative x.
-      return T(0.5) * x * std::erfc(-x * T(0.70710678118654752440));
-    case OpKind::Silu:
-      return x / (T(1) + std::exp(-x));
-    case OpKind::Erf:
-      return std::erf(x);
-    case OpKind::Floor:
-      return std::floor(x);
-    case OpKind::Ceil:
-      return std::ceil(x);
-    case OpKind::Reciprocal:
-      return T(1) / x;
-    case OpKind::Square:
-      return x * x;
-    default:
-      return std::numeric_limits<T>::quiet_NaN();
-  }
-}
-
-template <class T>
 void unary_loop_scalar(OpKind op, const T* a, T* out, int64_t n);
 
 // f32 transcendental functions go through Highway; the rest vectorize as plain loops.
@@ -292,9 +223,9 @@ void unary_loop(OpKind op, const T* a, T* out, int64_t n) {
 template <class T>
 void unary_loop_scalar(OpKind op, const T* a, T* out, int64_t n) {
   // One switch per tile; the loop body is a single known function, so it vectorizes.
-#define KILN_UNARY_CASE(kind)                                                     \
-  case OpKind::kind:                                                              \
-    for (int64_t e = 0; e < n; ++e) out[e] = unary_scalar<T>(OpKind::kind, a[e]); \
+#define KILN_UNARY_CASE(kind)                                                         \
+  case OpKind::kind:                                                                  \
+    for (int64_t e = 0; e < n; ++e) out[e] = ops::unary_float<T>(OpKind::kind, a[e]); \
     return;
   switch (op) {
     KILN_UNARY_CASE(Neg)
@@ -468,14 +399,16 @@ class TileEvaluator {
         if (start >= 0) {
           dispatch(c, [&](auto t) {
             using T = decltype(t);
-            load_run<T>(*inputs_[in.input], p_.input_dtypes[in.input], start, n, alloc<T>(k, n));
+            load_with<T>(*inputs_[in.input], p_.input_dtypes[in.input], n, alloc<T>(k, n),
+                         [start](int64_t e) { return start + e; });
           });
           return;
         }
         const int64_t* off = offsets(in.view, in.space, begin, n);
         dispatch(c, [&](auto t) {
           using T = decltype(t);
-          load_values<T>(*inputs_[in.input], p_.input_dtypes[in.input], off, n, alloc<T>(k, n));
+          load_with<T>(*inputs_[in.input], p_.input_dtypes[in.input], n, alloc<T>(k, n),
+                       [off](int64_t e) { return off[e]; });
         });
         return;
       }

@@ -273,8 +273,10 @@ class Renderer {
 
   std::string numel(int space) const {
     std::vector<std::string> dims;
-    for (int d = 0; d < rank(space); ++d)
+    dims.reserve(rank(space));
+    for (int d = 0; d < rank(space); ++d) {
       dims.push_back(absl::StrCat("(I)a.shape[", space, "][", d, "]"));
+    }
     return dims.empty() ? "(I)1" : absl::StrJoin(dims, " * ");
   }
 
