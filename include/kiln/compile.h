@@ -2,7 +2,8 @@
 //
 // The contract: a compiled function returns exactly what `fn` returns for the same inputs;
 // it never returns stale or wrong outputs. This version records `fn` on every call (so it is
-// always correct); replaying a cached launch plan per input signature comes with the planner.
+// always correct); replaying the cached launch plan per input signature without recording
+// is planned.
 #ifndef KILN_COMPILE_H_
 #define KILN_COMPILE_H_
 

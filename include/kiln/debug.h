@@ -26,7 +26,7 @@ struct Stats {
   int64_t kernels_compiled = 0;   // kernels generated (Kernel IR lowered; on CUDA, NVRTC run)
   int64_t kernel_cache_hits = 0;  // kernels found already generated, in memory
   int64_t disk_cache_hits = 0;
-  int64_t kernels_launched = 0;  // kernels (for the reference device: ops) executed
+  int64_t kernels_launched = 0;  // kernels run
   int64_t bytes_allocated = 0;   // bytes of buffers allocated for results
 };
 Stats stats();
