@@ -3,6 +3,7 @@
 #ifndef KILN_IO_H_
 #define KILN_IO_H_
 
+#include <map>
 #include <string>
 
 #include "kiln/tensor.h"
@@ -11,6 +12,13 @@ namespace kiln {
 
 Tensor load_npy(const std::string& path);
 void save_npy(const std::string& path, const Tensor& t);  // sync point
+
+// .safetensors (dtypes BOOL I32 I64 F16 BF16 F32 F64): the file is mapped and every header
+// entry is checked (dtype, shape, ranges inside the data, sizes, no overlaps or holes, a
+// header under 100 MB) before any data is read; a bad file throws kiln::Error naming it.
+std::map<std::string, Tensor> load_safetensors(const std::string& path);
+// Writes through a temporary file renamed into place (a sync point for the tensors).
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors);
 
 }  // namespace kiln
 
