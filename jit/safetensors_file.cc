@@ -148,6 +148,7 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path) {
   }
   // The ranges must tile the buffer: sorted, each starting where the previous ended.
   std::vector<const Entry*> sorted;
+  sorted.reserve(entries.size());
   for (const Entry& e : entries) sorted.push_back(&e);
   std::sort(sorted.begin(), sorted.end(), [](const Entry* a, const Entry* b) {
     return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
