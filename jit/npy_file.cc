@@ -1,7 +1,5 @@
 #include "jit/npy_file.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +16,7 @@
 #include "jit/sync.h"
 #include "kiln/error.h"
 #include "kiln/io.h"
+#include "runtime/atomic_file.h"
 
 namespace kiln::jit {
 namespace {
@@ -241,12 +240,7 @@ absl::Status write_npy(const std::string& path, const ops::ValueType& type,
   const size_t unpadded = kMagicSize + 4 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header.push_back('\n');
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      return absl::PermissionDeniedError(
-          absl::StrCat(path, ": cannot write (", std::strerror(errno), ")"));
+  return runtime::write_file_atomically(path, [&](std::ostream& out) {
     out.write(kMagic, kMagicSize);
     const char version_and_len[4] = {1, 0, static_cast<char>(header.size() & 0xff),
                                      static_cast<char>(header.size() >> 8)};
@@ -260,16 +254,7 @@ absl::Status write_npy(const std::string& path, const ops::ValueType& type,
     } else {
       out.write(reinterpret_cast<const char*>(data.data()), count * dtype_size(type.dtype));
     }
-    if (!out) {
-      std::remove(tmp.c_str());
-      return absl::DataLossError(absl::StrCat(path, ": write failed"));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return absl::PermissionDeniedError(absl::StrCat(path, ": cannot rename into place"));
-  }
-  return absl::OkStatus();
+  });
 }
 
 }  // namespace kiln::jit

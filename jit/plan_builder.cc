@@ -1,8 +1,5 @@
-#include <unistd.h>
-
 #include <atomic>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <variant>
 
@@ -16,6 +13,7 @@
 #include "jit/lowering.h"
 #include "jit/planner.h"
 #include "jit/stats_counters.h"
+#include "runtime/atomic_file.h"
 #include "runtime/cuda/cuda_renderer.h"
 
 namespace kiln::jit {
@@ -83,9 +81,7 @@ void record_cuda_source(const KernelProgram& program) {
   const std::string path =
       absl::StrFormat("%s/%s_%016x.cu", dir, program.name, absl::HashOf(source));
   if (std::filesystem::exists(path, ec)) return;
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  std::ofstream(tmp) << source;
-  std::filesystem::rename(tmp, path, ec);
+  (void)runtime::write_file_atomically(path, [&](std::ostream& out) { out << source; });
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "kiln/error.h"
 #include "kiln/io.h"
 #include "ops/value_type.h"
+#include "runtime/atomic_file.h"
 
 namespace kiln {
 namespace {
@@ -198,13 +199,8 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   }
   std::string text = header.dump();
   while ((8 + text.size()) % 8 != 0) text.push_back(' ');  // data starts 8-byte aligned
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw Error(
-          absl::StrCat("[save_safetensors] ", path, ": cannot write (", std::strerror(errno), ")"));
-    uint64_t length = text.size();
+  absl::Status written = runtime::write_file_atomically(path, [&](std::ostream& out) {
+    const uint64_t length = text.size();
     char le[8];
     for (int i = 0; i < 8; ++i) le[i] = static_cast<char>((length >> (8 * i)) & 0xff);
     out.write(le, 8);
@@ -213,15 +209,8 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
       const runtime::Buffer& b = *detail::TensorAccess::node(t)->buffer;
       out.write(reinterpret_cast<const char*>(b.data()), t.numel() * dtype_size(t.dtype()));
     }
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw Error(absl::StrCat("[save_safetensors] ", path, ": write failed"));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error(absl::StrCat("[save_safetensors] ", path, ": cannot rename into place"));
-  }
+  });
+  if (!written.ok()) throw Error(absl::StrCat("[save_safetensors] ", written.message()));
 }
 
 }  // namespace kiln

@@ -1,6 +1,5 @@
 #include "runtime/cuda/cubin_cache.h"
 
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -8,12 +7,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/atomic_file.h"
 
 namespace kiln::runtime::cuda {
 namespace {
@@ -87,23 +86,10 @@ absl::Status CubinCache::write_file(const std::string& key, const std::string& c
   put(data, static_cast<uint64_t>(cubin.size()));
   put(data, checksum(key, cubin));
   data += cubin;
-  const std::string path = path_for(key);
-  // Unique per process and thread, in the same directory, so rename is atomic.
-  const std::string tmp = absl::StrFormat("%s.tmp.%d.%zu", path, static_cast<int>(::getpid()),
-                                          std::hash<std::thread::id>()(std::this_thread::get_id()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  absl::Status written = write_file_atomically(path_for(key), [&](std::ostream& out) {
     out.write(data.data(), static_cast<std::streamsize>(data.size()));
-    if (!out) {
-      fs::remove(tmp, ec);
-      return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return absl::UnavailableError(absl::StrCat("cannot rename into ", path));
-  }
+  });
+  if (!written.ok()) return written;
   enforce_bound();
   return absl::OkStatus();
 }
