@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "kiln/kiln.h"
 #include "runtime/cpu/simd_math.h"
+#include "runtime/cuda/cubin_cache.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 
@@ -141,12 +142,7 @@ int info() {
               nvrtc.ok() ? nvrtc->c_str() : std::string(nvrtc.status().message()).c_str());
   std::printf("CPU SIMD target: %s, %u threads\n", kiln::runtime::cpu::simd_target_name(),
               std::thread::hardware_concurrency());
-  const char* cache = std::getenv("KILN_CACHE_DIR");
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  std::string where = cache ? cache
-                      : xdg ? std::string(xdg) + "/kiln"
-                            : std::string(home ? home : "") + "/.cache/kiln";
+  const std::string where = kiln::runtime::cuda::default_cache_dir();
   std::printf("kernel cache: %s (KILN_CACHE_DIR)\n", where.c_str());
   return 0;
 }
