@@ -340,13 +340,19 @@ class TileEvaluator {
 
   // Stores `instr` (space 0) into `out` of dtype `dt` at [begin, begin + n).
   void store(int instr, Buffer& out, DType dt, int64_t begin, int64_t n) {
+    visit(instr, [&](const auto* values) { store_values(out, dt, begin, n, values); });
+  }
+
+  // Calls f with `instr`'s register as a typed pointer (float, double or int64).
+  template <class F>
+  void visit(int instr, F&& f) {
     switch (cls(instr)) {
       case Cls::kFloat:
-        return store_values(out, dt, begin, n, regs_.get<float>(instr));
+        return f(static_cast<const float*>(regs_.get<float>(instr)));
       case Cls::kDouble:
-        return store_values(out, dt, begin, n, regs_.get<double>(instr));
+        return f(static_cast<const double*>(regs_.get<double>(instr)));
       case Cls::kInt:
-        return store_values(out, dt, begin, n, regs_.get<int64_t>(instr));
+        return f(static_cast<const int64_t*>(regs_.get<int64_t>(instr)));
     }
   }
 
@@ -615,20 +621,9 @@ std::vector<T> evaluate_operand(const KernelProgram& p, const KernelLaunch& l,
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t begin = t * kTile, n = std::min(kTile, total - begin);
       ev.run(space, begin, n);
-      auto copy = [&](const auto* src) {
+      ev.visit(instr, [&](const auto* src) {
         for (int64_t e = 0; e < n; ++e) values[begin + e] = static_cast<T>(src[e]);
-      };
-      switch (ev.cls(instr)) {
-        case Cls::kFloat:
-          copy(ev.values<float>(instr));
-          break;
-        case Cls::kDouble:
-          copy(ev.values<double>(instr));
-          break;
-        case Cls::kInt:
-          copy(ev.values<int64_t>(instr));
-          break;
-      }
+      });
     }
   });
   return values;
@@ -713,17 +708,7 @@ void reduce(const KernelProgram& p, const KernelLaunch& l, const std::vector<con
             part.seen[o] = 1;
           }
         };
-        switch (ev.cls(operand)) {
-          case Cls::kFloat:
-            accumulate(ev.values<float>(operand));
-            break;
-          case Cls::kDouble:
-            accumulate(ev.values<double>(operand));
-            break;
-          case Cls::kInt:
-            accumulate(ev.values<int64_t>(operand));
-            break;
-        }
+        ev.visit(operand, accumulate);
       }
     }
   });
