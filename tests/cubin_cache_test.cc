@@ -16,15 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class CubinCacheTest : public ::testing::Test {
+class CubinCacheTest : public testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("kiln_cubin_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string payload(size_t n, char seed) const {
     std::string s(n, '\0');
     for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(seed + i * 31);
@@ -37,7 +30,6 @@ class CubinCacheTest : public ::testing::Test {
   void write_bytes(const std::string& path, const std::string& bytes) const {
     std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
   }
-  fs::path dir_;
 };
 
 TEST_F(CubinCacheTest, CompilesOnceThenLoadsFromMemoryAndDisk) {

@@ -10,16 +10,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class NpyTest : public ::testing::Test {
+class NpyTest : public testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("kiln_npy_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
   void write_raw(const std::string& name, const std::string& bytes) const {
     std::ofstream(path(name), std::ios::binary) << bytes;
   }
@@ -33,7 +25,6 @@ class NpyTest : public ::testing::Test {
     out += static_cast<char>(header.size() >> 8);
     return out + header + data;
   }
-  fs::path dir_;
 };
 
 TEST_F(NpyTest, RoundTripsEveryDtype) {

@@ -9,16 +9,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class SafetensorsTest : public ::testing::Test {
+class SafetensorsTest : public testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("kiln_st_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
   // A file with `header` (JSON text) and `data` bytes; `claimed` overrides the length field.
   void write(const std::string& name, const std::string& header, const std::string& data,
              int64_t claimed = -1) const {
@@ -27,7 +19,6 @@ class SafetensorsTest : public ::testing::Test {
     for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((length >> (8 * i)) & 0xff);
     std::ofstream(path(name), std::ios::binary) << bytes << header << data;
   }
-  fs::path dir_;
 };
 
 TEST_F(SafetensorsTest, RoundTripsEveryDtype) {

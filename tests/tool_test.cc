@@ -30,18 +30,9 @@ Result run(const std::string& command) {
   return r;
 }
 
-class ToolTest : public ::testing::Test {
+class ToolTest : public testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("kiln_tool_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string kiln() const { return KILN_TOOL_PATH; }
-  fs::path dir_;
 };
 
 // The demo's sync point writes a replayable folder; `kiln replay` reproduces its outputs.
