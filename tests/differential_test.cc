@@ -33,20 +33,32 @@ double tolerance(DType dt) {
   }
 }
 
-// The largest finite magnitude of any floating value the program computes (reference).
-double largest_intermediate(const std::vector<detail::Node*>& outputs) {
+// What the reference evaluator computes for a program, in one op-by-op run: the outputs,
+// and the largest finite magnitude of any floating value on the way (rounding errors scale
+// with it: a difference of two huge intermediates is only known to that absolute precision
+// on any path).
+struct Reference {
+  std::vector<Tensor> outputs;
+  double magnitude = 0;
+};
+
+Reference run_reference(const std::vector<detail::Node*>& outputs) {
   std::vector<detail::Node*> pending = jit::collect_pending(outputs);
   std::vector<std::shared_ptr<runtime::Buffer>> values = ops::reference_run(pending);
-  double largest = 0;
+  Reference ref;
   for (size_t i = 0; i < pending.size(); ++i) {
     const ops::ValueType& type = pending[i]->type;
     if (!is_floating(type.dtype)) continue;
     for (int64_t k = 0; k < ops::numel(type.shape); ++k) {
       double v = std::fabs(ops::load_double(*values[i], type.dtype, k));
-      if (std::isfinite(v)) largest = std::max(largest, v);
+      if (std::isfinite(v)) ref.magnitude = std::max(ref.magnitude, v);
     }
   }
-  return largest;
+  for (detail::Node* out : outputs) {
+    const size_t i = std::find(pending.begin(), pending.end(), out) - pending.begin();
+    ref.outputs.push_back(jit::make_realized(out->type, values[i], out->device));
+  }
+  return ref;
 }
 
 // An output is only as precise as the least precise value it was computed from.
@@ -94,11 +106,9 @@ TEST(Differential, RandomProgramsMatchTheReferenceEvaluator) {
     std::vector<detail::Node*> nodes;
     for (const Tensor& t : outputs) nodes.push_back(detail::TensorAccess::node(t).get());
     jit::TraceExport trace = jit::export_trace(nodes);
-    std::vector<Tensor> want;
-    for (const Tensor& t : outputs) want.push_back(testing::reference_tensor(t));
-    // Rounding errors scale with the largest value a program passes through; a difference
-    // of two huge intermediates is only known to that absolute precision on any path.
-    const double magnitude = largest_intermediate(nodes);
+    const Reference reference = run_reference(nodes);
+    const std::vector<Tensor>& want = reference.outputs;
+    const double magnitude = reference.magnitude;
     eval(outputs);
     bool ok = true;
     std::string detail;
