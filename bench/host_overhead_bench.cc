@@ -82,6 +82,42 @@ void BM_SyncSmall50OpsEndToEnd(benchmark::State& state) {
 }
 BENCHMARK(BM_SyncSmall50OpsEndToEnd);
 
+// A 2-layer MLP on a small batch (4x16 -> 32 -> 4), where host time dominates: called
+// eagerly (record, trace, plan-cache hit, run) and through kiln::compile (bind and run).
+struct SmallMlp {
+  Tensor w1 = Tensor::randn({16, 32}, 1).eval();
+  Tensor b1 = Tensor::randn({32}, 2).eval();
+  Tensor w2 = Tensor::randn({32, 4}, 3).eval();
+  Tensor b2 = Tensor::randn({4}, 4).eval();
+  std::vector<Tensor> operator()(const std::vector<Tensor>& in) const {
+    Tensor h = kiln::relu(kiln::matmul(in[0], w1) + b1);
+    return {kiln::softmax(kiln::matmul(h, w2) + b2)};
+  }
+};
+
+void BM_MlpCallEager(benchmark::State& state) {
+  SmallMlp mlp;
+  Tensor x = Tensor::randn({4, 16}, 5).eval();
+  for (auto _ : state) {
+    std::vector<Tensor> out = mlp({x});
+    out[0].eval();
+    benchmark::DoNotOptimize(out);
+  }
+}
+BENCHMARK(BM_MlpCallEager)->Unit(benchmark::kMicrosecond);
+
+void BM_MlpCallCompiled(benchmark::State& state) {
+  SmallMlp mlp;
+  kiln::Compiled forward = kiln::compile(mlp);
+  Tensor x = Tensor::randn({4, 16}, 5).eval();
+  forward({x});  // records once
+  for (auto _ : state) {
+    std::vector<Tensor> out = forward({x});
+    benchmark::DoNotOptimize(out);
+  }
+}
+BENCHMARK(BM_MlpCallCompiled)->Unit(benchmark::kMicrosecond);
+
 // Planning time (trace canonicalization, fusion, lowering) for traces of N nodes mixing
 // elementwise chains, broadcasts, reductions and views.
 Tensor big_program(int64_t nodes) {

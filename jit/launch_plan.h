@@ -10,6 +10,7 @@
 
 #include "jit/kernel_ir.h"
 #include "jit/trace.h"
+#include "runtime/buffer.h"
 
 namespace kiln::jit {
 
@@ -25,8 +26,21 @@ struct LaunchPlan {
   // reader so their memory is reused by later kernels.
   std::vector<std::vector<int>> release_after;  // per kernel
   std::vector<int> outputs;                     // per requested output, its trace node
+  std::vector<int> input_nodes;                 // per trace input slot, its trace node
+  std::vector<int64_t> node_bytes;              // per trace node, the bytes of its value
   std::string description;                      // the plan dump (KILN_DUMP=plan)
 };
+
+// What one run of a plan reads: the buffers bound to the trace's input slots and the values of
+// its parameters. A plan plus its arguments is all a backend needs, so a compiled function
+// replays a plan without any trace.
+struct PlanArguments {
+  std::vector<std::shared_ptr<runtime::Buffer>> inputs;  // per trace input slot
+  std::vector<double> params;                            // per trace parameter slot
+};
+
+// The arguments of `trace` as recorded: its realized inputs' buffers and its scalars.
+PlanArguments arguments_of(const Trace& trace);
 
 // KILN_RECORD_CUDA_DIR writes every new kernel's CUDA source; tests that plan thousands of
 // random kernels pause it after a sample (scripts/test.sh compiles what was recorded).

@@ -88,6 +88,14 @@ void record_cuda_source(const KernelProgram& program) {
 
 void set_cuda_recording_paused(bool paused) { recording_paused = paused; }
 
+PlanArguments arguments_of(const Trace& trace) {
+  PlanArguments args;
+  args.inputs.reserve(trace.inputs.size());
+  for (const detail::Node* input : trace.inputs) args.inputs.push_back(input->buffer);
+  args.params = trace.params;
+  return args;
+}
+
 std::shared_ptr<const LaunchPlan> build_plan(const Trace& trace) {
   std::vector<int> forced;
   FusionPlan fusion;
@@ -134,6 +142,13 @@ std::shared_ptr<const LaunchPlan> build_plan(const Trace& trace) {
     }
   }
   plan->outputs = trace.outputs;
+  plan->input_nodes.resize(trace.inputs.size());
+  plan->node_bytes.resize(trace.nodes.size());
+  for (size_t i = 0; i < trace.nodes.size(); ++i) {
+    const TraceNode& n = trace.nodes[i];
+    if (n.input_slot >= 0) plan->input_nodes[n.input_slot] = static_cast<int>(i);
+    plan->node_bytes[i] = ops::numel(n.type->shape) * dtype_size(n.type->dtype);
+  }
   plan->description = describe(trace, fusion, *plan);
   return plan;
 }

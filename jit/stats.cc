@@ -22,6 +22,8 @@ Stats stats() {
   s.disk_cache_hits = c.disk_cache_hits;
   s.kernels_launched = c.kernels_launched;
   s.bytes_allocated = c.bytes_allocated;
+  s.compiled_records = c.compiled_records;
+  s.compiled_replays = c.compiled_replays;
   return s;
 }
 
@@ -29,7 +31,8 @@ void reset_stats() {
   jit::Counters& c = jit::counters();
   for (std::atomic<int64_t>* counter :
        {&c.syncs, &c.plans_built, &c.plan_cache_hits, &c.kernels_compiled, &c.kernel_cache_hits,
-        &c.disk_cache_hits, &c.kernels_launched, &c.bytes_allocated}) {
+        &c.disk_cache_hits, &c.kernels_launched, &c.bytes_allocated, &c.compiled_records,
+        &c.compiled_replays}) {
     counter->store(0);
   }
 }

@@ -16,6 +16,8 @@ struct Counters {
   std::atomic<int64_t> disk_cache_hits{0};
   std::atomic<int64_t> kernels_launched{0};
   std::atomic<int64_t> bytes_allocated{0};
+  std::atomic<int64_t> compiled_records{0};
+  std::atomic<int64_t> compiled_replays{0};
 };
 
 Counters& counters();

@@ -18,15 +18,14 @@
 
 namespace kiln::jit {
 
-void sync(const std::vector<detail::Node*>& outputs) {
-  // Outputs that still need computing, each once.
-  std::vector<detail::Node*> targets;
-  for (detail::Node* out : outputs) {
-    if (!out->realized() && std::find(targets.begin(), targets.end(), out) == targets.end()) {
-      targets.push_back(out);
-    }
-  }
-  if (targets.empty()) return;  // everything is already computed
+namespace {
+
+thread_local uint64_t thread_syncs = 0;
+
+// Plans (or finds the plan for) and runs `targets`, distinct unrealized nodes, and realizes
+// them; fills `capture` when given.
+void run_targets(const std::vector<detail::Node*>& targets, SyncCapture* capture) {
+  thread_syncs += 1;
   const auto start = std::chrono::steady_clock::now();
   const EnvOptions& options = env_options();
   std::string dump_folder;
@@ -45,9 +44,10 @@ void sync(const std::vector<detail::Node*>& outputs) {
   }
   if (options.dump_plan || options.dump_kernels) dump_sync_plan(&dump_folder, *plan);
 
+  PlanArguments args = arguments_of(trace);
   std::vector<std::shared_ptr<runtime::Buffer>> buffers;
   try {
-    buffers = runtime::backend_for(device).run(*plan, trace);
+    buffers = runtime::backend_for(device).run(*plan, args);
   } catch (const std::bad_alloc&) {
     throw Error(absl::StrCat("out of memory while computing ", trace.nodes.size(), " nodes on ",
                              device_name(device)));
@@ -55,6 +55,11 @@ void sync(const std::vector<detail::Node*>& outputs) {
   counters().syncs += 1;
   // Only now, with every result in hand, does any node change.
   for (size_t i = 0; i < targets.size(); ++i) targets[i]->realize(std::move(buffers[i]));
+  if (capture != nullptr) {
+    capture->plan = plan;
+    capture->input_nodes.assign(trace.inputs.begin(), trace.inputs.end());
+    capture->args = std::move(args);
+  }
 
   if (options.dump_trace) dump_sync_outputs(dump_folder, targets);
   if (options.log_level >= 1) {
@@ -65,5 +70,27 @@ void sync(const std::vector<detail::Node*>& outputs) {
                  hit ? "hit" : "miss (built)", ms);
   }
 }
+
+}  // namespace
+
+void sync(const std::vector<detail::Node*>& outputs) {
+  // Outputs that still need computing, each once.
+  std::vector<detail::Node*> targets;
+  for (detail::Node* out : outputs) {
+    if (!out->realized() && std::find(targets.begin(), targets.end(), out) == targets.end()) {
+      targets.push_back(out);
+    }
+  }
+  if (targets.empty()) return;  // everything is already computed
+  run_targets(targets, nullptr);
+}
+
+SyncCapture sync_and_capture(const std::vector<detail::Node*>& outputs) {
+  SyncCapture capture;
+  run_targets(outputs, &capture);
+  return capture;
+}
+
+uint64_t syncs_on_this_thread() { return thread_syncs; }
 
 }  // namespace kiln::jit

@@ -72,7 +72,7 @@ class TraceBuilder {
         if (!seen(done)) add(done);
       }
     }
-    for (Node* out : outputs) t_.outputs.push_back(out->trace_index);
+    for (Node* out : outputs) t_.outputs.push_back(index_of(out));
     t_.key.push_back(-1);
     t_.key.insert(t_.key.end(), t_.outputs.begin(), t_.outputs.end());
     t_.key_hash = absl::HashOf(t_.key);
@@ -80,7 +80,13 @@ class TraceBuilder {
   }
 
  private:
-  bool seen(const Node* n) const { return n->trace_epoch == epoch_; }
+  // Pending nodes belong to the syncing thread's program, so they carry the marks; realized
+  // leaves (weights) are often shared by programs on other threads, so they are never written
+  // and their marks live here.
+  bool seen(const Node* n) const {
+    return n->realized() ? leaf_index_.contains(n) : n->trace_epoch == epoch_;
+  }
+  int index_of(const Node* n) const { return n->realized() ? leaf_index_.at(n) : n->trace_index; }
 
   void add(Node* done) {
     TraceNode tn;
@@ -97,7 +103,7 @@ class TraceBuilder {
                                  "); give it a tensor before evaluating"));
       }
       tn.op = done->op;
-      for (const auto& input : done->inputs) tn.args.push_back(input->trace_index);
+      for (const auto& input : done->inputs) tn.args.push_back(index_of(input.get()));
     }
     // The node's tokens go on the key; an equal earlier node (same tokens) is reused and the
     // tokens taken back. Nodes carrying scalars merge only with themselves: merging two
@@ -141,14 +147,19 @@ class TraceBuilder {
   }
 
   void mark(Node* n, int index) {
+    if (n->realized()) {
+      leaf_index_[n] = index;
+      return;
+    }
     n->trace_epoch = epoch_;
     n->trace_index = index;
   }
 
   Trace t_;
   uint64_t epoch_ = 0;
-  std::vector<size_t> token_begin_;       // per trace node, where its tokens start
-  absl::flat_hash_map<size_t, int> cse_;  // token hash -> first node with it
+  std::vector<size_t> token_begin_;                   // per trace node, where its tokens start
+  absl::flat_hash_map<size_t, int> cse_;              // token hash -> first node with it
+  absl::flat_hash_map<const Node*, int> leaf_index_;  // realized leaves seen, by trace index
 };
 
 }  // namespace

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "jit/launch_plan.h"
-#include "jit/trace.h"
 #include "kiln/dtype.h"
 #include "runtime/buffer.h"
 
@@ -15,11 +14,10 @@ namespace kiln::runtime {
 class Backend {
  public:
   virtual ~Backend() = default;
-  // Runs `plan` with `trace`'s inputs and parameters; returns the buffer of each of
-  // plan.outputs, in order. Must not modify any node: the caller realizes the outputs once
-  // everything succeeded.
+  // Runs `plan` over `args`; returns a fresh buffer for each of plan.outputs, in order.
+  // Must not modify any node: the caller realizes the outputs once everything succeeded.
   virtual std::vector<std::shared_ptr<Buffer>> run(const jit::LaunchPlan& plan,
-                                                   const jit::Trace& trace) = 0;
+                                                   const jit::PlanArguments& args) = 0;
 };
 
 // The backend that executes on device `d`; throws kiln::Error if it is not usable.

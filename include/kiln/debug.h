@@ -28,6 +28,8 @@ struct Stats {
   int64_t disk_cache_hits = 0;
   int64_t kernels_launched = 0;  // kernels run
   int64_t bytes_allocated = 0;   // bytes of buffers allocated for results
+  int64_t compiled_records = 0;  // compiled-function calls that recorded the function
+  int64_t compiled_replays = 0;  // compiled-function calls that replayed a recorded plan
 };
 Stats stats();
 void reset_stats();

@@ -15,13 +15,11 @@ namespace kiln::runtime {
 namespace {
 
 // Bytes a kernel moves: every input and output buffer once.
-int64_t traffic_bytes(const jit::LaunchPlan& plan, const jit::Trace& trace, size_t k) {
+int64_t traffic_bytes(const jit::LaunchPlan& plan, size_t k) {
   int64_t bytes = 0;
   const jit::KernelLaunch& l = plan.kernels[k].launch;
-  for (int n : l.inputs)
-    bytes += ops::numel(trace.nodes[n].type->shape) * dtype_size(trace.nodes[n].type->dtype);
-  for (int n : l.outputs)
-    bytes += ops::numel(trace.nodes[n].type->shape) * dtype_size(trace.nodes[n].type->dtype);
+  for (int n : l.inputs) bytes += plan.node_bytes[n];
+  for (int n : l.outputs) bytes += plan.node_bytes[n];
   return bytes;
 }
 
@@ -46,11 +44,10 @@ double flops(const jit::KernelProgram& p, const jit::KernelLaunch& l) {
 class CpuBackend final : public Backend {
  public:
   std::vector<std::shared_ptr<Buffer>> run(const jit::LaunchPlan& plan,
-                                           const jit::Trace& trace) override {
+                                           const jit::PlanArguments& args) override {
     absl::flat_hash_map<int, std::shared_ptr<Buffer>> buffers;
-    for (size_t i = 0; i < trace.nodes.size(); ++i) {
-      const jit::TraceNode& n = trace.nodes[i];
-      if (n.input_slot >= 0) buffers[static_cast<int>(i)] = trace.inputs[n.input_slot]->buffer;
+    for (size_t slot = 0; slot < plan.input_nodes.size(); ++slot) {
+      buffers[plan.input_nodes[slot]] = args.inputs[slot];
     }
     std::multimap<int64_t, std::shared_ptr<Buffer>> pool;  // released intermediates by size
     const int log_level = jit::env_options().log_level;
@@ -61,8 +58,7 @@ class CpuBackend final : public Backend {
       for (int n : l.inputs) ins.push_back(buffers.at(n).get());
       std::vector<Buffer*> outs;
       for (int n : l.outputs) {
-        const ops::ValueType& t = *trace.nodes[n].type;
-        const int64_t bytes = ops::numel(t.shape) * dtype_size(t.dtype);
+        const int64_t bytes = plan.node_bytes[n];
         auto it = pool.find(bytes);
         std::shared_ptr<Buffer> b;
         if (it != pool.end()) {
@@ -76,7 +72,7 @@ class CpuBackend final : public Backend {
       }
       std::vector<double> params;
       params.reserve(l.params.size());
-      for (int p : l.params) params.push_back(trace.params[p]);
+      for (int p : l.params) params.push_back(args.params[p]);
       const auto start = std::chrono::steady_clock::now();
       cpu::execute_kernel(*pk.program, l, ins, outs, params);
       jit::counters().kernels_launched += 1;
@@ -88,7 +84,7 @@ class CpuBackend final : public Backend {
         std::fprintf(stderr, "kiln:   kernel %s nodes [%s] %s %.3f ms %.2f GB/s %.2f GFLOP/s\n",
                      pk.program->name.c_str(), absl::StrJoin(nodes, " ").c_str(),
                      pk.compiled_here ? "compiled" : "cache-hit", s * 1e3,
-                     traffic_bytes(plan, trace, k) / s * 1e-9, flops(*pk.program, l) / s * 1e-9);
+                     traffic_bytes(plan, k) / s * 1e-9, flops(*pk.program, l) / s * 1e-9);
       }
       for (int n : plan.release_after[k]) {
         auto it = buffers.find(n);
