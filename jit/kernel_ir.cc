@@ -1,7 +1,9 @@
 #include "jit/kernel_ir.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "ops/custom_functions.h"
 
 namespace kiln::jit {
 namespace {
@@ -24,6 +26,8 @@ const char* kind_name(InstrKind kind) {
       return "cast";
     case InstrKind::kAnchor:
       return "anchor";
+    case InstrKind::kCustom:
+      return "custom";
   }
   return "?";
 }
@@ -94,6 +98,11 @@ std::string KernelProgram::to_string() const {
     if (in.input >= 0) absl::StrAppend(&out, " in", in.input);
     if (in.view >= 0) absl::StrAppend(&out, " view", in.view);
     if (in.param >= 0) absl::StrAppend(&out, " p", in.param);
+    if (in.function >= 0) {
+      // The name and the source's hash: a kernel is never reused for a different definition.
+      const ops::CustomFunction* f = ops::custom_function(in.function);
+      absl::StrAppendFormat(&out, " fn=%s#%016x", f->name, f->source_hash);
+    }
     absl::StrAppend(&out, " : ", dtype_name(in.dtype), "\n");
   }
   for (const Store& s : stores) {

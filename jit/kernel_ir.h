@@ -35,6 +35,7 @@ enum class InstrKind {
   kWhere,      // a ? b : c
   kCast,       // a converted to dtype
   kAnchor,     // the anchor's result at this space-0 position (epilogue only)
+  kCustom,     // a registered custom function of a, b, c (F32 in and out)
 };
 
 struct Instr {
@@ -46,6 +47,7 @@ struct Instr {
   int input = -1;              // kLoad: the kernel's input slot
   int view = -1;               // kLoad, kIndexLeaf: the launch's view slot
   int param = -1;              // kParam, rand/randn seed: the kernel's parameter slot
+  int function = -1;           // kCustom: the registered function's id
 };
 
 enum class AnchorKind { kNone, kReduce, kArgReduce, kRowNorm, kMatmul, kConcat };

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kiln/error.h"
+#include "ops/custom_functions.h"
 #include "ops/infer.h"
 
 namespace kiln::jit {
@@ -335,15 +336,29 @@ class Lowerer {
       DType want = n.type->dtype;
       if (logical || (n.op == OpKind::Where && k == 0))
         want = DType::Bool;
+      else if (n.op == OpKind::Custom)
+        want = DType::F32;
       else if (ops::is_comparison(n.op) || ops::op_class(n.op) == OpClass::kUnary ||
                n.op == OpKind::Div) {
         want = ops::compute_dtype(n.op, dtypes);
       }
       operands.push_back(cast(v, want));
     }
-    in.kind = ops::op_class(n.op) == OpClass::kUnary    ? InstrKind::kUnary
-              : ops::op_class(n.op) == OpClass::kBinary ? InstrKind::kBinary
-                                                        : InstrKind::kWhere;
+    switch (ops::op_class(n.op)) {
+      case OpClass::kUnary:
+        in.kind = InstrKind::kUnary;
+        break;
+      case OpClass::kBinary:
+        in.kind = InstrKind::kBinary;
+        break;
+      case OpClass::kCustom:
+        in.kind = InstrKind::kCustom;
+        in.function = n.attrs->function;
+        break;
+      default:
+        in.kind = InstrKind::kWhere;
+        break;
+    }
     in.a = operands[0];
     if (operands.size() > 1) in.b = operands[1];
     if (operands.size() > 2) in.c = operands[2];
@@ -365,7 +380,9 @@ class Lowerer {
       const OpKind op = t_.nodes[n].op;
       const OpClass c = ops::op_class(op);
       if (n == group_.anchor_node || c == OpClass::kLeaf || c == OpClass::kView) continue;
-      std::string name = ops::op_name(op);
+      std::string name = op == OpKind::Custom
+                             ? ops::custom_function(t_.nodes[n].attrs->function)->name
+                             : ops::op_name(op);
       if (std::find(parts.begin(), parts.end(), name) != parts.end()) continue;
       if (shown < 5) {
         parts.push_back(name);

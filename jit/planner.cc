@@ -15,7 +15,7 @@ using ops::OpClass;
 bool is_elementwise(ops::OpKind op) {
   OpClass c = ops::op_class(op);
   return c == OpClass::kUnary || c == OpClass::kBinary || c == OpClass::kWhere ||
-         c == OpClass::kCast;
+         c == OpClass::kCast || c == OpClass::kCustom;
 }
 
 bool is_expression(ops::OpKind op) {

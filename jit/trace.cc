@@ -40,6 +40,9 @@ void append_structure(ops::OpKind op, const ops::ValueType& type, const ops::Att
     case ops::OpClass::kCast:
       out.push_back(static_cast<int64_t>(a.dtype));
       break;
+    case ops::OpClass::kCustom:
+      out.push_back(a.function);
+      break;
     default:
       break;
   }

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kiln/error.h"
+#include "ops/custom_functions.h"
 
 namespace kiln::jit {
 namespace {
@@ -66,6 +67,10 @@ json attrs_to_json(OpKind op, const ops::Attrs& a) {
       break;
     case OpClass::kLeaf:
       if (op == OpKind::Rand || op == OpKind::Randn) j["seed"] = a.seed;
+      break;
+    case OpClass::kCustom:
+      // By name: ids are per process; the loading process registers the same function.
+      if (const ops::CustomFunction* f = ops::custom_function(a.function)) j["function"] = f->name;
       break;
     default:
       break;
@@ -127,6 +132,19 @@ absl::StatusOr<ops::Attrs> attrs_from_json(OpKind op, const json& j) {
     case OpClass::kLeaf:
       if (op == OpKind::Rand || op == OpKind::Randn) read("seed", a.seed, true);
       break;
+    case OpClass::kCustom: {
+      std::string name;
+      read("function", name, true);
+      if (!s.ok()) return s;
+      std::optional<int> id = ops::custom_function_id(name);
+      if (!id.has_value()) {
+        return absl::NotFoundError(absl::StrCat("custom function '", name,
+                                                "' is not registered in this process (define it "
+                                                "with kiln::define_elementwise before loading)"));
+      }
+      a.function = *id;
+      break;
+    }
     default:
       break;
   }

@@ -24,6 +24,7 @@ struct Attrs {
   uint64_t seed = 0;           // rand randn
   DType dtype = DType::F32;    // astype; leaves: their own dtype
   std::string name;            // input
+  int function = -1;           // custom: the registered function's id
 };
 
 }  // namespace kiln::ops

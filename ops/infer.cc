@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ops/custom_functions.h"
 
 namespace kiln::ops {
 namespace {
@@ -21,6 +22,8 @@ std::string operand_name(OpKind op, size_t index) {
       return index == 0 ? "cond" : (index == 1 ? "a" : "b");
     case OpClass::kConcat:
       return absl::StrCat("tensors[", index, "]");
+    case OpClass::kCustom:
+      return absl::StrCat("inputs[", index, "]");
     case OpClass::kRowNorm:
       return index == 0 ? "x" : (index == 1 ? "weight" : "bias");
     default:
@@ -89,6 +92,30 @@ absl::StatusOr<ValueType> infer_binary(OpKind op, const std::vector<ValueType>& 
   }
   if (op == OpKind::Div && !is_floating(promoted)) promoted = DType::F32;
   return ValueType{*shape, promoted};
+}
+
+// A custom function: its registered arity, numpy broadcasting, computed in F32.
+absl::StatusOr<ValueType> infer_custom(const std::vector<ValueType>& in, const Attrs& attrs) {
+  const CustomFunction* f = custom_function(attrs.function);
+  if (f == nullptr) {
+    return op_error(
+        OpKind::Custom, in,
+        absl::StrCat("names function id ", attrs.function, ", which is not registered"));
+  }
+  auto fail = [&](const std::string& what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("[custom ", f->name, "] ", what, describe_inputs(OpKind::Custom, in)));
+  };
+  if (static_cast<int>(in.size()) != f->arity) {
+    return fail(absl::StrCat("takes ", f->arity, " inputs, got ", in.size()));
+  }
+  Shape shape = in[0].shape;
+  for (size_t k = 1; k < in.size(); ++k) {
+    absl::StatusOr<Shape> joined = broadcast_shapes(shape, in[k].shape);
+    if (!joined.ok()) return fail(std::string(joined.status().message()));
+    shape = *joined;
+  }
+  return ValueType{shape, DType::F32};
 }
 
 absl::StatusOr<ValueType> infer_where(const std::vector<ValueType>& in) {
@@ -407,6 +434,8 @@ absl::StatusOr<ValueType> infer_output(OpKind op, const std::vector<ValueType>& 
       return infer_binary(op, inputs);
     case OpClass::kWhere:
       return infer_where(inputs);
+    case OpClass::kCustom:
+      return infer_custom(inputs, attrs);
     case OpClass::kCast:
       return ValueType{inputs[0].shape, attrs.dtype};
     case OpClass::kReduce:

@@ -22,6 +22,7 @@ enum class OpClass {
   kMatmul,
   kConcat,
   kRowNorm,  // softmax log_softmax layer_norm rms_norm over one axis
+  kCustom,   // a user's elementwise function (ops/custom_functions.h), F32 in and out
 };
 
 // X(Enum, "name", class, arity); arity -1 means any number >= 1.
@@ -82,7 +83,8 @@ enum class OpClass {
   X(Softmax, "softmax", kRowNorm, 1)        \
   X(LogSoftmax, "log_softmax", kRowNorm, 1) \
   X(LayerNorm, "layer_norm", kRowNorm, 3)   \
-  X(RmsNorm, "rms_norm", kRowNorm, 2)
+  X(RmsNorm, "rms_norm", kRowNorm, 2)       \
+  X(Custom, "custom", kCustom, -1)
 
 enum class OpKind {
 #define KILN_OP_ENUM(e, name, cls, arity) e,

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "ops/custom_functions.h"
 #include "ops/element_access.h"
 #include "ops/infer.h"
 #include "ops/philox.h"
@@ -96,6 +97,25 @@ void eval_leaf(OpKind op, const Attrs& attrs, const ValueType& out, Buffer& resu
       }
     }
   }
+}
+
+// A custom function: each operand broadcast and converted to F32, then one call of its C++
+// definition over all elements.
+void eval_custom(const Attrs& attrs, const ValueType& out, const std::vector<HostValue>& in,
+                 Buffer& result) {
+  const CustomFunction* f = custom_function(attrs.function);
+  const int64_t n = numel(out.shape);
+  std::vector<std::vector<float>> operands(in.size(), std::vector<float>(n));
+  std::vector<Strides> strides;
+  for (const HostValue& v : in) strides.push_back(broadcast_strides(v.type.shape, out.shape));
+  for_each_index(out.shape, strides, [&](int64_t i, const std::vector<int64_t>& off) {
+    for (size_t k = 0; k < in.size(); ++k) {
+      operands[k][i] = static_cast<float>(load_double(*in[k].buffer, in[k].type.dtype, off[k]));
+    }
+  });
+  std::vector<const float*> pointers;
+  for (const auto& o : operands) pointers.push_back(o.data());
+  f->cpu(n, pointers.data(), reinterpret_cast<float*>(result.data()));
 }
 
 void eval_elementwise(OpKind op, const ValueType& out, const std::vector<HostValue>& in,
@@ -402,6 +422,9 @@ std::shared_ptr<Buffer> evaluate_reference(OpKind op, const Attrs& attrs, const 
     case OpClass::kBinary:
     case OpClass::kWhere:
       eval_elementwise(op, out, inputs, *result);
+      break;
+    case OpClass::kCustom:
+      eval_custom(attrs, out, inputs, *result);
       break;
     case OpClass::kCast:
       eval_cast(out, inputs[0], *result);

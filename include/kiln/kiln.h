@@ -3,6 +3,7 @@
 #define KILN_KILN_H_
 
 #include "kiln/compile.h"
+#include "kiln/custom.h"
 #include "kiln/debug.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"

@@ -7,6 +7,7 @@
 #include <limits>
 #include <thread>
 
+#include "ops/custom_functions.h"
 #include "ops/element_access.h"
 #include "ops/philox.h"
 #include "ops/scalar_math.h"
@@ -444,6 +445,16 @@ class TileEvaluator {
       case InstrKind::kBinary:
         eval_binary(k, in, n);
         return round_to_dtype(k, in.dtype, n);
+      case InstrKind::kCustom: {
+        // Operands are F32 registers; the user's C++ definition runs over the whole tile.
+        const float* operands[ops::kMaxCustomArity] = {};
+        int arity = 0;
+        for (int operand : {in.a, in.b, in.c}) {
+          if (operand >= 0) operands[arity++] = regs_.get<float>(operand);
+        }
+        ops::custom_function(in.function)->cpu(n, operands, alloc<float>(k, n));
+        return;
+      }
       case InstrKind::kWhere:
         dispatch(c, [&](auto t) {
           using T = decltype(t);

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "ops/custom_functions.h"
 #include "runtime/cuda/cuda_preamble.h"
 
 namespace kiln::runtime::cuda {
@@ -217,8 +218,22 @@ class Renderer {
     rank_ = std::max(rank_, 1);
   }
 
+  // The user's device functions this kernel calls, each once, after the preamble.
+  void append_custom_functions(std::string& s) const {
+    std::vector<int> done;
+    for (const Instr& in : p_.instrs) {
+      if (in.kind != InstrKind::kCustom) continue;
+      if (std::find(done.begin(), done.end(), in.function) != done.end()) continue;
+      done.push_back(in.function);
+      const ops::CustomFunction* f = ops::custom_function(in.function);
+      absl::StrAppend(&s, "// custom elementwise function '", f->name, "' (user source)\n",
+                      f->cuda_source, "\n\n");
+    }
+  }
+
   std::string run() {
     std::string s = kPreamble;
+    append_custom_functions(s);
     absl::StrAppend(&s, "// kernel ", p_.name, " (", anchor_name(p_.anchor), ")\n");
     const std::string printed = p_.to_string();
     for (absl::string_view line : absl::StrSplit(printed, '\n')) {
@@ -346,6 +361,15 @@ class Renderer {
         case InstrKind::kAnchor:
           expr = "anchor_value";
           break;
+        case InstrKind::kCustom: {
+          std::vector<std::string> args;
+          for (int o : {in.a, in.b, in.c}) {
+            if (o >= 0) args.push_back(operand(o));
+          }
+          expr = absl::StrCat(ops::custom_function(in.function)->name, "(",
+                              absl::StrJoin(args, ", "), ")");
+          break;
+        }
       }
       absl::StrAppend(&s, "      const ", reg(in.dtype), " ", v, " = ", expr, ";\n");
     }
