@@ -48,6 +48,8 @@ const char* anchor_name(AnchorKind anchor) {
       return "matmul";
     case AnchorKind::kConcat:
       return "concat";
+    case AnchorKind::kCustomKernel:
+      return "custom_kernel";
   }
   return "?";
 }
@@ -77,6 +79,10 @@ std::string KernelProgram::to_string() const {
     absl::StrAppend(&out, " axis=", anchor_attrs.axis, " keepdims=", anchor_attrs.keepdims);
     absl::StrAppend(&out, " operands=[", absl::StrJoin(anchor_operands, ","), "]");
     if (anchor_param >= 0) absl::StrAppend(&out, " eps=p", anchor_param);
+    if (anchor == AnchorKind::kCustomKernel) {
+      const ops::CustomKernel* k = ops::custom_kernel(anchor_attrs.function);
+      absl::StrAppendFormat(&out, " kernel=%s#%016x", k->name, k->source_hash);
+    }
   }
   absl::StrAppend(&out, "]\n  spaces: ranks [", absl::StrJoin(space_ranks, ","), "]\n");
   for (size_t i = 0; i < input_dtypes.size(); ++i) {

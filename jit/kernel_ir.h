@@ -50,7 +50,9 @@ struct Instr {
   int function = -1;           // kCustom: the registered function's id
 };
 
-enum class AnchorKind { kNone, kReduce, kArgReduce, kRowNorm, kMatmul, kConcat };
+// kCustomKernel is a user's whole kernel: nothing fuses into it, it has no instructions, and
+// anchor_attrs.function names it (ops/custom_functions.h).
+enum class AnchorKind { kNone, kReduce, kArgReduce, kRowNorm, kMatmul, kConcat, kCustomKernel };
 
 struct Store {
   int value;   // a space-0 instruction

@@ -406,8 +406,34 @@ class Lowerer {
 
 }  // namespace
 
+// A custom kernel: its inputs and output are plan buffers, read and written whole.
+LoweredKernel lower_custom_kernel(const Trace& trace, const KernelGroup& group) {
+  LoweredKernel out;
+  const int node = group.anchor_node;
+  const TraceNode& n = trace.nodes[node];
+  KernelProgram& prog = out.program;
+  KernelLaunch& launch = out.launch;
+  prog.anchor = AnchorKind::kCustomKernel;
+  prog.anchor_op = n.op;
+  prog.anchor_attrs.function = n.attrs->function;
+  prog.anchor_dtype = n.type->dtype;
+  prog.name = ops::custom_kernel(n.attrs->function)->name;
+  launch.spaces.push_back(n.type->shape);
+  for (int a : n.args) {
+    launch.spaces.push_back(trace.nodes[a].type->shape);
+    launch.inputs.push_back(a);
+    prog.input_dtypes.push_back(trace.nodes[a].type->dtype);
+  }
+  launch.outputs.push_back(node);
+  prog.output_dtypes.push_back(n.type->dtype);
+  for (const Shape& s : launch.spaces) prog.space_ranks.push_back(static_cast<int>(s.size()));
+  launch.nodes.push_back(node);
+  return out;
+}
+
 std::variant<LoweredKernel, int> lower_group(const Trace& trace, const FusionPlan& plan,
                                              const KernelGroup& group) {
+  if (group.anchor == AnchorKind::kCustomKernel) return lower_custom_kernel(trace, group);
   try {
     return Lowerer(trace, plan, group).run();
   } catch (const NeedsMaterialization& need) {

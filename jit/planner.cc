@@ -39,6 +39,12 @@ class Planner {
       if (t_.nodes[i].op == ops::OpKind::Input) materialize(i, "input");
     }
     for (int o : t_.outputs) materialize(o, "output");
+    // A custom kernel reads dense buffers and writes its own: nothing fuses on either side.
+    for (size_t i = 0; i < n; ++i) {
+      if (t_.nodes[i].op != ops::OpKind::CustomKernel) continue;
+      materialize(i, "a custom kernel's result");
+      for (int a : t_.nodes[i].args) materialize(a, "a custom kernel reads it as a dense buffer");
+    }
     for (int f : forced)
       materialize(f, "its users index it through a reshape that strides cannot express");
   }
@@ -265,6 +271,8 @@ AnchorKind anchor_kind(ops::OpKind op) {
       return AnchorKind::kMatmul;
     case OpClass::kConcat:
       return AnchorKind::kConcat;
+    case OpClass::kCustomKernel:
+      return AnchorKind::kCustomKernel;
     default:
       return AnchorKind::kNone;
   }

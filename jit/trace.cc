@@ -41,6 +41,7 @@ void append_structure(ops::OpKind op, const ops::ValueType& type, const ops::Att
       out.push_back(static_cast<int64_t>(a.dtype));
       break;
     case ops::OpClass::kCustom:
+    case ops::OpClass::kCustomKernel:
       out.push_back(a.function);
       break;
     default:

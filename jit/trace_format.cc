@@ -72,6 +72,9 @@ json attrs_to_json(OpKind op, const ops::Attrs& a) {
       // By name: ids are per process; the loading process registers the same function.
       if (const ops::CustomFunction* f = ops::custom_function(a.function)) j["function"] = f->name;
       break;
+    case OpClass::kCustomKernel:
+      if (const ops::CustomKernel* k = ops::custom_kernel(a.function)) j["kernel"] = k->name;
+      break;
     default:
       break;
   }
@@ -141,6 +144,19 @@ absl::StatusOr<ops::Attrs> attrs_from_json(OpKind op, const json& j) {
         return absl::NotFoundError(absl::StrCat("custom function '", name,
                                                 "' is not registered in this process (define it "
                                                 "with kiln::define_elementwise before loading)"));
+      }
+      a.function = *id;
+      break;
+    }
+    case OpClass::kCustomKernel: {
+      std::string name;
+      read("kernel", name, true);
+      if (!s.ok()) return s;
+      std::optional<int> id = ops::custom_kernel_id(name);
+      if (!id.has_value()) {
+        return absl::NotFoundError(absl::StrCat("custom kernel '", name,
+                                                "' is not registered in this process (define it "
+                                                "with kiln::define_kernel before loading)"));
       }
       a.function = *id;
       break;

@@ -13,8 +13,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "ops/value_type.h"
 
 namespace kiln::ops {
 
@@ -41,6 +43,37 @@ absl::StatusOr<int> register_custom_function(CustomFunction f);
 // The definition of id `id`; nullptr when no such function is registered.
 const CustomFunction* custom_function(int id);
 std::optional<int> custom_function_id(std::string_view name);
+
+// A whole kernel of the user's: it reads its inputs as dense row-major buffers and writes one
+// output. Nothing fuses into it; the planner stores its inputs and its result.
+struct CustomKernelLaunch {
+  int64_t grid[3] = {1, 1, 1};
+  int block[3] = {256, 1, 1};
+  int shared_bytes = 0;
+};
+
+struct CustomKernel {
+  std::string name;         // a C identifier: the __global__ function's name
+  int arity = 1;            // 1 to kMaxCustomKernelInputs inputs
+  std::string cuda_source;  // defines extern "C" __global__ void <name>(KilnKernelArgs)
+  // The output's dtype and shape from the inputs'; a status error rejects the call.
+  std::function<absl::StatusOr<ValueType>(const std::vector<ValueType>&)> infer;
+  std::function<CustomKernelLaunch(const std::vector<ValueType>&, const ValueType&)> launch;
+  std::function<void(const std::vector<const void*>& inputs, const std::vector<ValueType>& types,
+                     void* output, const ValueType& output_type)>
+      cpu;
+  uint64_t source_hash = 0;
+};
+
+constexpr int kMaxCustomKernelInputs = 8;
+
+// The struct every custom CUDA kernel takes by value (pasted before the user's source).
+extern const char* const kCustomKernelArgsSource;
+
+absl::Status check_custom_kernel(const CustomKernel& k);
+absl::StatusOr<int> register_custom_kernel(CustomKernel k);
+const CustomKernel* custom_kernel(int id);
+std::optional<int> custom_kernel_id(std::string_view name);
 
 }  // namespace kiln::ops
 

@@ -61,4 +61,88 @@ Tensor CustomElementwise::operator()(const std::vector<Tensor>& inputs) const {
   return jit::record(ops::OpKind::Custom, inputs, std::move(attrs));
 }
 
+namespace {
+
+TensorType public_type(const ops::ValueType& t) { return TensorType{t.dtype, t.shape}; }
+ops::ValueType internal_type(const TensorType& t) { return ops::ValueType{t.shape, t.dtype}; }
+
+std::vector<TensorType> public_types(const std::vector<ops::ValueType>& types) {
+  std::vector<TensorType> out;
+  for (const ops::ValueType& t : types) out.push_back(public_type(t));
+  return out;
+}
+
+// The user's source after the argument struct, plus a check that it defines
+// `<name>(KilnKernelArgs)` as a kernel.
+std::string kernel_check_source(const KernelFunction& k) {
+  return absl::StrCat(ops::kCustomKernelArgsSource, "\n", k.cuda, "\n\n",
+                      "template <class A, class B> struct kiln_same { enum { value = 0 }; };\n",
+                      "template <class A> struct kiln_same<A, A> { enum { value = 1 }; };\n",
+                      "static_assert(kiln_same<decltype(&", k.name,
+                      "), void (*)(KilnKernelArgs)>::value, \"", k.name,
+                      " must be declared extern \\\"C\\\" __global__ void ", k.name,
+                      "(KilnKernelArgs)\");\n");
+}
+
+}  // namespace
+
+CustomKernel define_kernel(KernelFunction k) {
+  const std::string name = k.name;
+  ops::CustomKernel def;
+  def.name = k.name;
+  def.arity = k.arity;
+  def.cuda_source = k.cuda;
+  if (k.infer) {
+    def.infer =
+        [infer = k.infer](const std::vector<ops::ValueType>& in) -> absl::StatusOr<ops::ValueType> {
+      try {
+        return internal_type(infer(public_types(in)));
+      } catch (const std::exception& e) {
+        return absl::InvalidArgumentError(e.what());
+      }
+    };
+  }
+  if (k.launch) {
+    def.launch = [launch = k.launch](const std::vector<ops::ValueType>& in,
+                                     const ops::ValueType& out) {
+      LaunchDims d = launch(public_types(in), public_type(out));
+      ops::CustomKernelLaunch l;
+      for (int i = 0; i < 3; ++i) {
+        l.grid[i] = d.grid[i];
+        l.block[i] = d.block[i];
+      }
+      l.shared_bytes = d.shared_bytes;
+      return l;
+    };
+  }
+  if (k.cpu) {
+    def.cpu = [cpu = k.cpu](const std::vector<const void*>& in,
+                            const std::vector<ops::ValueType>& types, void* out,
+                            const ops::ValueType& out_type) {
+      cpu(in, public_types(types), out, public_type(out_type));
+    };
+  }
+  if (absl::Status s = ops::check_custom_kernel(def); !s.ok()) {
+    throw Error(absl::StrCat("[define_kernel] '", name, "': ", s.message()));
+  }
+  if (runtime::cuda::nvrtc_available().ok()) {
+    absl::StatusOr<std::string> cubin =
+        runtime::cuda::compile_to_cubin(kernel_check_source(k), name, 80);
+    if (!cubin.ok()) {
+      throw Error(absl::StrCat("[define_kernel] '", name,
+                               "': the CUDA source does not compile as a kernel ", name,
+                               "(KilnKernelArgs): ", cubin.status().message()));
+    }
+  }
+  absl::StatusOr<int> id = ops::register_custom_kernel(std::move(def));
+  if (!id.ok()) throw Error(absl::StrCat("[define_kernel] '", name, "': ", id.status().message()));
+  return CustomKernel(*id, name);
+}
+
+Tensor CustomKernel::operator()(const std::vector<Tensor>& inputs) const {
+  ops::Attrs attrs;
+  attrs.function = id_;
+  return jit::record(ops::OpKind::CustomKernel, inputs, std::move(attrs));
+}
+
 }  // namespace kiln

@@ -23,6 +23,7 @@ std::string operand_name(OpKind op, size_t index) {
     case OpClass::kConcat:
       return absl::StrCat("tensors[", index, "]");
     case OpClass::kCustom:
+    case OpClass::kCustomKernel:
       return absl::StrCat("inputs[", index, "]");
     case OpClass::kRowNorm:
       return index == 0 ? "x" : (index == 1 ? "weight" : "bias");
@@ -116,6 +117,30 @@ absl::StatusOr<ValueType> infer_custom(const std::vector<ValueType>& in, const A
     shape = *joined;
   }
   return ValueType{shape, DType::F32};
+}
+
+// A custom kernel: its arity, then its own shape rule.
+absl::StatusOr<ValueType> infer_custom_kernel(const std::vector<ValueType>& in,
+                                              const Attrs& attrs) {
+  const CustomKernel* k = custom_kernel(attrs.function);
+  if (k == nullptr) {
+    return op_error(OpKind::CustomKernel, in,
+                    absl::StrCat("names kernel id ", attrs.function, ", which is not registered"));
+  }
+  auto fail = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("[custom_kernel ", k->name, "] ", what,
+                                                   describe_inputs(OpKind::CustomKernel, in)));
+  };
+  if (static_cast<int>(in.size()) != k->arity) {
+    return fail(absl::StrCat("takes ", k->arity, " inputs, got ", in.size()));
+  }
+  absl::StatusOr<ValueType> out = k->infer(in);
+  if (!out.ok()) return fail(std::string(out.status().message()));
+  for (int64_t d : out->shape) {
+    if (d < 0) return fail(absl::StrCat("its shape rule gave a negative size ", d));
+  }
+  if (out->shape.size() > 8) return fail("its shape rule gave more than 8 dimensions");
+  return out;
 }
 
 absl::StatusOr<ValueType> infer_where(const std::vector<ValueType>& in) {
@@ -436,6 +461,8 @@ absl::StatusOr<ValueType> infer_output(OpKind op, const std::vector<ValueType>& 
       return infer_where(inputs);
     case OpClass::kCustom:
       return infer_custom(inputs, attrs);
+    case OpClass::kCustomKernel:
+      return infer_custom_kernel(inputs, attrs);
     case OpClass::kCast:
       return ValueType{inputs[0].shape, attrs.dtype};
     case OpClass::kReduce:

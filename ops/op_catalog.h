@@ -21,8 +21,9 @@ enum class OpClass {
   kView,       // reshape permute broadcast_to slice: index math, no arithmetic
   kMatmul,
   kConcat,
-  kRowNorm,  // softmax log_softmax layer_norm rms_norm over one axis
-  kCustom,   // a user's elementwise function (ops/custom_functions.h), F32 in and out
+  kRowNorm,       // softmax log_softmax layer_norm rms_norm over one axis
+  kCustom,        // a user's elementwise function (ops/custom_functions.h), F32 in and out
+  kCustomKernel,  // a user's whole kernel (ops/custom_functions.h): its own rules for all
 };
 
 // X(Enum, "name", class, arity); arity -1 means any number >= 1.
@@ -84,7 +85,8 @@ enum class OpClass {
   X(LogSoftmax, "log_softmax", kRowNorm, 1) \
   X(LayerNorm, "layer_norm", kRowNorm, 3)   \
   X(RmsNorm, "rms_norm", kRowNorm, 2)       \
-  X(Custom, "custom", kCustom, -1)
+  X(Custom, "custom", kCustom, -1)          \
+  X(CustomKernel, "custom_kernel", kCustomKernel, -1)
 
 enum class OpKind {
 #define KILN_OP_ENUM(e, name, cls, arity) e,

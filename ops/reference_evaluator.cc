@@ -118,6 +118,17 @@ void eval_custom(const Attrs& attrs, const ValueType& out, const std::vector<Hos
   f->cpu(n, pointers.data(), reinterpret_cast<float*>(result.data()));
 }
 
+void eval_custom_kernel(const Attrs& attrs, const ValueType& out, const std::vector<HostValue>& in,
+                        Buffer& result) {
+  std::vector<const void*> data;
+  std::vector<ValueType> types;
+  for (const HostValue& v : in) {
+    data.push_back(v.buffer->data());
+    types.push_back(v.type);
+  }
+  custom_kernel(attrs.function)->cpu(data, types, result.data(), out);
+}
+
 void eval_elementwise(OpKind op, const ValueType& out, const std::vector<HostValue>& in,
                       Buffer& result) {
   std::vector<Strides> strides;
@@ -425,6 +436,9 @@ std::shared_ptr<Buffer> evaluate_reference(OpKind op, const Attrs& attrs, const 
       break;
     case OpClass::kCustom:
       eval_custom(attrs, out, inputs, *result);
+      break;
+    case OpClass::kCustomKernel:
+      eval_custom_kernel(attrs, out, inputs, *result);
       break;
     case OpClass::kCast:
       eval_cast(out, inputs[0], *result);

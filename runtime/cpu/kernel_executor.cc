@@ -972,6 +972,7 @@ void run_anchor(const KernelProgram& p, const KernelLaunch& l, const std::vector
       concat<T>(p, l, in, params, result);
       break;
     case jit::AnchorKind::kNone:
+    case jit::AnchorKind::kCustomKernel:  // run by run_custom_kernel
       break;
   }
   if (direct) return;
@@ -986,9 +987,24 @@ void run_anchor(const KernelProgram& p, const KernelLaunch& l, const std::vector
 
 }  // namespace
 
+// A user's kernel runs its C++ fallback once over the whole (dense) buffers.
+void run_custom_kernel(const KernelProgram& p, const KernelLaunch& l,
+                       const std::vector<const Buffer*>& inputs,
+                       const std::vector<Buffer*>& outputs) {
+  std::vector<const void*> data;
+  std::vector<ops::ValueType> types;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    data.push_back(inputs[k]->data());
+    types.push_back(ops::ValueType{l.spaces[k + 1], p.input_dtypes[k]});
+  }
+  ops::custom_kernel(p.anchor_attrs.function)
+      ->cpu(data, types, outputs[0]->data(), ops::ValueType{l.spaces[0], p.anchor_dtype});
+}
+
 void execute_kernel(const KernelProgram& p, const KernelLaunch& l,
                     const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
                     const std::vector<double>& params) {
+  if (p.anchor == jit::AnchorKind::kCustomKernel) return run_custom_kernel(p, l, inputs, outputs);
   switch (p.anchor == jit::AnchorKind::kNone ? Cls::kFloat : cls_of(p.anchor_dtype)) {
     case Cls::kFloat:
       if (p.anchor == jit::AnchorKind::kNone)

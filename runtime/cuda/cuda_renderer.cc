@@ -231,7 +231,15 @@ class Renderer {
     }
   }
 
+  // A user's whole kernel is its own source after the argument struct; Kiln adds nothing.
+  std::string custom_kernel() const {
+    const ops::CustomKernel* k = ops::custom_kernel(p_.anchor_attrs.function);
+    return absl::StrCat("// custom kernel '", k->name, "' (user source)\n",
+                        ops::kCustomKernelArgsSource, "\n", k->cuda_source, "\n");
+  }
+
   std::string run() {
+    if (p_.anchor == AnchorKind::kCustomKernel) return custom_kernel();
     std::string s = kPreamble;
     append_custom_functions(s);
     absl::StrAppend(&s, "// kernel ", p_.name, " (", anchor_name(p_.anchor), ")\n");
@@ -262,6 +270,8 @@ class Renderer {
         break;
       case AnchorKind::kConcat:
         concat(s);
+        break;
+      case AnchorKind::kCustomKernel:  // rendered by custom_kernel()
         break;
     }
     absl::StrAppend(&s, "}\n\n");
