@@ -12,6 +12,7 @@
 #include "jit/env_options.h"
 #include "jit/npy_file.h"
 #include "jit/trace_export.h"
+#include "runtime/cuda/cuda_renderer.h"
 
 namespace kiln::jit {
 namespace {
@@ -62,6 +63,8 @@ void dump_sync_plan(std::string* folder, const LaunchPlan& plan) {
     const PlannedKernel& pk = plan.kernels[k];
     std::ofstream(fs::path(*folder) / "kernels" / absl::StrCat(k, "_", pk.program->name, ".txt"))
         << pk.program->to_string();
+    std::ofstream(fs::path(*folder) / "kernels" / absl::StrCat(k, "_", pk.program->name, ".cu"))
+        << runtime::cuda::render_cuda(*pk.program);
   }
 }
 

@@ -18,6 +18,14 @@ enum class DumpFormat { Text, Json, Dot };
 // version 1 format; already-computed tensors appear as "input" nodes named in0, in1, ...
 std::string dump_trace(const std::vector<Tensor>& outputs, DumpFormat f);
 
+// How Kiln will compute `outputs` at their next sync, without computing anything: the plan
+// (each kernel, the trace nodes it computes, and every stored intermediate with the reason it
+// is stored), then with kKernels each kernel's Kernel IR, and with kCuda its CUDA C++ too.
+// The plan is cached, so the sync that follows builds nothing.
+enum class ExplainDetail { kPlan, kKernels, kCuda };
+std::string explain_plan(const std::vector<Tensor>& outputs,
+                         ExplainDetail detail = ExplainDetail::kKernels);
+
 // Counters since start or reset_stats().
 struct Stats {
   int64_t syncs = 0;              // sync points that had work to do

@@ -1,0 +1,43 @@
+// kiln::explain_plan: the fusion decisions for some tensors, without computing anything.
+#include "absl/strings/str_cat.h"
+#include "jit/launch_plan.h"
+#include "jit/plan_cache.h"
+#include "jit/stats_counters.h"
+#include "jit/trace.h"
+#include "kiln/debug.h"
+#include "kiln/error.h"
+#include "runtime/cuda/cuda_renderer.h"
+
+namespace kiln {
+
+std::string explain_plan(const std::vector<Tensor>& outputs, ExplainDetail detail) {
+  std::vector<detail::Node*> targets;
+  for (const Tensor& t : outputs) {
+    if (!t.defined()) throw Error("[explain_plan] an output tensor is empty (undefined)");
+    detail::Node* n = detail::TensorAccess::node(t).get();
+    if (!n->realized()) targets.push_back(n);
+  }
+  if (targets.empty()) return "nothing to compute: every output is already computed\n";
+  const jit::Trace trace = jit::build_trace(targets);
+  const Device device = targets.front()->device;
+  // The plan a sync would use: the cached one, or a new one that the sync will then reuse.
+  std::shared_ptr<const jit::LaunchPlan> plan = jit::find_plan(trace, device);
+  if (plan == nullptr) {
+    plan = jit::build_plan(trace);
+    jit::counters().plans_built += 1;
+    jit::add_plan(trace, device, plan);
+  }
+  std::string out = plan->description;
+  if (detail == ExplainDetail::kPlan) return out;
+  for (size_t k = 0; k < plan->kernels.size(); ++k) {
+    const jit::KernelProgram& p = *plan->kernels[k].program;
+    absl::StrAppend(&out, "\n-- kernel ", k, ": ", p.name, " (Kernel IR)\n", p.to_string());
+    if (detail == ExplainDetail::kCuda) {
+      absl::StrAppend(&out, "\n-- kernel ", k, ": ", p.name, " (CUDA C++)\n",
+                      runtime::cuda::render_cuda(p));
+    }
+  }
+  return out;
+}
+
+}  // namespace kiln
