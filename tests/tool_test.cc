@@ -136,16 +136,23 @@ TEST(DebugOutput, PlanAndKernelDumpsAndLogLines) {
   EXPECT_NE(plan.str().find("(mul): it feeds another anchor at node 8 (softmax)"),
             std::string::npos)
       << plan.str();
-  int kernels = 0;
+  int kernels = 0, sources = 0;
   for (const auto& e : fs::directory_iterator(folders[0] / "kernels")) {
-    ++kernels;
     std::ifstream f(e.path());
     std::stringstream text;
     text << f.rdbuf();
+    if (e.path().extension() == ".cu") {  // the CUDA C++ of the same kernel
+      ++sources;
+      EXPECT_NE(text.str().find("extern \"C\" __global__"), std::string::npos) << e.path();
+      EXPECT_TRUE(fs::exists(fs::path(e.path()).replace_extension(".txt"))) << e.path();
+      continue;
+    }
+    ++kernels;
     EXPECT_EQ(text.str().rfind("kernel ", 0), 0u) << e.path();
     EXPECT_NE(text.str().find("store %"), std::string::npos) << e.path();
   }
   EXPECT_EQ(kernels, 3);
+  EXPECT_EQ(sources, 3);
   fs::remove_all(dir);
 }
 
