@@ -1,14 +1,25 @@
-// kiln::explain_plan: the fusion decisions for some tensors, without computing anything.
+// kiln::explain_plan and save_trace_folder: looking at a pending computation without running it.
 #include "absl/strings/str_cat.h"
 #include "jit/launch_plan.h"
 #include "jit/plan_cache.h"
 #include "jit/stats_counters.h"
+#include "jit/sync_dump.h"
 #include "jit/trace.h"
 #include "kiln/debug.h"
 #include "kiln/error.h"
 #include "runtime/cuda/cuda_renderer.h"
 
 namespace kiln {
+
+void save_trace_folder(const std::vector<Tensor>& outputs, const std::string& folder) {
+  std::vector<detail::Node*> nodes;
+  for (const Tensor& t : outputs) {
+    if (!t.defined()) throw Error("[save_trace_folder] an output tensor is empty (undefined)");
+    nodes.push_back(detail::TensorAccess::node(t).get());
+  }
+  absl::Status s = jit::write_trace_folder(folder, nodes);
+  if (!s.ok()) throw Error(absl::StrCat("[save_trace_folder] ", s.message()));
+}
 
 std::string explain_plan(const std::vector<Tensor>& outputs, ExplainDetail detail) {
   std::vector<detail::Node*> targets;

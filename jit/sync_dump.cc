@@ -12,6 +12,7 @@
 #include "jit/env_options.h"
 #include "jit/npy_file.h"
 #include "jit/trace_export.h"
+#include "runtime/atomic_file.h"
 #include "runtime/cuda/cuda_renderer.h"
 
 namespace kiln::jit {
@@ -29,22 +30,27 @@ std::string new_folder() {
                          sequence++);
 }
 
-std::string dump_sync_trace(const std::vector<detail::Node*>& outputs) {
+absl::Status write_trace_folder(const std::string& folder,
+                                const std::vector<detail::Node*>& outputs) {
   namespace fs = std::filesystem;
-  std::string folder = new_folder();
   std::error_code ec;
   fs::create_directories(fs::path(folder) / "inputs", ec);
-  if (ec) {
-    report(absl::StrCat("cannot create ", folder, ": ", ec.message()));
-    return folder;
-  }
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", folder, ": ", ec.message()));
   TraceExport trace = export_trace(outputs);
-  std::ofstream(fs::path(folder) / "trace.json") << trace_json_text(trace.json);
+  absl::Status s = runtime::write_file_atomically(
+      absl::StrCat(folder, "/trace.json"),
+      [&](std::ostream& out) { out << trace_json_text(trace.json); });
   for (const TraceExport::Input& input : trace.inputs) {
-    absl::Status s =
-        write_npy(absl::StrCat(folder, "/inputs/", input.name, ".npy"), input.type, *input.data);
-    if (!s.ok()) report(std::string(s.message()));
+    if (!s.ok()) break;
+    s = write_npy(absl::StrCat(folder, "/inputs/", input.name, ".npy"), input.type, *input.data);
   }
+  return s;
+}
+
+std::string dump_sync_trace(const std::vector<detail::Node*>& outputs) {
+  std::string folder = new_folder();
+  absl::Status s = write_trace_folder(folder, outputs);
+  if (!s.ok()) report(std::string(s.message()));
   return folder;
 }
 

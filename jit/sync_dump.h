@@ -11,10 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "jit/launch_plan.h"
 #include "jit/node.h"
 
 namespace kiln::jit {
+
+// Writes `folder`/trace.json and `folder`/inputs/*.npy for the graph behind `outputs`.
+absl::Status write_trace_folder(const std::string& folder,
+                                const std::vector<detail::Node*>& outputs);
 
 // Writes trace.json and inputs/; returns the folder. Failures to write are reported on
 // stderr and never fail the sync.

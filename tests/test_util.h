@@ -4,9 +4,11 @@
 #define KILN_TESTS_TEST_UTIL_H_
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -115,6 +117,24 @@ inline std::vector<double> values(const Tensor& t) {
       break;
   }
   return out;
+}
+
+// Runs a shell command (as a user would, in its own process) and keeps what it printed.
+struct Result {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+inline Result run(const std::string& command) {
+  Result r{-1, ""};
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
 }
 
 // Asserts that running `fn` throws kiln::Error whose message contains every one of `parts`.

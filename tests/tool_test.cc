@@ -1,6 +1,4 @@
 // The `kiln` command and KILN_DUMP=trace, run as separate processes (as a user would).
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -13,22 +11,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-Result run(const std::string& command) {
-  Result r{-1, ""};
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
-  int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using testing::Result;
+using testing::run;
 
 class ToolTest : public testing::ScratchDirTest {
  protected:

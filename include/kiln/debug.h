@@ -26,6 +26,12 @@ enum class ExplainDetail { kPlan, kKernels, kCuda };
 std::string explain_plan(const std::vector<Tensor>& outputs,
                          ExplainDetail detail = ExplainDetail::kKernels);
 
+// Writes the graph behind `outputs` as a replayable trace folder, the format KILN_DUMP=trace
+// writes: FOLDER/trace.json and FOLDER/inputs/<name>.npy for its computed inputs. Computes
+// nothing. `kiln replay FOLDER/trace.json --inputs FOLDER/inputs --out DIR` (or
+// replay_trace) runs it again. Throws kiln::Error if a file cannot be written.
+void save_trace_folder(const std::vector<Tensor>& outputs, const std::string& folder);
+
 // Counters since start or reset_stats().
 struct Stats {
   int64_t syncs = 0;              // sync points that had work to do

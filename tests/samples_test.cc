@@ -1,0 +1,93 @@
+// The samples, run as a newcomer runs them, and the transformer block checked against the
+// reference evaluator and against causality.
+#include <random>
+
+#include "samples/transformer_block.h"
+#include "tests/reference_util.h"
+#include "tests/test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::run;
+
+std::string sample(const std::string& name) { return std::string(KILN_SAMPLES_DIR) + "/" + name; }
+
+class SamplesTest : public testing::ScratchDirTest {};
+
+TEST_F(SamplesTest, MlpInferenceLoadsScriptMadeWeightsAndCompiledMatchesEager) {
+  const std::string weights = (dir_ / "mlp.safetensors").string();
+  testing::Result made =
+      run("python3 " + std::string(KILN_SOURCE_DIR) + "/scripts/make_mlp_weights.py " + weights);
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  testing::Result r = run(sample("mlp_inference") + " " + weights);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("64 -> 256 -> 10"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("eager and compiled outputs identical: yes"), std::string::npos);
+  EXPECT_NE(r.output.find("compiled"), std::string::npos);
+  // A missing file is a clear error, not a crash.
+  testing::Result missing = run(sample("mlp_inference") + " " + (dir_ / "nope").string());
+  EXPECT_EQ(missing.exit_code, 1) << missing.output;
+  EXPECT_NE(missing.output.find("error:"), std::string::npos) << missing.output;
+}
+
+TEST_F(SamplesTest, TraceDebuggingReplaysItsSavedFolder) {
+  const std::string folder = (dir_ / "saved").string();
+  testing::Result r = run(sample("trace_debugging") + " " + folder);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("outputs identical: yes"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stored intermediates, and why"), std::string::npos) << r.output;
+  // The folder is replayable by the kiln tool too.
+  testing::Result replay = run(std::string(KILN_TOOL_PATH) + " replay " + folder +
+                               "/trace.json --inputs " + folder + "/inputs --out " +
+                               (dir_ / "again").string());
+  EXPECT_EQ(replay.exit_code, 0) << replay.output;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "again" / "out1.npy"));
+}
+
+TEST_F(SamplesTest, CustomKernelMatchesItsDefinitions) {
+  testing::Result r = run(sample("custom_kernel"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("pointwise_mul_softplus_sub"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("row_cumsum (custom_kernel)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("matches the definitions: yes"), std::string::npos) << r.output;
+}
+
+TEST_F(SamplesTest, TransformerBlockRuns) {
+  testing::Result r = run(sample("transformer_block"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("compiled output identical: yes"), std::string::npos) << r.output;
+}
+
+TEST(TransformerBlock, MatchesTheReferenceEvaluator) {
+  SCOPED_TRACE(testing::test_seed());
+  const samples::BlockWeights w = samples::random_block_weights(32, 4, testing::test_seed());
+  for (int64_t tokens : {1, 7, 16}) {
+    Tensor x = Tensor::randn({2, tokens, 32}, testing::test_seed() + tokens).eval();
+    Tensor y = samples::transformer_block(x, w);
+    Tensor want = testing::reference_tensor(y);
+    const std::vector<double> g = testing::values(y), e = testing::values(want);
+    ASSERT_EQ(g.size(), e.size());
+    for (size_t i = 0; i < g.size(); ++i) EXPECT_TRUE(testing::close(e[i], g[i], 1e-4)) << i;
+  }
+}
+
+TEST(TransformerBlock, IsCausal) {
+  // Changing the last token changes only the last position's output, and changes it.
+  const samples::BlockWeights w = samples::random_block_weights(32, 4, 5);
+  const int64_t tokens = 6, d = 32;
+  std::mt19937_64 rng(testing::test_seed());
+  std::vector<float> data = testing::random_floats(tokens * d, rng);
+  std::vector<float> before =
+      samples::transformer_block(Tensor::from_vector(data, {1, tokens, d}), w).to_vector<float>();
+  for (int64_t c = 0; c < d; ++c) data[(tokens - 1) * d + c] += 1.0f;
+  std::vector<float> after =
+      samples::transformer_block(Tensor::from_vector(data, {1, tokens, d}), w).to_vector<float>();
+  for (int64_t i = 0; i < (tokens - 1) * d; ++i) EXPECT_EQ(before[i], after[i]) << i;
+  bool last_changed = false;
+  for (int64_t i = (tokens - 1) * d; i < tokens * d; ++i) last_changed |= before[i] != after[i];
+  EXPECT_TRUE(last_changed);
+}
+
+}  // namespace
+}  // namespace kiln
