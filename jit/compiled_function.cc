@@ -233,10 +233,10 @@ struct Compiled::State {
     return it == recordings.end() ? nullptr : it->second;
   }
 
-  void add(Signature sig, std::shared_ptr<const Recording> rec) {
+  void add(const Signature& sig, const std::shared_ptr<const Recording>& rec) {
     std::lock_guard<std::mutex> lock(mutex);
-    if (!recordings.emplace(sig, std::move(rec)).second) return;  // another thread was first
-    order.push_back(std::move(sig));
+    if (!recordings.emplace(sig, rec).second) return;  // another thread was first
+    order.push_back(sig);
     while (recordings.size() > std::max<size_t>(options.max_signatures, 1)) {
       recordings.erase(order.front());
       order.pop_front();
@@ -263,7 +263,7 @@ std::vector<Tensor> Compiled::operator()(const std::vector<Tensor>& inputs) {
   }
   auto [outs, recorded] = record_call(state_->fn, inputs);
   jit::counters().compiled_records += 1;
-  if (rec == nullptr) state_->add(sig, std::move(recorded));
+  if (rec == nullptr) state_->add(sig, recorded);
   return outs;
 }
 

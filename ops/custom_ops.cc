@@ -68,6 +68,7 @@ ops::ValueType internal_type(const TensorType& t) { return ops::ValueType{t.shap
 
 std::vector<TensorType> public_types(const std::vector<ops::ValueType>& types) {
   std::vector<TensorType> out;
+  out.reserve(types.size());
   for (const ops::ValueType& t : types) out.push_back(public_type(t));
   return out;
 }
@@ -86,7 +87,7 @@ std::string kernel_check_source(const KernelFunction& k) {
 
 }  // namespace
 
-CustomKernel define_kernel(KernelFunction k) {
+CustomKernel define_kernel(const KernelFunction& k) {
   const std::string name = k.name;
   ops::CustomKernel def;
   def.name = k.name;

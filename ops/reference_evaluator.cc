@@ -107,6 +107,7 @@ void eval_custom(const Attrs& attrs, const ValueType& out, const std::vector<Hos
   const int64_t n = numel(out.shape);
   std::vector<std::vector<float>> operands(in.size(), std::vector<float>(n));
   std::vector<Strides> strides;
+  strides.reserve(in.size());
   for (const HostValue& v : in) strides.push_back(broadcast_strides(v.type.shape, out.shape));
   for_each_index(out.shape, strides, [&](int64_t i, const std::vector<int64_t>& off) {
     for (size_t k = 0; k < in.size(); ++k) {
@@ -114,6 +115,7 @@ void eval_custom(const Attrs& attrs, const ValueType& out, const std::vector<Hos
     }
   });
   std::vector<const float*> pointers;
+  pointers.reserve(operands.size());
   for (const auto& o : operands) pointers.push_back(o.data());
   f->cpu(n, pointers.data(), reinterpret_cast<float*>(result.data()));
 }

@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
     const Mlp mlp = load_mlp(argv[1]);
     const int64_t features = mlp.w1.shape()[0];
     std::printf("loaded %s: %lld -> %lld -> %lld\n", argv[1], static_cast<long long>(features),
-                static_cast<long long>(mlp.w1.shape()[1]), static_cast<long long>(mlp.w2.shape()[1]));
+                static_cast<long long>(mlp.w1.shape()[1]),
+                static_cast<long long>(mlp.w2.shape()[1]));
 
     kiln::Compiled forward = kiln::compile(mlp);
     const Tensor batch = Tensor::randn({32, features}, /*seed=*/7).eval();

@@ -2,11 +2,11 @@
 // kernels Kiln plans for it, its output, and eager against compiled timing.
 //
 //   build/samples/transformer_block
+#include "samples/transformer_block.h"
+
 #include <chrono>
 #include <cstdio>
 #include <string>
-
-#include "samples/transformer_block.h"
 
 namespace {
 
@@ -14,7 +14,8 @@ using kiln::Tensor;
 
 int count_kernels(const std::string& plan) {
   int kernels = 0;
-  for (size_t at = plan.find("kernel "); at != std::string::npos; at = plan.find("kernel ", at + 1)) {
+  for (size_t at = plan.find("kernel "); at != std::string::npos;
+       at = plan.find("kernel ", at + 1)) {
     if (at == 0 || plan[at - 1] == '\n') ++kernels;
   }
   return kernels;
@@ -31,10 +32,11 @@ int main() {
     Tensor y = kiln::samples::transformer_block(x, w);
     const std::string plan = kiln::explain_plan({y}, kiln::ExplainDetail::kPlan);
     std::printf("one block, %lld tokens x %lld features, %lld heads: %d kernels\n",
-                static_cast<long long>(batch * tokens), static_cast<long long>(d_model),
+                static_cast<long long>(batch) * tokens, static_cast<long long>(d_model),
                 static_cast<long long>(heads), count_kernels(plan));
-    std::printf("(run with KILN_DUMP=plan,kernels to see each kernel and why every stored "
-                "intermediate is stored)\n");
+    std::printf(
+        "(run with KILN_DUMP=plan,kernels to see each kernel and why every stored "
+        "intermediate is stored)\n");
     const std::vector<float> out = y.to_vector<float>();
     std::printf("y[0, 0, :4] = [%.4f, %.4f, %.4f, %.4f]\n", out[0], out[1], out[2], out[3]);
 

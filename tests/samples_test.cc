@@ -38,9 +38,9 @@ TEST_F(SamplesTest, TraceDebuggingReplaysItsSavedFolder) {
   EXPECT_NE(r.output.find("outputs identical: yes"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("stored intermediates, and why"), std::string::npos) << r.output;
   // The folder is replayable by the kiln tool too.
-  testing::Result replay = run(std::string(KILN_TOOL_PATH) + " replay " + folder +
-                               "/trace.json --inputs " + folder + "/inputs --out " +
-                               (dir_ / "again").string());
+  testing::Result replay =
+      run(std::string(KILN_TOOL_PATH) + " replay " + folder + "/trace.json --inputs " + folder +
+          "/inputs --out " + (dir_ / "again").string());
   EXPECT_EQ(replay.exit_code, 0) << replay.output;
   EXPECT_TRUE(std::filesystem::exists(dir_ / "again" / "out1.npy"));
 }

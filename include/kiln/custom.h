@@ -50,63 +50,6 @@ class CustomElementwise {
   int id_;
   std::string name_;
   friend CustomElementwise define_elementwise(ElementwiseFunction f);
-
-  // A whole kernel of your own, for what fusion cannot express (a scan, a sort, a hand-tuned
-  // attention). It is an op like any other: it shows in traces, dumps and plans under its
-  // name. Nothing fuses into it: Kiln computes its inputs into dense row-major buffers first
-  // and stores its one output.
-  //
-  // The CUDA source defines `extern "C" __global__ void <name>(KilnKernelArgs a)`; Kiln pastes
-  // this struct before it:
-  //   struct KilnKernelArgs {
-  //     const void* in[8]; void* out;            // inputs and output, dense row-major
-  //     long long in_shape[8][8]; int in_rank[8];
-  //     long long out_shape[8]; int out_rank; long long out_numel;
-  //   };
-  struct TensorType {
-    DType dtype;
-    std::vector<int64_t> shape;
-  };
-
-  struct LaunchDims {
-    int64_t grid[3] = {1, 1, 1};
-    int block[3] = {256, 1, 1};
-    int shared_bytes = 0;
-  };
-
-  struct KernelFunction {
-    std::string name;  // a C identifier; the __global__ function's name
-    int arity = 1;     // 1 to 8 inputs
-    std::string cuda;  // the kernel's CUDA C++ source
-    // The output's dtype and shape from the inputs'. Throw kiln::Error to reject a call; the
-    // message becomes part of the op's error.
-    std::function<TensorType(const std::vector<TensorType>& inputs)> infer;
-    // The CUDA launch for these inputs and output.
-    std::function<LaunchDims(const std::vector<TensorType>& inputs, const TensorType& output)>
-        launch;
-    // The CPU fallback: computes the output from the inputs (all dense row-major, of the dtypes
-    // and shapes given).
-    std::function<void(const std::vector<const void*>& inputs,
-                       const std::vector<TensorType>& input_types, void* output,
-                       const TensorType& output_type)>
-        cpu;
-  };
-
-  class CustomKernel {
-   public:
-    Tensor operator()(const std::vector<Tensor>& inputs) const;
-    const std::string& name() const { return name_; }
-
-   private:
-    CustomKernel(int id, std::string name) : id_(id), name_(std::move(name)) {}
-    int id_;
-    std::string name_;
-    friend CustomKernel define_kernel(KernelFunction k);
-  };
-
-  // Checks the definition (and, where NVRTC is installed, compiles the CUDA source and checks
-  // that it defines the kernel with the right signature) and registers it.
-  CustomKernel define_kernel(KernelFunction k);
 };
 
 CustomElementwise define_elementwise(ElementwiseFunction f);
@@ -160,12 +103,12 @@ class CustomKernel {
   CustomKernel(int id, std::string name) : id_(id), name_(std::move(name)) {}
   int id_;
   std::string name_;
-  friend CustomKernel define_kernel(KernelFunction k);
+  friend CustomKernel define_kernel(const KernelFunction& k);
 };
 
 // Checks the definition (and, where NVRTC is installed, compiles the CUDA source and checks
 // that it defines the kernel with the right signature) and registers it.
-CustomKernel define_kernel(KernelFunction k);
+CustomKernel define_kernel(const KernelFunction& k);
 
 }  // namespace kiln
 
