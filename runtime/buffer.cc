@@ -15,6 +15,16 @@ namespace kiln::runtime {
 namespace {
 
 std::atomic<bool> poison{false};
+std::atomic<int64_t> allocations_before_failure{-1};  // test hook; -1: never fail
+
+// Test hook: counts down to an injected failure.
+bool injected_failure() {
+  int64_t left = allocations_before_failure.load();
+  while (left >= 0) {
+    if (allocations_before_failure.compare_exchange_weak(left, left - 1)) return left == 0;
+  }
+  return false;
+}
 constexpr size_t kAlign = 64;
 
 // Freed blocks of 8 MiB and more are kept for reuse (bounded), because the C allocator
@@ -46,6 +56,14 @@ class BlockCache {
     return block;
   }
 
+  // Frees every cached block (when memory runs out, before trying again).
+  void release_all() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [size, block] : blocks_) std::free(block);
+    blocks_.clear();
+    cached_ = 0;
+  }
+
   void give(void* block, size_t size) {
     if (size >= kMinCached) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -73,10 +91,19 @@ BlockCache& block_cache() {
 
 void set_poison_new_buffers(bool on) { poison = on; }
 
+void set_fail_allocation_after(int64_t allocations) { allocations_before_failure = allocations; }
+
 Buffer::Buffer(int64_t nbytes) : nbytes_(nbytes) {
+  if (injected_failure()) {
+    throw Error(absl::StrCat("out of memory allocating ", nbytes, " bytes on cpu (injected)"));
+  }
   const size_t size = BlockCache::size_class(static_cast<size_t>(nbytes));
   data_ = static_cast<std::byte*>(block_cache().take(size));
   if (data_ == nullptr) data_ = static_cast<std::byte*>(std::aligned_alloc(kAlign, size));
+  if (data_ == nullptr) {  // free what the cache holds and try once more
+    block_cache().release_all();
+    data_ = static_cast<std::byte*>(std::aligned_alloc(kAlign, size));
+  }
   if (data_ == nullptr) {
     throw Error(absl::StrCat("out of memory allocating ", nbytes, " bytes on cpu"));
   }

@@ -39,6 +39,11 @@ class Buffer {
 // integers) so a kernel that leaves an element unwritten cannot pass by luck.
 void set_poison_new_buffers(bool on);
 
+// Test hook: after `allocations` more buffers are made, the next one throws kiln::Error as
+// if memory ran out ("(injected)" in the message); then allocation works again. -1 turns
+// it off.
+void set_fail_allocation_after(int64_t allocations);
+
 }  // namespace kiln::runtime
 
 #endif  // KILN_RUNTIME_BUFFER_H_

@@ -5,13 +5,15 @@
 #include <bit>
 #include <cmath>
 #include <limits>
-#include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "kiln/error.h"
 #include "ops/custom_functions.h"
 #include "ops/element_access.h"
 #include "ops/philox.h"
 #include "ops/scalar_math.h"
 #include "runtime/cpu/simd_math.h"
+#include "runtime/cpu/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -452,7 +454,13 @@ class TileEvaluator {
         for (int operand : {in.a, in.b, in.c}) {
           if (operand >= 0) operands[arity++] = regs_.get<float>(operand);
         }
-        ops::custom_function(in.function)->cpu(n, operands, alloc<float>(k, n));
+        const ops::CustomFunction* f = ops::custom_function(in.function);
+        float* out = alloc<float>(k, n);
+        try {
+          f->cpu(n, operands, out);
+        } catch (const std::exception& e) {
+          throw Error(absl::StrCat("[custom ", f->name, "] its C++ definition failed: ", e.what()));
+        }
         return;
       }
       case InstrKind::kWhere:
@@ -572,32 +580,6 @@ class TileEvaluator {
   Registers regs_;
   std::vector<bool> contiguous_;  // per view
 };
-
-int worker_count() {
-  static const int n = std::max(1u, std::thread::hardware_concurrency());
-  return n;
-}
-
-}  // namespace
-
-void parallel_for(int64_t count, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
-  if (count <= 0) return;
-  const int64_t chunks = std::min<int64_t>(worker_count(), (count + grain - 1) / grain);
-  if (chunks <= 1) {
-    fn(0, count);
-    return;
-  }
-  std::vector<std::thread> threads;
-  const int64_t per = (count + chunks - 1) / chunks;
-  for (int64_t c = 1; c < chunks; ++c) {
-    int64_t begin = c * per, end = std::min(count, begin + per);
-    if (begin < end) threads.emplace_back(fn, begin, end);
-  }
-  fn(0, std::min(count, per));
-  for (std::thread& t : threads) t.join();
-}
-
-namespace {
 
 // Runs space 0 (pointwise body or epilogue) over tiles and stores every output.
 void run_stores(const KernelProgram& p, const KernelLaunch& l, const std::vector<const Buffer*>& in,
@@ -997,8 +979,12 @@ void run_custom_kernel(const KernelProgram& p, const KernelLaunch& l,
     data.push_back(inputs[k]->data());
     types.push_back(ops::ValueType{l.spaces[k + 1], p.input_dtypes[k]});
   }
-  ops::custom_kernel(p.anchor_attrs.function)
-      ->cpu(data, types, outputs[0]->data(), ops::ValueType{l.spaces[0], p.anchor_dtype});
+  const ops::CustomKernel* k = ops::custom_kernel(p.anchor_attrs.function);
+  try {
+    k->cpu(data, types, outputs[0]->data(), ops::ValueType{l.spaces[0], p.anchor_dtype});
+  } catch (const std::exception& e) {
+    throw Error(absl::StrCat("[custom_kernel ", k->name, "] its CPU fallback failed: ", e.what()));
+  }
 }
 
 void execute_kernel(const KernelProgram& p, const KernelLaunch& l,

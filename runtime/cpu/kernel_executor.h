@@ -18,9 +18,6 @@ void execute_kernel(const jit::KernelProgram& program, const jit::KernelLaunch& 
                     const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
                     const std::vector<double>& params);
 
-// Splits [0, count) into chunks and runs fn(begin, end) on all cores.
-void parallel_for(int64_t count, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
-
 }  // namespace kiln::runtime::cpu
 
 #endif  // KILN_RUNTIME_CPU_KERNEL_EXECUTOR_H_
