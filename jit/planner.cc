@@ -51,6 +51,7 @@ class Planner {
 
   FusionPlan run() {
     decide_recomputation();
+    limit_kernel_size();
     decide_anchors();
     while (!build_groups()) {
     }
@@ -79,6 +80,43 @@ class Planner {
       if (!mat(i) && users_[i].size() >= 2 && c > kRecomputeLimit) {
         materialize(i, absl::StrCat("used by ", users_[i].size(),
                                     " consumers; recomputing it costs ", c, " ops each"));
+      }
+    }
+  }
+
+  // A node's kernel reads the sources and fuses the ops of its unstored producers. Where a
+  // node would bring more than the bounds into one kernel, its largest unstored producer is
+  // stored instead (counts add over arguments, so shared producers count twice: the bound
+  // holds all the more).
+  void limit_kernel_size() {
+    const size_t n = t_.nodes.size();
+    std::vector<int64_t>& sources = sources_;
+    sources.assign(n, 0);
+    std::vector<int64_t> fused(n, 0);
+    auto own = [&](size_t i) {
+      const TraceNode& node = t_.nodes[i];
+      int64_t s = node.param_slot >= 0 ? 1 : 0, f = 1;
+      for (int a : node.args) {
+        s += mat(a) ? 1 : sources[a];
+        f += mat(a) ? 0 : fused[a];
+      }
+      sources[i] = std::min<int64_t>(s, 1 << 20);
+      fused[i] = std::min<int64_t>(f, 1 << 20);
+    };
+    for (size_t i = 0; i < n; ++i) {
+      if (t_.nodes[i].op == ops::OpKind::Input) continue;
+      own(i);
+      while (sources[i] > kMaxKernelSources || fused[i] > kMaxFusedOps) {
+        int largest = -1;
+        for (int a : t_.nodes[i].args) {
+          if (mat(a) || (sources[a] <= 1 && fused[a] <= 1)) continue;
+          if (largest < 0 || sources[a] + fused[a] > sources[largest] + fused[largest]) largest = a;
+        }
+        if (largest < 0) break;  // only stored arguments left: nothing smaller to split off
+        materialize(largest,
+                    absl::StrCat("its consumer's kernel would read more than ", kMaxKernelSources,
+                                 " buffers or fuse more than ", kMaxFusedOps, " ops"));
+        own(i);
       }
     }
   }
@@ -164,7 +202,8 @@ class Planner {
     std::vector<KernelGroup> groups;
     std::vector<int> group_of(t_.nodes.size(), -1);  // producing group per materialized node
     absl::flat_hash_map<int, int> group_of_anchor;
-    std::vector<std::vector<int>> sources;                          // per group
+    std::vector<std::vector<int>> sources;            // per group
+    absl::flat_hash_map<int, int64_t> group_sources;  // per group, an upper bound on its reads
     absl::flat_hash_map<std::vector<int64_t>, int> last_pointwise;  // shape -> group
     for (size_t i = 0; i < t_.nodes.size(); ++i) {
       if (!mat(i) || t_.nodes[i].op == ops::OpKind::Input) continue;
@@ -178,7 +217,7 @@ class Planner {
       } else if (anchor < 0) {
         auto it = last_pointwise.find(shape(i));
         if (it != last_pointwise.end()) {
-          bool fits = true;
+          bool fits = group_sources[it->second] + sources_[i] <= kMaxKernelSources;
           for (int s : src)
             fits = fits && (t_.nodes[s].op == ops::OpKind::Input || group_of[s] < it->second);
           if (fits) g = it->second;
@@ -200,6 +239,7 @@ class Planner {
         }
       }
       if (anchor < 0) last_pointwise[shape(i)] = g;
+      group_sources[g] += sources_[i];
       groups[g].stores.push_back(static_cast<int>(i));
       group_of[i] = g;
       sources[g].insert(sources[g].end(), src.begin(), src.end());
@@ -250,6 +290,7 @@ class Planner {
     return true;
   }
 
+  std::vector<int64_t> sources_;  // per node: buffers and scalars its kernel reads (bound)
   const Trace& t_;
   FusionPlan plan_;
   std::vector<std::vector<int>> users_;    // distinct users per node

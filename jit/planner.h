@@ -10,6 +10,8 @@
 //   stores (epilogue). Its result is materialized when it is an output, is viewed or
 //   broadcast, feeds another anchor, or meets another anchor in one elementwise op.
 // - Pointwise stores over the same shape share one kernel when neither depends on the other.
+// - Kernels stay bounded: a kernel reads at most kMaxKernelSources buffers and scalars and
+//   fuses at most kMaxFusedOps ops; beyond that an intermediate is stored, splitting it.
 #ifndef KILN_JIT_PLANNER_H_
 #define KILN_JIT_PLANNER_H_
 
@@ -22,6 +24,10 @@
 namespace kiln::jit {
 
 inline constexpr int kRecomputeLimit = 8;
+// Bounds on one kernel, so its CUDA parameter block (pointers, sizes, strides and scalars:
+// under 8 KB at rank 8, far below the 32 KB the driver takes) and its source stay small.
+inline constexpr int kMaxKernelSources = 64;
+inline constexpr int kMaxFusedOps = 256;
 
 struct KernelGroup {
   AnchorKind anchor = AnchorKind::kNone;

@@ -56,7 +56,7 @@ int64_t max_trace_nodes() {
   return cap;
 }
 
-Tensor record(ops::OpKind op, const std::vector<Tensor>& inputs, ops::Attrs attrs) {
+ops::ValueType check_op(ops::OpKind op, const std::vector<Tensor>& inputs, ops::Attrs& attrs) {
   std::vector<ops::ValueType> types;
   types.reserve(inputs.size());
   for (const Tensor& t : inputs) {
@@ -67,10 +67,15 @@ Tensor record(ops::OpKind op, const std::vector<Tensor>& inputs, ops::Attrs attr
   }
   absl::StatusOr<ops::ValueType> type = ops::infer_output(op, types, attrs);
   if (!type.ok()) throw Error(std::string(type.status().message()));
+  return *std::move(type);
+}
+
+Tensor record(ops::OpKind op, const std::vector<Tensor>& inputs, ops::Attrs attrs) {
+  ops::ValueType type = check_op(op, inputs, attrs);
   auto node = std::make_shared<Node>();
   node->op = op;
   node->device = common_device(op, inputs);
-  node->type = *std::move(type);
+  node->type = std::move(type);
   node->attrs = std::move(attrs);
   node->inputs.reserve(inputs.size());
   constexpr int64_t kBoundLimit = int64_t{1} << 60;  // saturate instead of overflowing

@@ -18,6 +18,10 @@ namespace kiln::jit {
 // behind the new node grows past KILN_MAX_TRACE nodes it is evaluated at once.
 Tensor record(ops::OpKind op, const std::vector<Tensor>& inputs, ops::Attrs attrs);
 
+// The checks of record() alone: the output type of `op` over `inputs`, or kiln::Error.
+// Canonicalizes `attrs` as record() does.
+ops::ValueType check_op(ops::OpKind op, const std::vector<Tensor>& inputs, ops::Attrs& attrs);
+
 // A tensor that is already computed: a realized "input" node holding `data`.
 Tensor make_realized(const ops::ValueType& type, std::shared_ptr<runtime::Buffer> data,
                      Device device);

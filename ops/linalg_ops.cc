@@ -1,4 +1,6 @@
 // matmul and concat.
+#include <algorithm>
+
 #include "jit/record.h"
 #include "kiln/ops.h"
 
@@ -11,6 +13,19 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor concat(const std::vector<Tensor>& tensors, int axis) {
   ops::Attrs attrs;
   attrs.axis = axis;
+  // Many parts become a concat of concats, so no kernel reads more than a bounded number of
+  // buffers (jit/planner.h); concatenation is associative along one axis.
+  constexpr size_t kMaxParts = 32;
+  if (tensors.size() > kMaxParts) {
+    jit::check_op(ops::OpKind::Concat, tensors, attrs);  // errors name the caller's operands
+    std::vector<Tensor> groups;
+    for (size_t begin = 0; begin < tensors.size(); begin += kMaxParts) {
+      const size_t end = std::min(tensors.size(), begin + kMaxParts);
+      groups.push_back(
+          concat(std::vector<Tensor>(tensors.begin() + begin, tensors.begin() + end), axis));
+    }
+    return concat(groups, axis);
+  }
   return jit::record(ops::OpKind::Concat, tensors, std::move(attrs));
 }
 

@@ -1,5 +1,7 @@
 // Kernel counts, the plan cache and scalar parameters, checked through kiln::stats() with no
 // device needed (as tinygrad's test/null does). Values are checked against the reference.
+#include "jit/planner.h"
+
 #include <cmath>
 
 #include "jit/launch_plan.h"
@@ -165,6 +167,74 @@ TEST(Planner, CommonSubexpressionsAreComputedOnce) {
   std::vector<float> got = (a + b).to_vector<float>();
   std::vector<float> xv = x.to_vector<float>();
   for (size_t i = 0; i < got.size(); ++i) EXPECT_FLOAT_EQ(got[i], 4.0f * std::exp(xv[i]));
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Every kernel of the plan behind `t` within the bounds, and how many kernels there are.
+size_t expect_bounded_kernels(const Tensor& t) {
+  jit::Trace trace = jit::build_trace({detail::TensorAccess::node(t).get()});
+  std::shared_ptr<const jit::LaunchPlan> plan = jit::build_plan(trace);
+  for (const jit::PlannedKernel& k : plan->kernels) {
+    EXPECT_LE(k.launch.inputs.size() + k.launch.params.size(),
+              static_cast<size_t>(jit::kMaxKernelSources))
+        << k.program->name;
+    EXPECT_LE(k.program->instrs.size(), static_cast<size_t>(4 * jit::kMaxFusedOps))
+        << k.program->name;
+  }
+  return plan->kernels.size();
+}
+
+TEST(KernelBounds, ManyInputsSplitIntoBoundedKernelsAndStayRight) {
+  std::vector<Tensor> parts;
+  Tensor total = Tensor::full({3}, 0, DType::I64);
+  int64_t want = 0;
+  for (int64_t i = 0; i < 300; ++i) {
+    parts.push_back(Tensor::full({3}, static_cast<double>(i), DType::I64).eval());
+    total = total + parts.back();
+    want += i;
+  }
+  EXPECT_GE(expect_bounded_kernels(total), 300u / jit::kMaxKernelSources);
+  EXPECT_EQ(total.to_vector<int64_t>(), (std::vector<int64_t>{want, want, want}));
+
+  Tensor joined = concat(parts, 0);
+  expect_bounded_kernels(joined);
+  const std::vector<int64_t> j = joined.to_vector<int64_t>();
+  ASSERT_EQ(j.size(), 900u);
+  for (int64_t i = 0; i < 900; ++i) EXPECT_EQ(j[i], i / 3) << i;
+  parts[157] = Tensor::zeros({3, 1}, DType::I64);
+  testing::expect_error([&] { concat(parts, 0); }, {"[concat]", "tensors[157]"});
+}
+
+TEST(KernelBounds, LongChainsSplitIntoBoundedKernelsAndMatchTheReference) {
+  Tensor x = Tensor::rand({4, 5}, 9).eval();
+  Tensor y = x;
+  // About 3,000 nodes: under KILN_MAX_TRACE, so the whole chain is one trace.
+  for (int i = 0; i < 1000; ++i) y = (i % 2 == 0) ? y * 0.999 + 0.001 : tanh(y) + x;
+  EXPECT_FALSE(y.is_realized());
+  EXPECT_GE(expect_bounded_kernels(y), 1000u * 2 / jit::kMaxFusedOps);
+  Tensor want = testing::reference_tensor(y);
+  const std::vector<double> w = testing::values(want), g = testing::values(y);
+  for (size_t i = 0; i < w.size(); ++i) EXPECT_TRUE(testing::close(w[i], g[i], 1e-4)) << i;
+}
+
+TEST(KernelBounds, ManyOutputsOfOneShapeSpreadOverBoundedKernels) {
+  std::vector<Tensor> outs;
+  for (int i = 0; i < 200; ++i) outs.push_back(Tensor::full({8}, i).eval() * 2.0);
+  std::vector<detail::Node*> nodes;
+  for (const Tensor& t : outs) nodes.push_back(detail::TensorAccess::node(t).get());
+  std::shared_ptr<const jit::LaunchPlan> plan = jit::build_plan(jit::build_trace(nodes));
+  EXPECT_GE(plan->kernels.size(), 200u / jit::kMaxKernelSources);
+  for (const jit::PlannedKernel& k : plan->kernels) {
+    EXPECT_LE(k.launch.inputs.size() + k.launch.params.size(),
+              static_cast<size_t>(jit::kMaxKernelSources));
+  }
+  eval(outs);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(outs[i].to_vector<float>()[7], 2.0f * i);
 }
 
 }  // namespace
