@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds Kiln and runs the whole test suite twice: an optimized build, then one under
-# AddressSanitizer and UndefinedBehaviorSanitizer (any report fails the run).
+# AddressSanitizer and UndefinedBehaviorSanitizer (any report fails the run); then the
+# threaded tests under ThreadSanitizer and each fuzz target for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -22,3 +23,11 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
+
+# The tests that run several threads (or processes) at once, under ThreadSanitizer: any
+# data race in the shared caches, the worker pool or a compiled function fails the run.
+echo "== threaded tests under TSan =="
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE_THREAD=ON >/dev/null
+cmake --build build-tsan -j"$jobs" --target kiln_tests
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/tests/kiln_tests \
+  --gtest_filter='Concurrency*:Compile*:CubinCache*:FaultInjection*:Custom*'
