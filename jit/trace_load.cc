@@ -239,15 +239,14 @@ std::vector<Tensor> LoadedTrace::run(const std::map<std::string, Tensor>& inputs
   return impl_->build(inputs);
 }
 
-LoadedTrace load_trace(const std::string& json_text) {
-  json doc;
-  try {
-    doc = json::parse(json_text);
-  } catch (const json::exception& e) {
-    fail(absl::StrCat("malformed JSON: ", e.what()));
-  }
+namespace {
+
+std::shared_ptr<const LoadedTrace::Impl> load_document(const json& doc) {
   if (!doc.is_object()) fail("the document must be a JSON object");
-  if (doc.value("format", "") != jit::kTraceFormat) fail("\"format\" must be \"kiln.trace\"");
+  if (!doc.contains("format") || !doc.at("format").is_string() ||
+      doc.at("format").get<std::string>() != jit::kTraceFormat) {
+    fail("\"format\" must be \"kiln.trace\"");
+  }
   if (!doc.contains("version") || !doc.at("version").is_number_integer() ||
       doc.at("version").get<int64_t>() != jit::kTraceVersion) {
     fail(absl::StrCat("unsupported \"version\" (this build reads version ", jit::kTraceVersion,
@@ -278,7 +277,24 @@ LoadedTrace load_trace(const std::string& json_text) {
     if (!ids.contains(o)) fail(absl::StrCat("output ", o, " is not a node id"));
   }
   impl->build(placeholders);  // checks every node against inference; computes nothing
-  return LoadedTrace(std::move(impl));
+  return impl;
+}
+
+}  // namespace
+
+LoadedTrace load_trace(const std::string& json_text) {
+  json doc;
+  try {
+    doc = json::parse(json_text);
+  } catch (const json::exception& e) {
+    fail(absl::StrCat("malformed JSON: ", e.what()));
+  }
+  try {
+    return LoadedTrace(load_document(doc));
+  } catch (const json::exception& e) {
+    // Every field is checked before it is read; this is the net under those checks.
+    fail(absl::StrCat("a field has an unexpected JSON type: ", e.what()));
+  }
 }
 
 LoadedTrace load_trace_file(const std::string& path) {

@@ -31,3 +31,7 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE_THREA
 cmake --build build-tsan -j"$jobs" --target kiln_tests
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/tests/kiln_tests \
   --gtest_filter='Concurrency*:Compile*:CubinCache*:FaultInjection*:Custom*'
+
+# Each libFuzzer target for a bounded time over its committed seed corpus (docs/reliability.md).
+echo "== fuzz targets, 30 s each =="
+scripts/fuzz.sh 30

@@ -186,6 +186,36 @@ TEST(TraceLoad, RejectsBadFilesWithAReasonNamingTheNode) {
       {"node 0", "value"});
 }
 
+// Found by fuzz_trace_loader: fields of the wrong JSON type escaped as nlohmann exceptions
+// (std::terminate in the fuzzer) instead of kiln::Error.
+TEST(TraceLoad, FieldsOfTheWrongJsonTypeAreErrorsNotCrashes) {
+  const std::vector<std::string> bad = {
+      R"({"format": 1,
+ "nodes": [
+  {"id": 0, "op": {"es": [1], "keepdims": false},
+ "dtype": "f32", "shape": [2]}],
+ "/utputs": [3]})",  // the fuzzer's input as it found it
+      R"({"format": "kiln.trace", "version": "1", "nodes": [], "outputs": []})",
+      R"({"format": ["kiln.trace"], "version": 1, "nodes": [], "outputs": []})",
+      R"({"format": "kiln.trace", "version": 1, "nodes": {}, "outputs": []})",
+      R"({"format": "kiln.trace", "version": 1, "nodes": [], "outputs": "x"})",
+      R"({"format": "kiln.trace", "version": 1, "outputs": [0],
+          "nodes": [{"id": "0", "op": "input", "name": "x", "dtype": "f32", "shape": [1]}]})",
+      R"({"format": "kiln.trace", "version": 1, "outputs": [0],
+          "nodes": [{"id": 0, "op": {"o": 1}, "name": "x", "dtype": "f32", "shape": [1]}]})",
+      R"({"format": "kiln.trace", "version": 1, "outputs": [0],
+          "nodes": [{"id": 0, "op": "input", "name": 3, "dtype": "f32", "shape": [1]}]})",
+      R"({"format": "kiln.trace", "version": 1, "outputs": [0],
+          "nodes": [{"id": 0, "op": "input", "name": "x", "dtype": 5, "shape": "1"}]})",
+      R"({"format": "kiln.trace", "version": 1, "outputs": [1], "nodes": [
+          {"id": 0, "op": "input", "name": "x", "dtype": "f32", "shape": [2]},
+          {"id": 1, "op": "sum", "args": "0", "attrs": [], "dtype": "f32", "shape": []}]})",
+  };
+  for (const std::string& text : bad) {
+    testing::expect_error([&] { load_trace(text); }, {"trace: "});
+  }
+}
+
 TEST(TraceLoad, RunChecksTheGivenInputs) {
   LoadedTrace t = load_trace(
       doc(kInput + R"(, {"id": 1, "op": "exp", "args": [0], "dtype": "f32", "shape": [2, 3]})"));
