@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "jit/node.h"
 #include "jit/record.h"
+#include "jit/trace_format.h"
 #include "kiln/error.h"
 #include "kiln/io.h"
 #include "ops/value_type.h"
@@ -124,9 +125,13 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path) {
         throw fail(
             absl::StrCat("tensor '", name, "': unsupported dtype ", info.at("dtype").dump()));
       e.type.dtype = *dt;
-      e.type.shape = info.at("shape").get<std::vector<int64_t>>();
-      auto offsets = info.at("data_offsets").get<std::vector<uint64_t>>();
-      if (offsets.size() != 2)
+      // Integers only: converting a JSON float such as 1e300 to an integer is undefined.
+      if (!jit::json_to(info.at("shape"), e.type.shape)) {
+        throw fail(absl::StrCat("tensor '", name, "': shape must be a list of integers, got ",
+                                info.at("shape").dump()));
+      }
+      std::vector<uint64_t> offsets;
+      if (!jit::json_to(info.at("data_offsets"), offsets) || offsets.size() != 2)
         throw fail(absl::StrCat("tensor '", name, "': data_offsets needs 2 numbers"));
       e.begin = offsets[0];
       e.end = offsets[1];

@@ -23,9 +23,7 @@ absl::Status read_attr(const json& attrs, const char* key, T& out, bool required
     if (required) return absl::InvalidArgumentError(absl::StrCat("missing attribute '", key, "'"));
     return absl::OkStatus();
   }
-  try {
-    out = attrs.at(key).get<T>();
-  } catch (const json::exception&) {
+  if (!json_to(attrs.at(key), out)) {
     return absl::InvalidArgumentError(
         absl::StrCat("attribute '", key, "' has the wrong type: ", attrs.at(key).dump()));
   }

@@ -56,11 +56,11 @@ namespace {
 template <class T>
 T get_field(const json& j, const char* key, const std::string& where) {
   if (!j.contains(key)) fail(absl::StrCat(where, ": missing \"", key, "\""));
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
+  T value{};
+  if (!jit::json_to(j.at(key), value)) {
     fail(absl::StrCat(where, ": \"", key, "\" has the wrong type: ", j.at(key).dump()));
   }
+  return value;
 }
 
 NodeSpec parse_node(const json& j, size_t index) {
@@ -166,11 +166,11 @@ T alias_attr(const NodeSpec& n, const char* key) {
   if (!n.raw_attrs.is_object() || !n.raw_attrs.contains(key)) {
     fail_node(n, absl::StrCat("missing attribute '", key, "'"));
   }
-  try {
-    return n.raw_attrs.at(key).get<T>();
-  } catch (const json::exception&) {
+  T value{};
+  if (!jit::json_to(n.raw_attrs.at(key), value)) {
     fail_node(n, absl::StrCat("attribute '", key, "' has the wrong type"));
   }
+  return value;
 }
 
 Tensor apply_node(const NodeSpec& n, const std::vector<Tensor>& args) {

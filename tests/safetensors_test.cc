@@ -82,6 +82,14 @@ TEST_F(SafetensorsTest, RejectsBadFiles) {
        -1, "overlaps"},
       {"hole", "{" + entry("a", "F32", "[2]", 0, 8) + "}", data, -1, "belong to no tensor"},
       {"negative dim", "{" + entry("a", "F32", "[-4]", 0, 16) + "}", data, -1, "negative"},
+      // Integers that are JSON floats out of range (their conversion was undefined behaviour,
+      // which the fuzzers' UBSan build reports).
+      {"float dim", R"({"a": {"dtype": "F32", "shape": [1e300], "data_offsets": [0, 16]}})", data,
+       -1, "shape must be a list of integers"},
+      {"float offset", R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 1e300]}})", data,
+       -1, "data_offsets needs 2"},
+      {"negative offset", R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [-16, 0]}})",
+       data, -1, "data_offsets needs 2"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);

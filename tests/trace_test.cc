@@ -210,6 +210,20 @@ TEST(TraceLoad, FieldsOfTheWrongJsonTypeAreErrorsNotCrashes) {
       R"({"format": "kiln.trace", "version": 1, "outputs": [1], "nodes": [
           {"id": 0, "op": "input", "name": "x", "dtype": "f32", "shape": [2]},
           {"id": 1, "op": "sum", "args": "0", "attrs": [], "dtype": "f32", "shape": []}]})",
+      // Found by fuzz_trace_loader under UBSan: an integer field holding a float out of range.
+      R"({"format": "kiln.trace", "version": 1, "outputs": [1], "nodes": [
+          {"id": 0, "op": "input", "name": "x", "dtype": "f32", "shape": [2]},
+          {"id": 1, "op": "neg", "args": [2.2e119], "dtype": "f32", "shape": [2]}]})",
+      R"({"format": "kiln.trace", "version": 1, "outputs": [0],
+          "nodes": [{"id": 0, "op": "input", "name": "x", "dtype": "f32", "shape": [1e40]}]})",
+      R"({"format": "kiln.trace", "version": 1, "outputs": [1], "nodes": [
+          {"id": 0, "op": "input", "name": "x", "dtype": "f32", "shape": [2, 3]},
+          {"id": 1, "op": "sum", "args": [0], "attrs": {"axes": [1e30]}, "dtype": "f32",
+           "shape": [2]}]})",
+      R"({"format": "kiln.trace", "version": 1, "outputs": [1], "nodes": [
+          {"id": 0, "op": "input", "name": "x", "dtype": "f32", "shape": [2, 3]},
+          {"id": 1, "op": "sum", "args": [0], "attrs": {"axes": [4294967296]}, "dtype": "f32",
+           "shape": [2]}]})",
   };
   for (const std::string& text : bad) {
     testing::expect_error([&] { load_trace(text); }, {"trace: "});
