@@ -1,6 +1,7 @@
 // The CUDA path without a GPU: every kernel family in every dtype is rendered to CUDA C++ and
 // compiled by the real NVRTC to cubins for sm_80 and sm_90.
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -10,7 +11,9 @@
 #include "jit/launch_plan.h"
 #include "jit/trace.h"
 #include "kiln/nn.h"
+#include "ops/custom_functions.h"
 #include "runtime/cuda/cuda_renderer.h"
+#include "runtime/cuda/kernel_args.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "test_util.h"
 
@@ -108,6 +111,102 @@ TEST(CudaCodegen, EveryFamilyAndDtypeCompilesForSm80AndSm90) {
   for (const std::string& f : failures) ADD_FAILURE() << f;
   EXPECT_EQ(compiled.load(), static_cast<int>(2 * programs.size()));
   std::printf("cuda codegen: %zu kernels, %d cubins compiled\n", programs.size(), compiled.load());
+}
+
+// The launcher packs Params with kernel_args; NVRTC checks that the struct the kernel sees
+// has exactly that layout, for every kernel of the corpus (and the custom kernel struct).
+TEST(CudaCodegen, PackedParametersMatchTheStructEveryKernelDeclares) {
+  ASSERT_TRUE(runtime::cuda::nvrtc_available().ok());
+  std::vector<std::shared_ptr<const jit::KernelProgram>> programs = corpus();
+  std::atomic<size_t> next{0};
+  std::mutex failures_mutex;
+  std::vector<std::string> failures;
+  auto worker = [&] {
+    for (size_t i = next++; i < programs.size(); i = next++) {
+      const jit::KernelProgram& p = *programs[i];
+      const runtime::cuda::ParamsLayout l = runtime::cuda::params_layout(p);
+      std::string source = runtime::cuda::render_cuda(p);
+      absl::StrAppend(&source, "static_assert(sizeof(Params) == ", l.size, ", \"size\");\n");
+      // NVRTC has no offsetof; the members' sizes in order, adding up to sizeof(Params) (so
+      // there is no padding), fix every offset.
+      const size_t ends[] = {l.out, l.p, l.shape, l.stride, l.offset, l.size};
+      const char* members[] = {"in", "out", "p", "shape", "stride", "offset"};
+      size_t start = 0;
+      for (int m = 0; m < 6; ++m) {
+        absl::StrAppend(&source, "static_assert(sizeof(((Params*)0)->", members[m],
+                        ") == ", ends[m] - start, ", \"", members[m], "\");\n");
+        start = ends[m];
+      }
+      absl::StatusOr<std::string> cubin = runtime::cuda::compile_to_cubin(source, p.name, 80);
+      if (!cubin.ok()) {
+        std::lock_guard<std::mutex> lock(failures_mutex);
+        failures.push_back(std::string(cubin.status().message()));
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < std::max(2u, std::thread::hardware_concurrency()); ++t)
+    threads.emplace_back(worker);
+  for (std::thread& t : threads) t.join();
+  for (const std::string& f : failures) ADD_FAILURE() << f;
+
+  // The custom kernel struct: the host packs it through a mirror struct whose offsets the
+  // host compiler checks (kernel_args.cc); NVRTC checks the device sees the same sizes.
+  std::string custom = ops::kCustomKernelArgsSource;
+  absl::StrAppend(
+      &custom, "static_assert(sizeof(KilnKernelArgs) == ", runtime::cuda::kCustomKernelArgsSize,
+      ", \"size\");\n", "static_assert(sizeof(((KilnKernelArgs*)0)->in) == 64, \"in\");\n",
+      "static_assert(sizeof(((KilnKernelArgs*)0)->in_shape) == 512, \"s\");\n",
+      "static_assert(sizeof(((KilnKernelArgs*)0)->in_rank) == 32, \"r\");\n",
+      "static_assert(sizeof(((KilnKernelArgs*)0)->out_shape) == 64, \"o\");\n");
+  absl::StatusOr<std::string> cubin = runtime::cuda::compile_to_cubin(custom, "args", 80);
+  EXPECT_TRUE(cubin.ok()) << cubin.status().message();
+}
+
+// The packed bytes hold each value where the layout says.
+TEST(CudaCodegen, PackingPutsEveryValueAtItsOffset) {
+  Tensor x = Tensor::rand({3, 5}, 1), w = Tensor::rand({5}, 2);
+  Tensor y = sum(exp(x * 2.0 + w).transpose(0, 1), {1});
+  jit::Trace trace = jit::build_trace({detail::TensorAccess::node(y).get()});
+  std::shared_ptr<const jit::LaunchPlan> plan = jit::build_plan(trace);
+  for (const jit::PlannedKernel& k : plan->kernels) {
+    const runtime::cuda::ParamsLayout l = runtime::cuda::params_layout(*k.program);
+    std::vector<uint64_t> ins, outs;
+    for (size_t i = 0; i < k.launch.inputs.size(); ++i) ins.push_back(0x1000 + i);
+    for (size_t i = 0; i < k.launch.outputs.size(); ++i) outs.push_back(0x2000 + i);
+    std::vector<double> params;
+    for (size_t i = 0; i < k.launch.params.size(); ++i) params.push_back(0.5 + i);
+    std::vector<std::byte> block =
+        runtime::cuda::pack_params(*k.program, k.launch, ins, outs, params);
+    ASSERT_EQ(block.size(), l.size);
+    auto at = [&](size_t offset) {
+      int64_t v;
+      std::memcpy(&v, block.data() + offset, 8);
+      return v;
+    };
+    for (size_t i = 0; i < ins.size(); ++i)
+      EXPECT_EQ(at(l.in + 8 * i), 0x1000 + static_cast<int64_t>(i));
+    for (size_t i = 0; i < outs.size(); ++i)
+      EXPECT_EQ(at(l.out + 8 * i), 0x2000 + static_cast<int64_t>(i));
+    for (size_t i = 0; i < params.size(); ++i) {
+      double d;
+      std::memcpy(&d, block.data() + l.p + 8 * i, 8);
+      EXPECT_EQ(d, 0.5 + i);
+    }
+    for (size_t s = 0; s < k.launch.spaces.size(); ++s) {
+      for (size_t d = 0; d < k.launch.spaces[s].size(); ++d) {
+        EXPECT_EQ(at(l.shape + 8 * (s * l.rank + d)), k.launch.spaces[s][d]);
+      }
+    }
+    for (size_t v = 0; v < k.launch.views.size(); ++v) {
+      for (size_t d = 0; d < k.launch.views[v].strides.size(); ++d) {
+        EXPECT_EQ(at(l.stride + 8 * (v * l.rank + d)), k.launch.views[v].strides[d]);
+      }
+      EXPECT_EQ(at(l.offset + 8 * v), k.launch.views[v].offset);
+    }
+    EXPECT_TRUE(runtime::cuda::fits_32bit_index(k.launch, {15, 5, 5}));
+    EXPECT_FALSE(runtime::cuda::fits_32bit_index(k.launch, {int64_t{1} << 31}));
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "ops/custom_functions.h"
 #include "runtime/cuda/cuda_preamble.h"
+#include "runtime/cuda/kernel_args.h"
 
 namespace kiln::runtime::cuda {
 namespace {
@@ -247,12 +248,7 @@ class Renderer {
     for (absl::string_view line : absl::StrSplit(printed, '\n')) {
       if (!line.empty()) absl::StrAppend(&s, "//   ", line, "\n");
     }
-    absl::StrAppend(
-        &s, "struct Params {\n  const void* in[", std::max<size_t>(1, p_.input_dtypes.size()),
-        "];\n  void* out[", std::max<size_t>(1, p_.output_dtypes.size()), "];\n  double p[",
-        std::max(1, p_.num_params), "];\n  i64 shape[", p_.space_ranks.size(), "][", rank_,
-        "];\n  i64 stride[", std::max<size_t>(1, p_.view_patterns.size()), "][", rank_,
-        "];\n  i64 offset[", std::max<size_t>(1, p_.view_patterns.size()), "];\n};\n\n");
+    absl::StrAppend(&s, params_struct_source(params_layout(p_)));
     absl::StrAppend(&s, "template <class I>\n__device__ void body(const Params& a) {\n");
     switch (p_.anchor) {
       case AnchorKind::kNone:

@@ -1,0 +1,126 @@
+#include "runtime/cuda/kernel_args.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace kiln::runtime::cuda {
+namespace {
+
+// The host's copy of ops::kCustomKernelArgsSource (CUDA lays a struct out as the host
+// compiler does; tests/cuda_codegen_test.cc has NVRTC check its size and members).
+struct KilnKernelArgs {
+  const void* in[8];
+  void* out;
+  long long in_shape[8][8];
+  int in_rank[8];
+  long long out_shape[8];
+  int out_rank;
+  long long out_numel;
+};
+static_assert(sizeof(KilnKernelArgs) == kCustomKernelArgsSize);
+
+template <class T>
+void put(std::vector<std::byte>& block, size_t offset, T value) {
+  std::memcpy(block.data() + offset, &value, sizeof(T));
+}
+
+}  // namespace
+
+ParamsLayout params_layout(const jit::KernelProgram& program) {
+  ParamsLayout l;
+  l.inputs = std::max<int>(1, static_cast<int>(program.input_dtypes.size()));
+  l.outputs = std::max<int>(1, static_cast<int>(program.output_dtypes.size()));
+  l.params = std::max(1, program.num_params);
+  l.spaces = std::max<int>(1, static_cast<int>(program.space_ranks.size()));
+  l.rank = 1;
+  for (int r : program.space_ranks) l.rank = std::max(l.rank, r);
+  l.views = std::max<int>(1, static_cast<int>(program.view_patterns.size()));
+  l.in = 0;
+  l.out = l.in + 8 * l.inputs;
+  l.p = l.out + 8 * l.outputs;
+  l.shape = l.p + 8 * l.params;
+  l.stride = l.shape + 8 * static_cast<size_t>(l.spaces) * l.rank;
+  l.offset = l.stride + 8 * static_cast<size_t>(l.views) * l.rank;
+  l.size = l.offset + 8 * l.views;
+  return l;
+}
+
+std::string params_struct_source(const ParamsLayout& l) {
+  return absl::StrCat("struct Params {\n  const void* in[", l.inputs, "];\n  void* out[", l.outputs,
+                      "];\n  double p[", l.params, "];\n  i64 shape[", l.spaces, "][", l.rank,
+                      "];\n  i64 stride[", l.views, "][", l.rank, "];\n  i64 offset[", l.views,
+                      "];\n};\n\n");
+}
+
+std::vector<std::byte> pack_params(const jit::KernelProgram& program,
+                                   const jit::KernelLaunch& launch,
+                                   const std::vector<uint64_t>& input_pointers,
+                                   const std::vector<uint64_t>& output_pointers,
+                                   const std::vector<double>& params) {
+  const ParamsLayout l = params_layout(program);
+  std::vector<std::byte> block(l.size, std::byte{0});
+  for (size_t i = 0; i < input_pointers.size(); ++i) put(block, l.in + 8 * i, input_pointers[i]);
+  for (size_t i = 0; i < output_pointers.size(); ++i) {
+    put(block, l.out + 8 * i, output_pointers[i]);
+  }
+  for (size_t i = 0; i < params.size(); ++i) put(block, l.p + 8 * i, params[i]);
+  for (size_t s = 0; s < launch.spaces.size(); ++s) {
+    for (size_t d = 0; d < launch.spaces[s].size(); ++d) {
+      put(block, l.shape + 8 * (s * l.rank + d), launch.spaces[s][d]);
+    }
+  }
+  for (size_t v = 0; v < launch.views.size(); ++v) {
+    for (size_t d = 0; d < launch.views[v].strides.size(); ++d) {
+      put(block, l.stride + 8 * (v * l.rank + d), launch.views[v].strides[d]);
+    }
+    put(block, l.offset + 8 * v, launch.views[v].offset);
+  }
+  return block;
+}
+
+bool fits_32bit_index(const jit::KernelLaunch& launch, const std::vector<int64_t>& buffer_numels) {
+  // Views index only inside their buffers (or, for index leaves, their space) with
+  // non-negative strides, so every partial index is bounded by these sizes too.
+  constexpr int64_t kLimit = (int64_t{1} << 31) - 1;
+  for (const ops::Shape& s : launch.spaces) {
+    if (ops::numel(s) > kLimit) return false;
+  }
+  for (int64_t n : buffer_numels) {
+    if (n > kLimit) return false;
+  }
+  return true;
+}
+
+std::vector<std::byte> pack_custom_kernel_args(const std::vector<uint64_t>& input_pointers,
+                                               const std::vector<std::vector<int64_t>>& shapes,
+                                               uint64_t output_pointer,
+                                               const std::vector<int64_t>& output_shape) {
+  constexpr size_t kIn = offsetof(KilnKernelArgs, in), kOut = offsetof(KilnKernelArgs, out),
+                   kInShape = offsetof(KilnKernelArgs, in_shape),
+                   kInRank = offsetof(KilnKernelArgs, in_rank),
+                   kOutShape = offsetof(KilnKernelArgs, out_shape),
+                   kOutRank = offsetof(KilnKernelArgs, out_rank),
+                   kOutNumel = offsetof(KilnKernelArgs, out_numel);
+  std::vector<std::byte> block(kCustomKernelArgsSize, std::byte{0});
+  for (size_t i = 0; i < input_pointers.size() && i < 8; ++i) {
+    put(block, kIn + 8 * i, input_pointers[i]);
+    put(block, kInRank + 4 * i, static_cast<int32_t>(shapes[i].size()));
+    for (size_t d = 0; d < shapes[i].size() && d < 8; ++d) {
+      put(block, kInShape + 8 * (8 * i + d), shapes[i][d]);
+    }
+  }
+  put(block, kOut, output_pointer);
+  int64_t numel = 1;
+  for (size_t d = 0; d < output_shape.size() && d < 8; ++d) {
+    put(block, kOutShape + 8 * d, output_shape[d]);
+    numel *= output_shape[d];
+  }
+  put(block, kOutRank, static_cast<int32_t>(output_shape.size()));
+  put(block, kOutNumel, numel);
+  return block;
+}
+
+}  // namespace kiln::runtime::cuda

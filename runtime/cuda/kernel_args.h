@@ -1,0 +1,53 @@
+// The bytes a generated kernel receives: its Params struct, laid out here once and used both
+// by the renderer (which prints the struct) and by the launcher (which packs the values), so
+// the two cannot disagree. tests/cuda_codegen_test.cc has NVRTC check every layout with
+// static_asserts on sizeof and offsetof.
+#ifndef KILN_RUNTIME_CUDA_KERNEL_ARGS_H_
+#define KILN_RUNTIME_CUDA_KERNEL_ARGS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jit/kernel_ir.h"
+
+namespace kiln::runtime::cuda {
+
+// struct Params {
+//   const void* in[inputs]; void* out[outputs]; double p[params];
+//   i64 shape[spaces][rank]; i64 stride[views][rank]; i64 offset[views];
+// };  every member 8 bytes wide, so there is no padding.
+struct ParamsLayout {
+  int inputs = 1, outputs = 1, params = 1, spaces = 1, rank = 1, views = 1;  // array extents
+  size_t in = 0, out = 0, p = 0, shape = 0, stride = 0, offset = 0;          // byte offsets
+  size_t size = 0;
+};
+
+ParamsLayout params_layout(const jit::KernelProgram& program);
+
+// The C++ declaration of the struct (the renderer prints it).
+std::string params_struct_source(const ParamsLayout& layout);
+
+// The packed block for one launch: device pointers per input and output slot, the launch's
+// sizes, strides and offsets, and the parameter values per program parameter slot.
+std::vector<std::byte> pack_params(const jit::KernelProgram& program,
+                                   const jit::KernelLaunch& launch,
+                                   const std::vector<uint64_t>& input_pointers,
+                                   const std::vector<uint64_t>& output_pointers,
+                                   const std::vector<double>& params);
+
+// Whether the _i32 entry point may run this launch: every iteration space and every buffer
+// it reads or writes has fewer than 2^31 elements.
+bool fits_32bit_index(const jit::KernelLaunch& launch, const std::vector<int64_t>& buffer_numels);
+
+// The custom kernel argument struct (ops::kCustomKernelArgsSource) packed for one launch.
+std::vector<std::byte> pack_custom_kernel_args(const std::vector<uint64_t>& input_pointers,
+                                               const std::vector<std::vector<int64_t>>& shapes,
+                                               uint64_t output_pointer,
+                                               const std::vector<int64_t>& output_shape);
+inline constexpr size_t kCustomKernelArgsSize = 696;
+
+}  // namespace kiln::runtime::cuda
+
+#endif  // KILN_RUNTIME_CUDA_KERNEL_ARGS_H_
