@@ -4,6 +4,7 @@
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "jit/node.h"
@@ -118,7 +119,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const DType dt = out.dtype();
   if (dt == DType::Bool || dt == DType::I32 || dt == DType::I64) {
     const int64_t bytes = out.numel() * kiln::dtype_size(dt);
-    if (std::memcmp(want[0]->data(), node->buffer->data(), bytes) != 0) __builtin_trap();
+    if (std::memcmp(want[0]->data(), kiln::runtime::host_view(node->buffer)->data(), bytes) != 0) {
+      __builtin_trap();
+    }
   }
   return 0;
 }

@@ -271,7 +271,7 @@ void save_npy(const std::string& path, const Tensor& t) {
   if (!t.defined()) throw Error("[save_npy] the tensor is empty (undefined)");
   t.eval();
   const detail::Node& node = *detail::TensorAccess::node(t);
-  absl::Status s = jit::write_npy(path, node.type, *node.buffer);
+  absl::Status s = jit::write_npy(path, node.type, *runtime::host_view(node.buffer));
   if (!s.ok()) throw Error(absl::StrCat("[save_npy] ", s.message()));
 }
 

@@ -96,7 +96,8 @@ Tensor make_realized(const ops::ValueType& type, std::shared_ptr<runtime::Buffer
   node->attrs.shape = type.shape;
   node->attrs.dtype = type.dtype;
   node->device = device;
-  node->realize(std::move(data));
+  // A computed tensor's data lives on its device (uploaded once, here).
+  node->realize(runtime::place_on(data, device));
   return TensorAccess::wrap(std::move(node));
 }
 

@@ -211,8 +211,9 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     out.write(le, 8);
     out << text;
     for (const auto& [name, t] : tensors) {
-      const runtime::Buffer& b = *detail::TensorAccess::node(t)->buffer;
-      out.write(reinterpret_cast<const char*>(b.data()), t.numel() * dtype_size(t.dtype()));
+      const std::shared_ptr<const runtime::Buffer> b =
+          runtime::host_view(detail::TensorAccess::node(t)->buffer);
+      out.write(reinterpret_cast<const char*>(b->data()), t.numel() * dtype_size(t.dtype()));
     }
   });
   if (!written.ok()) throw Error(absl::StrCat("[save_safetensors] ", written.message()));

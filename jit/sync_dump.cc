@@ -79,7 +79,7 @@ void dump_sync_outputs(const std::string& folder, const std::vector<detail::Node
   std::filesystem::create_directories(std::filesystem::path(folder) / "expected", ec);
   for (size_t i = 0; i < outputs.size(); ++i) {
     absl::Status s = write_npy(absl::StrCat(folder, "/expected/out", i, ".npy"), outputs[i]->type,
-                               *outputs[i]->buffer);
+                               *runtime::host_view(outputs[i]->buffer));
     if (!s.ok()) report(std::string(s.message()));
   }
 }

@@ -66,7 +66,8 @@ std::vector<T> Tensor::to_vector() const {
                              " (use astype first)"));
   }
   eval();
-  const runtime::Buffer& buffer = *node().buffer;
+  const std::shared_ptr<const runtime::Buffer> host = runtime::host_view(node().buffer);
+  const runtime::Buffer& buffer = *host;
   const int64_t n = numel();
   if constexpr (std::is_same_v<T, bool>) {
     std::vector<bool> out(n);

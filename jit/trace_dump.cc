@@ -110,7 +110,7 @@ TraceExport export_trace(const std::vector<Node*>& outputs) {
     if (row.op == "input") {
       j["name"] = row.name;
       if (row.node->realized())
-        result.inputs.push_back({row.name, row.node->type, row.node->buffer});
+        result.inputs.push_back({row.name, row.node->type, runtime::host_view(row.node->buffer)});
     } else {
       if (row.node->op == ops::OpKind::Constant) j["value"] = scalar_to_json(row.node->attrs.value);
       if (!row.args.empty()) j["args"] = row.args;

@@ -15,7 +15,7 @@ std::vector<std::shared_ptr<Buffer>> reference_run(const std::vector<Node*>& out
   std::vector<Node*> order = jit::collect_pending(outputs);
   absl::flat_hash_map<const Node*, std::shared_ptr<const Buffer>> computed;
   auto value_of = [&](const Node& node) -> std::shared_ptr<const Buffer> {
-    if (node.realized()) return node.buffer;
+    if (node.realized()) return runtime::host_view(node.buffer);
     return computed.at(&node);
   };
   for (const Node* node : order) {

@@ -111,7 +111,20 @@ Buffer::Buffer(int64_t nbytes) : nbytes_(nbytes) {
   if (poison) std::memset(data_, 0xFF, size);
 }
 
+Buffer::Buffer(int64_t nbytes, Device device, uint64_t device_pointer,
+               std::function<void()> release)
+    : nbytes_(nbytes),
+      device_(device),
+      device_pointer_(device_pointer),
+      release_(std::move(release)) {
+  jit::counters().bytes_allocated += nbytes;
+}
+
 Buffer::~Buffer() {
+  if (on_device()) {
+    if (release_) release_();
+    return;
+  }
   block_cache().give(data_, BlockCache::size_class(static_cast<size_t>(nbytes_)));
 }
 

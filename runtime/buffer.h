@@ -4,7 +4,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+
+#include "kiln/dtype.h"
 
 namespace kiln::runtime {
 
@@ -13,6 +16,9 @@ class Buffer {
   // Allocates `nbytes` of host memory, 64-byte aligned, uninitialized. Throws kiln::Error
   // naming the size when memory runs out.
   explicit Buffer(int64_t nbytes);
+  // A block of device memory at `device_pointer` on `device`, handed back through `release`
+  // when the buffer dies (the CUDA caching allocator makes these). data() is null.
+  Buffer(int64_t nbytes, Device device, uint64_t device_pointer, std::function<void()> release);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -20,6 +26,9 @@ class Buffer {
   std::byte* data() { return data_; }
   const std::byte* data() const { return data_; }
   int64_t nbytes() const { return nbytes_; }
+  bool on_device() const { return device_.type != DeviceType::CPU; }
+  Device device() const { return device_; }
+  uint64_t device_pointer() const { return device_pointer_; }
 
   template <class T>
   T* as() {
@@ -33,7 +42,17 @@ class Buffer {
  private:
   std::byte* data_ = nullptr;
   int64_t nbytes_ = 0;
+  Device device_{DeviceType::CPU, 0};
+  uint64_t device_pointer_ = 0;
+  std::function<void()> release_;
 };
+
+// `buffer` itself when it is in host memory, else a host copy of it (reading a device
+// tensor's data). Throws kiln::Error when the copy fails.
+std::shared_ptr<const Buffer> host_view(const std::shared_ptr<const Buffer>& buffer);
+
+// `buffer` itself when it already lives on `device`, else a copy of it there.
+std::shared_ptr<Buffer> place_on(const std::shared_ptr<Buffer>& buffer, Device device);
 
 // Test hook: when on, every new buffer is filled with 0xFF bytes (NaN for floats, -1 for
 // integers) so a kernel that leaves an element unwritten cannot pass by luck.

@@ -1,5 +1,6 @@
 // Device selection: KILN_DEVICE, the default device, and the backend for each device.
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -8,12 +9,21 @@
 #include "kiln/dtype.h"
 #include "kiln/error.h"
 #include "runtime/backend.h"
+#include "runtime/cuda/cuda_backend.h"
 
 namespace kiln {
 namespace {
 
-// The CUDA device arrives with the CUDA backend; until then no CUDA device is usable.
-bool cuda_usable() { return false; }
+// Whether CUDA device 0 can run kernels (checked once: the driver, a GPU, NVRTC).
+bool cuda_usable() {
+  static const bool usable = runtime::cuda::cuda_available().ok();
+  return usable;
+}
+
+std::string cuda_unusable_reason() {
+  absl::Status s = runtime::cuda::cuda_available();
+  return s.ok() ? "" : std::string(s.message());
+}
 
 Device device_from_environment() {
   const char* env = std::getenv("KILN_DEVICE");
@@ -24,9 +34,8 @@ Device device_from_environment() {
   if (choice == "cpu") return Device{DeviceType::CPU, 0};
   if (choice == "cuda" || choice.rfind("cuda:", 0) == 0) {
     if (!cuda_usable()) {
-      throw Error("KILN_DEVICE=" + choice +
-                  " but no CUDA device is usable (this build runs kernels on the CPU only; "
-                  "set KILN_DEVICE=cpu or auto)");
+      throw Error("KILN_DEVICE=" + choice + " but no CUDA device is usable (" +
+                  cuda_unusable_reason() + "); set KILN_DEVICE=cpu or auto");
     }
     return Device{DeviceType::CUDA, 0};
   }
@@ -61,7 +70,17 @@ namespace runtime {
 Backend& backend_for(Device d) {
   static std::unique_ptr<Backend> cpu = make_cpu_backend();
   if (d.type == DeviceType::CPU) return *cpu;
-  throw Error(absl::StrCat("device ", device_name(d), " is not usable in this build"));
+  if (!cuda_usable()) {
+    throw Error(
+        absl::StrCat("device ", device_name(d), " is not usable: ", cuda_unusable_reason()));
+  }
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<Backend>>* cuda =
+      new std::map<int, std::unique_ptr<Backend>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<Backend>& backend = (*cuda)[d.index];
+  if (backend == nullptr) backend = cuda::make_cuda_backend(d.index);
+  return *backend;
 }
 
 }  // namespace runtime

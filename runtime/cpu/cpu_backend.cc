@@ -47,7 +47,7 @@ class CpuBackend final : public Backend {
                                            const jit::PlanArguments& args) override {
     absl::flat_hash_map<int, std::shared_ptr<Buffer>> buffers;
     for (size_t slot = 0; slot < plan.input_nodes.size(); ++slot) {
-      buffers[plan.input_nodes[slot]] = args.inputs[slot];
+      buffers[plan.input_nodes[slot]] = place_on(args.inputs[slot], Device{DeviceType::CPU, 0});
     }
     std::multimap<int64_t, std::shared_ptr<Buffer>> pool;  // released intermediates by size
     const int log_level = jit::env_options().log_level;

@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <type_traits>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -84,6 +86,50 @@ absl::StatusOr<std::vector<DeviceInfo>> query_devices() {
     devices.push_back(info);
   }
   return devices;
+}
+
+const DriverApi& driver_api() {
+  static const DriverApi api = [] {
+    DriverApi a;
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      a.status = absl::UnavailableError("no CUDA driver (libcuda.so.1 not found)");
+      return a;
+    }
+    auto load = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+      if (fn == nullptr && a.status.ok()) {
+        a.status = absl::UnavailableError(absl::StrCat("libcuda.so.1 lacks ", name));
+      }
+    };
+    load(a.init, "cuInit");
+    load(a.device_get, "cuDeviceGet");
+    load(a.device_attribute, "cuDeviceGetAttribute");
+    load(a.primary_ctx_retain, "cuDevicePrimaryCtxRetain");
+    load(a.ctx_set_current, "cuCtxSetCurrent");
+    load(a.stream_create, "cuStreamCreate");
+    load(a.stream_synchronize, "cuStreamSynchronize");
+    load(a.mem_alloc, "cuMemAlloc_v2");
+    load(a.mem_free, "cuMemFree_v2");
+    load(a.memcpy_htod_async, "cuMemcpyHtoDAsync_v2");
+    load(a.memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2");
+    load(a.memcpy_dtod_async, "cuMemcpyDtoDAsync_v2");
+    load(a.module_load_data, "cuModuleLoadData");
+    load(a.module_get_function, "cuModuleGetFunction");
+    load(a.launch_kernel, "cuLaunchKernel");
+    load(a.error_string, "cuGetErrorString");
+    return a;
+  }();
+  return api;
+}
+
+absl::Status check_cuda(CUresult result, const char* call) {
+  if (result == 0) return absl::OkStatus();
+  const char* text = "unknown error";
+  if (driver_api().error_string != nullptr) driver_api().error_string(result, &text);
+  const std::string message = absl::StrCat(call, " failed: ", text, " (CUresult ", result, ")");
+  return result == kCudaErrorOutOfMemory ? absl::ResourceExhaustedError(message)
+                                         : absl::InternalError(message);
 }
 
 }  // namespace kiln::runtime::cuda

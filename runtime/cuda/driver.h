@@ -21,6 +21,46 @@ struct DeviceInfo {
 // The GPUs the driver sees, or why there are none (no driver, cuInit failed, ...).
 absl::StatusOr<std::vector<DeviceInfo>> query_devices();
 
+// The driver entry points the CUDA backend calls, with cuda.h's C signatures and types
+// declared here (building Kiln needs no CUDA headers). Loaded together on first use.
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUstream = struct CUstream_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+inline constexpr CUresult kCudaErrorOutOfMemory = 2;      // CUDA_ERROR_OUT_OF_MEMORY
+inline constexpr int kAttributeMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_...
+inline constexpr unsigned int kStreamNonBlocking = 1;     // CU_STREAM_NON_BLOCKING
+
+struct DriverApi {
+  absl::Status status;  // why the driver is not usable, when it is not
+  CUresult (*init)(unsigned int) = nullptr;
+  CUresult (*device_get)(CUdevice*, int) = nullptr;
+  CUresult (*device_attribute)(int*, int, CUdevice) = nullptr;
+  CUresult (*primary_ctx_retain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*ctx_set_current)(CUcontext) = nullptr;
+  CUresult (*stream_create)(CUstream*, unsigned int) = nullptr;
+  CUresult (*stream_synchronize)(CUstream) = nullptr;
+  CUresult (*mem_alloc)(CUdeviceptr*, size_t) = nullptr;
+  CUresult (*mem_free)(CUdeviceptr) = nullptr;
+  CUresult (*memcpy_htod_async)(CUdeviceptr, const void*, size_t, CUstream) = nullptr;
+  CUresult (*memcpy_dtoh_async)(void*, CUdeviceptr, size_t, CUstream) = nullptr;
+  CUresult (*memcpy_dtod_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = nullptr;
+  CUresult (*module_load_data)(CUmodule*, const void*) = nullptr;
+  CUresult (*module_get_function)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*launch_kernel)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
+                            unsigned int, unsigned int, unsigned int, CUstream, void**,
+                            void**) = nullptr;
+  CUresult (*error_string)(CUresult, const char**) = nullptr;
+};
+
+const DriverApi& driver_api();
+
+// OK, or an error naming `call` and the driver's text for `result`.
+absl::Status check_cuda(CUresult result, const char* call);
+
 }  // namespace kiln::runtime::cuda
 
 #endif  // KILN_RUNTIME_CUDA_DRIVER_H_

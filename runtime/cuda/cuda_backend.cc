@@ -1,0 +1,282 @@
+#include "runtime/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <deque>
+#include <mutex>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "jit/stats_counters.h"
+#include "kiln/error.h"
+#include "ops/custom_functions.h"
+#include "runtime/cuda/cubin_cache.h"
+#include "runtime/cuda/cuda_renderer.h"
+#include "runtime/cuda/device_allocator.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/cuda/kernel_args.h"
+#include "runtime/cuda/nvrtc_compiler.h"
+
+namespace kiln::runtime::cuda {
+namespace {
+
+void throw_if_failed(CUresult result, const char* call, const std::string& context) {
+  absl::Status s = check_cuda(result, call);
+  if (!s.ok()) throw Error(absl::StrCat(context, ": ", s.message()));
+}
+
+// The two entry points of a generated module (one for a custom kernel).
+struct Functions {
+  CUfunction i32 = nullptr;
+  CUfunction i64 = nullptr;
+};
+
+// One GPU: its context, the stream all of Kiln's work goes to, the allocator and modules.
+class CudaDevice {
+ public:
+  explicit CudaDevice(int index) : index_(index), name_(absl::StrCat("cuda:", index)) {
+    const DriverApi& d = driver_api();
+    if (!d.status.ok()) throw Error(absl::StrCat(name_, ": ", d.status.message()));
+    throw_if_failed(d.init(0), "cuInit", name_);
+    CUdevice dev = 0;
+    throw_if_failed(d.device_get(&dev, index), "cuDeviceGet", name_);
+    int major = 0, minor = 0;
+    d.device_attribute(&major, 75, dev);
+    d.device_attribute(&minor, 76, dev);
+    arch_ = major * 10 + minor;
+    d.device_attribute(&sm_count_, kAttributeMultiprocessorCount, dev);
+    throw_if_failed(d.primary_ctx_retain(&context_, dev), "cuDevicePrimaryCtxRetain", name_);
+    make_current();
+    throw_if_failed(d.stream_create(&stream_, kStreamNonBlocking), "cuStreamCreate", name_);
+    allocator_ = std::make_unique<DeviceAllocator>(
+        name_,
+        [](size_t bytes) -> absl::StatusOr<uint64_t> {
+          CUdeviceptr p = 0;
+          if (absl::Status s = check_cuda(driver_api().mem_alloc(&p, bytes), "cuMemAlloc");
+              !s.ok()) {
+            return s;
+          }
+          return static_cast<uint64_t>(p);
+        },
+        [](uint64_t p) { driver_api().mem_free(static_cast<CUdeviceptr>(p)); }, size_t{4} << 30);
+  }
+
+  static CudaDevice& get(int index) {
+    static std::mutex mutex;
+    static std::deque<CudaDevice>* devices = new std::deque<CudaDevice>();  // never destroyed
+    std::lock_guard<std::mutex> lock(mutex);
+    for (CudaDevice& d : *devices) {
+      if (d.index_ == index) return d;
+    }
+    return devices->emplace_back(index);
+  }
+
+  void make_current() const {
+    throw_if_failed(driver_api().ctx_set_current(context_), "cuCtxSetCurrent", name_);
+  }
+
+  std::shared_ptr<Buffer> allocate(int64_t nbytes) {
+    DeviceAllocator::Block block = allocator_->allocate(static_cast<size_t>(nbytes));
+    DeviceAllocator* allocator = allocator_.get();
+    return std::make_shared<Buffer>(nbytes, Device{DeviceType::CUDA, index_}, block.address,
+                                    [allocator, block] { allocator->release(block); });
+  }
+
+  void synchronize() const {
+    throw_if_failed(driver_api().stream_synchronize(stream_), "cuStreamSynchronize", name_);
+  }
+
+  // The module for `source`, compiled for this GPU (memory and disk caches), with the
+  // functions named `entry` (+ "_i32"/"_i64" when `two_entries`).
+  Functions functions(const std::string& source, const std::string& entry, bool two_entries) {
+    std::lock_guard<std::mutex> lock(modules_mutex_);
+    auto it = modules_.find(source);
+    if (it != modules_.end()) return it->second;
+    static const std::string version = nvrtc_version().value_or("unknown");
+    absl::StatusOr<CubinCache::Result> cubin =
+        cubin_cache().get(cubin_key(source, arch_, version, ""),
+                          [&] { return compile_to_cubin(source, entry, arch_); });
+    if (!cubin.ok()) {
+      throw Error(absl::StrCat("[cuda] kernel ", entry, ": ", cubin.status().message()));
+    }
+    if (cubin->source == CubinCache::Source::kDisk) jit::counters().disk_cache_hits += 1;
+    CUmodule module = nullptr;
+    throw_if_failed(driver_api().module_load_data(&module, cubin->cubin.data()), "cuModuleLoadData",
+                    absl::StrCat(name_, " kernel ", entry));
+    Functions f;
+    if (two_entries) {
+      throw_if_failed(driver_api().module_get_function(&f.i32, module, (entry + "_i32").c_str()),
+                      "cuModuleGetFunction", entry);
+      throw_if_failed(driver_api().module_get_function(&f.i64, module, (entry + "_i64").c_str()),
+                      "cuModuleGetFunction", entry);
+    } else {
+      throw_if_failed(driver_api().module_get_function(&f.i32, module, entry.c_str()),
+                      "cuModuleGetFunction", entry);
+      f.i64 = f.i32;
+    }
+    modules_.emplace(source, f);
+    return f;
+  }
+
+  void launch(CUfunction f, const int64_t grid[3], const int block[3], int shared_bytes,
+              void* params, const std::string& what) {
+    void* args[] = {params};
+    throw_if_failed(driver_api().launch_kernel(
+                        f, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
+                        static_cast<unsigned>(grid[2]), static_cast<unsigned>(block[0]),
+                        static_cast<unsigned>(block[1]), static_cast<unsigned>(block[2]),
+                        static_cast<unsigned>(shared_bytes), stream_, args, nullptr),
+                    "cuLaunchKernel", absl::StrCat(name_, " kernel ", what));
+    jit::counters().kernels_launched += 1;
+  }
+
+  CUstream stream() const { return stream_; }
+  int sm_count() const { return sm_count_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  static CubinCache& cubin_cache() {
+    static CubinCache* cache = new CubinCache(default_cache_dir(), int64_t{1} << 30);
+    return *cache;
+  }
+
+  int index_;
+  std::string name_;
+  int arch_ = 0;
+  int sm_count_ = 1;
+  CUcontext context_ = nullptr;
+  CUstream stream_ = nullptr;
+  std::unique_ptr<DeviceAllocator> allocator_;
+  std::mutex modules_mutex_;
+  absl::flat_hash_map<std::string, Functions> modules_;  // by source (kept for the process)
+};
+
+// Blocks for a generated kernel: grid-stride kernels get enough to fill the GPU; kernels
+// that give a block to each output (reductions) or row (norms) get one per item, capped.
+int64_t grid_size(const jit::KernelProgram& p, const jit::KernelLaunch& l, int sm_count) {
+  const int64_t cap = int64_t{sm_count} * 32;
+  const int64_t out = ops::numel(l.spaces[0]);
+  int64_t items = (out + 255) / 256;
+  if (p.anchor == jit::AnchorKind::kReduce || p.anchor == jit::AnchorKind::kArgReduce) {
+    items = out;
+  } else if (p.anchor == jit::AnchorKind::kRowNorm) {
+    const int64_t extent = l.spaces[1][p.anchor_attrs.axis];
+    items = extent > 0 ? ops::numel(l.spaces[1]) / extent : 0;
+  }
+  return std::clamp<int64_t>(items, 1, cap);
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int index) : index_(index), device_(CudaDevice::get(index)) {}
+
+  std::vector<std::shared_ptr<Buffer>> run(const jit::LaunchPlan& plan,
+                                           const jit::PlanArguments& args) override {
+    device_.make_current();
+    const Device here{DeviceType::CUDA, index_};
+    absl::flat_hash_map<int, std::shared_ptr<Buffer>> buffers;
+    for (size_t slot = 0; slot < plan.input_nodes.size(); ++slot) {
+      buffers[plan.input_nodes[slot]] = place_on(args.inputs[slot], here);
+    }
+    for (size_t k = 0; k < plan.kernels.size(); ++k) {
+      const jit::PlannedKernel& pk = plan.kernels[k];
+      const jit::KernelLaunch& l = pk.launch;
+      std::vector<uint64_t> ins, outs;
+      std::vector<int64_t> numels;
+      for (int n : l.inputs) {
+        ins.push_back(buffers.at(n)->device_pointer());
+        numels.push_back(plan.node_bytes[n]);
+      }
+      for (int n : l.outputs) {
+        buffers[n] = device_.allocate(plan.node_bytes[n]);
+        outs.push_back(buffers[n]->device_pointer());
+        numels.push_back(plan.node_bytes[n]);
+      }
+      if (pk.program->anchor == jit::AnchorKind::kCustomKernel) {
+        launch_custom(*pk.program, l, ins, outs[0]);
+      } else {
+        std::vector<double> params;
+        for (int p : l.params) params.push_back(args.params[p]);
+        std::vector<std::byte> block = pack_params(*pk.program, l, ins, outs, params);
+        const Functions f = device_.functions(render_cuda(*pk.program), pk.program->name, true);
+        // Byte counts bound element counts, so this errs toward the 64-bit entry point.
+        const bool narrow = fits_32bit_index(l, numels);
+        const int64_t grid[3] = {grid_size(*pk.program, l, device_.sm_count()), 1, 1};
+        const int threads[3] = {block_size(*pk.program), 1, 1};
+        device_.launch(narrow ? f.i32 : f.i64, grid, threads, 0, block.data(), pk.program->name);
+      }
+      for (int n : plan.release_after[k]) buffers.erase(n);  // stream order makes reuse safe
+    }
+    std::vector<std::shared_ptr<Buffer>> results;
+    for (int o : plan.outputs) results.push_back(buffers.at(o));
+    return results;
+  }
+
+ private:
+  void launch_custom(const jit::KernelProgram& p, const jit::KernelLaunch& l,
+                     const std::vector<uint64_t>& ins, uint64_t out) {
+    const ops::CustomKernel* k = ops::custom_kernel(p.anchor_attrs.function);
+    std::vector<ops::ValueType> types;
+    std::vector<std::vector<int64_t>> shapes;
+    for (size_t i = 0; i < p.input_dtypes.size(); ++i) {
+      types.push_back(ops::ValueType{l.spaces[i + 1], p.input_dtypes[i]});
+      shapes.push_back(l.spaces[i + 1]);
+    }
+    const ops::CustomKernelLaunch geometry =
+        k->launch(types, ops::ValueType{l.spaces[0], p.anchor_dtype});
+    std::vector<std::byte> block = pack_custom_kernel_args(ins, shapes, out, l.spaces[0]);
+    const std::string source =
+        absl::StrCat(ops::kCustomKernelArgsSource, "\n", k->cuda_source, "\n");
+    const Functions f = device_.functions(source, k->name, false);
+    device_.launch(f.i32, geometry.grid, geometry.block, geometry.shared_bytes, block.data(),
+                   k->name);
+  }
+
+  int index_;
+  CudaDevice& device_;
+};
+
+}  // namespace
+
+absl::Status cuda_available() {
+  absl::StatusOr<std::vector<DeviceInfo>> devices = query_devices();
+  if (!devices.ok()) return devices.status();
+  if (devices->empty()) return absl::UnavailableError("the CUDA driver sees no GPU");
+  if (absl::Status s = nvrtc_available(); !s.ok()) return s;
+  return driver_api().status;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index) {
+  return std::make_unique<CudaBackend>(device_index);
+}
+
+std::shared_ptr<Buffer> copy_to_host(const Buffer& device_buffer) {
+  CudaDevice& d = CudaDevice::get(device_buffer.device().index);
+  d.make_current();
+  auto host = std::make_shared<Buffer>(device_buffer.nbytes());
+  if (device_buffer.nbytes() > 0) {
+    throw_if_failed(
+        driver_api().memcpy_dtoh_async(host->data(), device_buffer.device_pointer(),
+                                       static_cast<size_t>(device_buffer.nbytes()), d.stream()),
+        "cuMemcpyDtoHAsync", d.name());
+  }
+  d.synchronize();
+  return host;
+}
+
+std::shared_ptr<Buffer> upload(const Buffer& host_buffer, Device device) {
+  CudaDevice& d = CudaDevice::get(device.index);
+  d.make_current();
+  std::shared_ptr<Buffer> out = d.allocate(host_buffer.nbytes());
+  if (host_buffer.nbytes() > 0) {
+    throw_if_failed(
+        driver_api().memcpy_htod_async(out->device_pointer(), host_buffer.data(),
+                                       static_cast<size_t>(host_buffer.nbytes()), d.stream()),
+        "cuMemcpyHtoDAsync", d.name());
+  }
+  // The host buffer may be freed as soon as this returns: wait for the copy.
+  d.synchronize();
+  return out;
+}
+
+}  // namespace kiln::runtime::cuda

@@ -1,0 +1,30 @@
+// The CUDA device: launch plans run as generated kernels on one stream per device, with
+// buffers from the caching allocator and modules compiled by NVRTC through the cubin cache.
+//
+// Nothing here runs without a GPU; CI checks what it can without one (every kernel's
+// source compiles, the parameter layouts, the allocator's policy), and scripts/gpu-check.sh
+// runs the whole suite on a lent GPU with KILN_DEVICE=cuda.
+#ifndef KILN_RUNTIME_CUDA_CUDA_BACKEND_H_
+#define KILN_RUNTIME_CUDA_CUDA_BACKEND_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "kiln/dtype.h"
+#include "runtime/backend.h"
+#include "runtime/buffer.h"
+
+namespace kiln::runtime::cuda {
+
+// OK when CUDA device 0 can run kernels: the driver loads, a GPU is there, NVRTC loads.
+absl::Status cuda_available();
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index);
+
+// Copies between host and device memory (synchronizing the device's stream first).
+std::shared_ptr<Buffer> copy_to_host(const Buffer& device_buffer);
+std::shared_ptr<Buffer> upload(const Buffer& host_buffer, Device device);
+
+}  // namespace kiln::runtime::cuda
+
+#endif  // KILN_RUNTIME_CUDA_CUDA_BACKEND_H_

@@ -1,0 +1,64 @@
+// The caching allocator for device memory. cuMemAlloc and cuMemFree synchronize the device
+// and cost tens of microseconds, so freed blocks are kept by size and handed out again.
+//
+// Stream order makes reuse safe without events: all of Kiln's work on a device runs in one
+// stream, so a block released after its last use was enqueued can go to the next allocation
+// at once; whatever uses it next runs after the work that used it before.
+//
+// Out of memory: the cache is freed and the allocation tried once more; then kiln::Error.
+// The allocator takes the raw allocation functions as parameters, so its policy is tested
+// on host memory where no GPU exists (tests/device_allocator_test.cc).
+#ifndef KILN_RUNTIME_CUDA_DEVICE_ALLOCATOR_H_
+#define KILN_RUNTIME_CUDA_DEVICE_ALLOCATOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace kiln::runtime::cuda {
+
+class DeviceAllocator {
+ public:
+  // Returns the new block's address, ResourceExhaustedError when the device is out of
+  // memory, another error otherwise.
+  using RawAlloc = std::function<absl::StatusOr<uint64_t>(size_t bytes)>;
+  using RawFree = std::function<void(uint64_t address)>;
+
+  DeviceAllocator(std::string device_name, RawAlloc alloc, RawFree free, size_t max_cached_bytes);
+  ~DeviceAllocator();  // frees the cached blocks (live ones belong to their buffers)
+
+  struct Block {
+    uint64_t address = 0;
+    size_t bytes = 0;  // the size class, at least what was asked
+  };
+  // Throws kiln::Error naming the size and the device when memory runs out.
+  Block allocate(size_t bytes);
+  void release(Block block);
+  // Frees every cached block (as before the retry on out-of-memory).
+  void release_cache();
+
+  size_t cached_bytes() const;
+  size_t live_bytes() const;
+
+  // Size classes: multiples of 512 bytes up to 1 MiB, of 2 MiB above (fewer distinct sizes,
+  // so blocks are shared between similar tensors).
+  static size_t size_class(size_t bytes);
+
+ private:
+  std::string device_name_;
+  RawAlloc alloc_;
+  RawFree free_;
+  size_t max_cached_bytes_;
+  mutable std::mutex mutex_;
+  std::multimap<size_t, uint64_t> free_blocks_;  // size class -> address
+  size_t cached_ = 0, live_ = 0;
+};
+
+}  // namespace kiln::runtime::cuda
+
+#endif  // KILN_RUNTIME_CUDA_DEVICE_ALLOCATOR_H_
