@@ -10,6 +10,7 @@
 #include "jit/record.h"
 #include "jit/sync.h"
 #include "kiln/error.h"
+#include "runtime/cuda/cuda_backend.h"
 
 namespace kiln {
 namespace {
@@ -107,6 +108,8 @@ const Tensor& Tensor::eval() const {
   jit::sync({node_.get()});
   return *this;
 }
+
+void synchronize() { runtime::cuda::synchronize_all(); }
 
 void eval(const std::vector<Tensor>& outputs) {
   std::vector<detail::Node*> nodes;

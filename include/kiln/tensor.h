@@ -81,6 +81,10 @@ struct TensorAccess {
 // One sync point for several outputs: they are planned and computed together.
 void eval(const std::vector<Tensor>& outputs);
 
+// Waits until every kernel launched so far has finished. eval() on a GPU returns once the
+// kernels are queued; reading data waits by itself. For timing. A no-op on the CPU.
+void synchronize();
+
 }  // namespace kiln
 
 #endif  // KILN_TENSOR_H_

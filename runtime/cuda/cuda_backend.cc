@@ -62,13 +62,19 @@ class CudaDevice {
   }
 
   static CudaDevice& get(int index) {
-    static std::mutex mutex;
-    static std::deque<CudaDevice>* devices = new std::deque<CudaDevice>();  // never destroyed
-    std::lock_guard<std::mutex> lock(mutex);
-    for (CudaDevice& d : *devices) {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    for (CudaDevice& d : devices()) {
       if (d.index_ == index) return d;
     }
-    return devices->emplace_back(index);
+    return devices().emplace_back(index);
+  }
+
+  static bool exists(int index) {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    for (const CudaDevice& d : devices()) {
+      if (d.index_ == index) return true;
+    }
+    return false;
   }
 
   void make_current() const {
@@ -135,6 +141,15 @@ class CudaDevice {
   const std::string& name() const { return name_; }
 
  private:
+  static std::mutex& registry_mutex() {
+    static std::mutex* m = new std::mutex();
+    return *m;
+  }
+  static std::deque<CudaDevice>& devices() {
+    static std::deque<CudaDevice>* d = new std::deque<CudaDevice>();  // never destroyed
+    return *d;
+  }
+
   static CubinCache& cubin_cache() {
     static CubinCache* cache = new CubinCache(default_cache_dir(), int64_t{1} << 30);
     return *cache;
@@ -237,6 +252,16 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace
+
+void synchronize_all() {
+  // Devices are created on first use; synchronize those that exist.
+  for (int index = 0; index < 16; ++index) {
+    if (!CudaDevice::exists(index)) continue;
+    CudaDevice& d = CudaDevice::get(index);
+    d.make_current();
+    d.synchronize();
+  }
+}
 
 absl::Status cuda_available() {
   absl::StatusOr<std::vector<DeviceInfo>> devices = query_devices();

@@ -21,6 +21,9 @@ absl::Status cuda_available();
 
 std::unique_ptr<Backend> make_cuda_backend(int device_index);
 
+// Waits for every device Kiln has used (a no-op when none).
+void synchronize_all();
+
 // Copies between host and device memory (synchronizing the device's stream first).
 std::shared_ptr<Buffer> copy_to_host(const Buffer& device_buffer);
 std::shared_ptr<Buffer> upload(const Buffer& host_buffer, Device device);

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Run HERE (no GPU needed): builds what scripts/gpu-check.sh runs on a lent GPU machine,
+# which has no package registry. Release build with libstdc++ and libgcc linked statically
+# and GoogleTest static; the other shared libraries the binaries need (Abseil, Highway,
+# Google Benchmark, zlib) are copied into build-gpu/lib, which gpu-check.sh puts on
+# LD_LIBRARY_PATH. Carry `build-gpu` with the device call (it must stay under 64 MiB).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCH=ON \
+  -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
+cmake --build build-gpu -j"$(nproc)" --target kiln_tests kiln_tool gpu_bench soak_bench \
+  mlp_inference transformer_block
+mkdir -p build-gpu/lib
+for bin in build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/kiln; do
+  ldd "$bin" | awk '/=> \// {print $3}' | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux)' |
+    while read -r lib; do cp -Lu "$lib" build-gpu/lib/; done
+done
+strip build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/kiln
+du -sh build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/lib
