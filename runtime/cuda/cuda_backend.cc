@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <filesystem>
 #include <mutex>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "jit/stats_counters.h"
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
+#include "runtime/atomic_file.h"
 #include "runtime/cuda/cubin_cache.h"
 #include "runtime/cuda/cuda_renderer.h"
 #include "runtime/cuda/device_allocator.h"
@@ -103,7 +105,12 @@ class CudaDevice {
         cubin_cache().get(cubin_key(source, arch_, version, ""),
                           [&] { return compile_to_cubin(source, entry, arch_); });
     if (!cubin.ok()) {
-      throw Error(absl::StrCat("[cuda] kernel ", entry, ": ", cubin.status().message()));
+      // The source goes next to the error, so the failing kernel can be read and rebuilt.
+      const std::string path = absl::StrCat(std::filesystem::temp_directory_path().string(),
+                                            "/kiln_failed_", entry, ".cu");
+      (void)write_file_atomically(path, [&](std::ostream& out) { out << source; });
+      throw Error(absl::StrCat("[cuda] kernel ", entry, " does not compile (source: ", path,
+                               "): ", cubin.status().message()));
     }
     if (cubin->source == CubinCache::Source::kDisk) jit::counters().disk_cache_hits += 1;
     CUmodule module = nullptr;
