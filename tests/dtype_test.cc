@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "reference_util.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -90,6 +91,37 @@ TEST(BFloat16, RoundsToNearestEvenAndKeepsSpecials) {
     b.bits = static_cast<uint16_t>(bits);
     float f = static_cast<float>(b);
     if (!std::isnan(f)) EXPECT_EQ(BFloat16(f).bits, bits);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Inside a fused kernel every f16/bf16 op rounds to 16 bits, as if each result were stored
+// (docs/semantics.md): (1 + tiny) - 1 is 0 in 16 bits, tiny in f32. Checked through a
+// pointwise chain, a reduction's prologue, a row norm's epilogue and a cast, against the
+// reference evaluator too.
+TEST(SixteenBitFloats, EveryOpInsideAFusedKernelRounds) {
+  for (auto [dt, tiny] : {std::pair{DType::BF16, 1.0 / 512}, std::pair{DType::F16, 1.0 / 4096}}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor one = Tensor::full({3, 1000}, 1.0, dt).eval();
+    Tensor chain = (one + tiny) - 1.0;                                 // pointwise
+    Tensor reduced = sum((one + tiny) - 1.0, {1});                     // in a reduction's prologue
+    Tensor normed = softmax(one.reshape({3000, 1}), -1) + tiny - 1.0;  // a row norm's epilogue
+    Tensor cast = ((one.astype(DType::F32) + tiny).astype(dt) - 1.0).astype(DType::F32);
+    for (const Tensor& t : {chain, reduced, normed, cast}) {
+      // The reference first: once t is computed, the reference would just read its result.
+      const std::vector<double> want = testing::values(testing::reference_tensor(t));
+      const std::vector<double> got = testing::values(t);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i], 0.0) << i;
+        EXPECT_EQ(want[i], 0.0) << i;
+      }
+    }
   }
 }
 

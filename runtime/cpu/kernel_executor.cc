@@ -41,6 +41,14 @@ inline float round_float(DType dt, float v) {
   if (dt == DType::BF16) return static_cast<float>(BFloat16(v));
   return v;
 }
+// round_float over n values, one loop per dtype so that each vectorizes.
+inline void round_all(DType dt, float* v, int64_t n) {
+  if (dt == DType::BF16) {
+    for (int64_t e = 0; e < n; ++e) v[e] = static_cast<float>(BFloat16(v[e]));
+  } else if (dt == DType::F16) {
+    for (int64_t e = 0; e < n; ++e) v[e] = static_cast<float>(Half(v[e]));
+  }
+}
 inline int64_t wrap_int(DType dt, int64_t v) {
   if (dt == DType::I32) return static_cast<int32_t>(v);
   if (dt == DType::Bool) return v != 0;
@@ -478,11 +486,7 @@ class TileEvaluator {
 
   // Each f16/bf16 op rounds its result to 16 bits, as if stored: fusing ops never changes
   // what they compute (only float-versus-double rounding differs from the reference).
-  void round_to_dtype(int k, DType dt, int64_t n) {
-    if (dt != DType::F16 && dt != DType::BF16) return;
-    float* v = regs_.get<float>(k);
-    for (int64_t e = 0; e < n; ++e) v[e] = round_float(dt, v[e]);
-  }
+  void round_to_dtype(int k, DType dt, int64_t n) { round_all(dt, regs_.get<float>(k), n); }
 
   void eval_index_leaf(int k, const Instr& in, int64_t begin, int64_t n) {
     const int64_t* off = offsets(in.view, in.space, begin, n);
@@ -518,6 +522,14 @@ class TileEvaluator {
       dispatch(cls_of(in.dtype), [&](auto t) {
         using T = decltype(t);
         T* out = alloc<T>(k, n);
+        if constexpr (std::is_same_v<S, float> && std::is_same_v<T, float>) {
+          // Between f16, bf16 and f32: round to the source, then to the target (what
+          // convert does), one vectorizable loop each.
+          std::copy(a, a + n, out);
+          round_all(from, out, n);
+          round_all(in.dtype, out, n);
+          return;
+        }
         for (int64_t e = 0; e < n; ++e) out[e] = convert<T>(a[e], from, in.dtype);
       });
     });
@@ -962,7 +974,7 @@ void run_anchor(const KernelProgram& p, const KernelLaunch& l, const std::vector
   if constexpr (std::is_same_v<T, int64_t>) {
     for (int64_t& v : scratch) v = wrap_int(p.anchor_dtype, v);
   } else if constexpr (std::is_same_v<T, float>) {
-    for (float& v : scratch) v = round_float(p.anchor_dtype, v);
+    round_all(p.anchor_dtype, scratch.data(), static_cast<int64_t>(scratch.size()));
   }
   run_stores(p, l, in, out, params, scratch.data());
 }
