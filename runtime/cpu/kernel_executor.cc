@@ -635,6 +635,28 @@ std::vector<T> evaluate_operand(const KernelProgram& p, const KernelLaunch& l,
 }
 
 // Sum/mean/max/min (and argmax/argmin) of operand 0 over the reduced axes, into `result`.
+// Whether `axes` (sorted) are exactly the last axes of a rank-`rank` space.
+bool trailing_axes(const std::vector<int>& axes, int rank) {
+  if (axes.empty()) return false;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] != rank - static_cast<int>(axes.size()) + static_cast<int>(i)) return false;
+  }
+  return true;
+}
+
+// A contiguous run summed in double with eight independent accumulators (the additions
+// pipeline and vectorize; double keeps the result as accurate as a sequential sum).
+template <class T>
+double sum_in_double(const T* x, int64_t n) {
+  double acc[8] = {};
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    for (int j = 0; j < 8; ++j) acc[j] += static_cast<double>(x[k + j]);
+  }
+  for (; k < n; ++k) acc[0] += static_cast<double>(x[k]);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 template <class Acc, class Result>
 void reduce(const KernelProgram& p, const KernelLaunch& l, const std::vector<const Buffer*>& in,
             const std::vector<double>& params, Result* result) {
@@ -664,6 +686,27 @@ void reduce(const KernelProgram& p, const KernelLaunch& l, const std::vector<con
   const OpKind op = p.anchor_op;
   const bool is_sum = op == OpKind::Sum || op == OpKind::Mean;
   const bool want_max = op == OpKind::Max || op == OpKind::Argmax;
+  if constexpr (std::is_floating_point_v<Acc>) {
+    // Floating sums over the trailing axes: each output is one contiguous run of the
+    // operand, so rows go to threads whole and add with independent accumulators instead
+    // of scattering every element into its output.
+    const int64_t extent = out_n == 0 ? 0 : ops::numel(space) / out_n;
+    if (!arg && is_sum && trailing_axes(axes, static_cast<int>(space.size())) && extent > 0 &&
+        extent <= (int64_t{1} << 16)) {
+      const int operand = p.anchor_operands[0];
+      parallel_for(out_n, std::max<int64_t>(1, 16384 / extent), [&](int64_t r0, int64_t r1) {
+        TileEvaluator ev(p, l, in, params, nullptr);
+        for (int64_t r = r0; r < r1; ++r) {
+          ev.run(1, r * extent, extent);
+          double total = 0;
+          ev.visit(operand, [&](auto* v) { total = sum_in_double(v, extent); });
+          result[r] =
+              static_cast<Result>(op == OpKind::Mean ? total / static_cast<double>(extent) : total);
+        }
+      });
+      return;
+    }
+  }
   struct Partial {
     std::vector<Acc> value;
     std::vector<int64_t> index;
