@@ -43,8 +43,8 @@ class CudaDevice {
     CUdevice dev = 0;
     throw_if_failed(d.device_get(&dev, index), "cuDeviceGet", name_);
     int major = 0, minor = 0;
-    d.device_attribute(&major, 75, dev);
-    d.device_attribute(&minor, 76, dev);
+    d.device_attribute(&major, kAttributeComputeMajor, dev);
+    d.device_attribute(&minor, kAttributeComputeMinor, dev);
     arch_ = major * 10 + minor;
     d.device_attribute(&sm_count_, kAttributeMultiprocessorCount, dev);
     throw_if_failed(d.primary_ctx_retain(&context_, dev), "cuDevicePrimaryCtxRetain", name_);

@@ -21,8 +21,9 @@ struct DeviceInfo {
 // The GPUs the driver sees, or why there are none (no driver, cuInit failed, ...).
 absl::StatusOr<std::vector<DeviceInfo>> query_devices();
 
-// The driver entry points the CUDA backend calls, with cuda.h's C signatures and types
-// declared here (building Kiln needs no CUDA headers). Loaded together on first use.
+// The driver entry points Kiln calls (query_devices and the CUDA backend), with cuda.h's C
+// signatures and types declared here (building Kiln needs no CUDA headers). Loaded together
+// on first use.
 using CUresult = int;
 using CUdevice = int;
 using CUdeviceptr = unsigned long long;
@@ -32,12 +33,17 @@ using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 inline constexpr CUresult kCudaErrorOutOfMemory = 2;      // CUDA_ERROR_OUT_OF_MEMORY
 inline constexpr int kAttributeMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_...
-inline constexpr unsigned int kStreamNonBlocking = 1;     // CU_STREAM_NON_BLOCKING
+inline constexpr int kAttributeComputeMajor = 75;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+inline constexpr int kAttributeComputeMinor = 76;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+inline constexpr unsigned int kStreamNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
 
 struct DriverApi {
   absl::Status status;  // why the driver is not usable, when it is not
   CUresult (*init)(unsigned int) = nullptr;
+  CUresult (*device_count)(int*) = nullptr;
   CUresult (*device_get)(CUdevice*, int) = nullptr;
+  CUresult (*device_name)(char*, int, CUdevice) = nullptr;
+  CUresult (*device_memory)(size_t*, CUdevice) = nullptr;
   CUresult (*device_attribute)(int*, int, CUdevice) = nullptr;
   CUresult (*primary_ctx_retain)(CUcontext*, CUdevice) = nullptr;
   CUresult (*ctx_set_current)(CUcontext) = nullptr;
