@@ -2,7 +2,6 @@
 #include "absl/strings/str_cat.h"
 #include "jit/launch_plan.h"
 #include "jit/plan_cache.h"
-#include "jit/stats_counters.h"
 #include "jit/sync_dump.h"
 #include "jit/trace.h"
 #include "kiln/debug.h"
@@ -32,12 +31,8 @@ std::string explain_plan(const std::vector<Tensor>& outputs, ExplainDetail detai
   const jit::Trace trace = jit::build_trace(targets);
   const Device device = targets.front()->device;
   // The plan a sync would use: the cached one, or a new one that the sync will then reuse.
-  std::shared_ptr<const jit::LaunchPlan> plan = jit::find_plan(trace, device);
-  if (plan == nullptr) {
-    plan = jit::build_plan(trace);
-    jit::counters().plans_built += 1;
-    jit::add_plan(trace, device, plan);
-  }
+  bool hit = false;
+  std::shared_ptr<const jit::LaunchPlan> plan = jit::find_or_build_plan(trace, device, &hit);
   std::string out = plan->description;
   if (detail == ExplainDetail::kPlan) return out;
   for (size_t k = 0; k < plan->kernels.size(); ++k) {

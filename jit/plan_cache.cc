@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
+#include "jit/stats_counters.h"
 
 namespace kiln::jit {
 namespace {
@@ -87,5 +88,15 @@ void add_plan(const Trace& trace, Device device, std::shared_ptr<const LaunchPla
 }
 
 size_t plan_cache_size() { return cache().size(); }
+
+std::shared_ptr<const LaunchPlan> find_or_build_plan(const Trace& trace, Device device, bool* hit) {
+  std::shared_ptr<const LaunchPlan> plan = find_plan(trace, device);
+  *hit = plan != nullptr;
+  if (*hit) return plan;
+  plan = build_plan(trace);
+  counters().plans_built += 1;
+  add_plan(trace, device, plan);
+  return plan;
+}
 
 }  // namespace kiln::jit

@@ -33,15 +33,9 @@ void run_targets(const std::vector<detail::Node*>& targets, SyncCapture* capture
 
   Trace trace = build_trace(targets);
   const Device device = targets.front()->device;
-  std::shared_ptr<const LaunchPlan> plan = find_plan(trace, device);
-  const bool hit = plan != nullptr;
-  if (hit) {
-    counters().plan_cache_hits += 1;
-  } else {
-    plan = build_plan(trace);
-    counters().plans_built += 1;
-    add_plan(trace, device, plan);
-  }
+  bool hit = false;
+  std::shared_ptr<const LaunchPlan> plan = find_or_build_plan(trace, device, &hit);
+  if (hit) counters().plan_cache_hits += 1;
   if (options.dump_plan || options.dump_kernels) dump_sync_plan(&dump_folder, *plan);
 
   PlanArguments args = arguments_of(trace);
