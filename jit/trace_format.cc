@@ -30,6 +30,24 @@ absl::Status read_attr(const json& attrs, const char* key, T& out, bool required
   return absl::OkStatus();
 }
 
+// A custom function's or kernel's id from its name in attrs[key] ("function" or "kernel");
+// the loading process must have defined it (with `define`) first.
+absl::Status read_registered(const json& attrs, const char* key, const char* define, int& id) {
+  std::string name;
+  if (absl::Status s = read_attr(attrs, key, name, true); !s.ok()) return s;
+  const bool is_function = std::string_view(key) == "function";
+  std::optional<int> found =
+      is_function ? ops::custom_function_id(name) : ops::custom_kernel_id(name);
+  if (!found.has_value()) {
+    return absl::NotFoundError(absl::StrCat("custom ", key, " '", name,
+                                            "' is not registered in this process (define it "
+                                            "with kiln::",
+                                            define, " before loading)"));
+  }
+  id = *found;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 json attrs_to_json(OpKind op, const ops::Attrs& a) {
@@ -133,32 +151,12 @@ absl::StatusOr<ops::Attrs> attrs_from_json(OpKind op, const json& j) {
     case OpClass::kLeaf:
       if (op == OpKind::Rand || op == OpKind::Randn) read("seed", a.seed, true);
       break;
-    case OpClass::kCustom: {
-      std::string name;
-      read("function", name, true);
-      if (!s.ok()) return s;
-      std::optional<int> id = ops::custom_function_id(name);
-      if (!id.has_value()) {
-        return absl::NotFoundError(absl::StrCat("custom function '", name,
-                                                "' is not registered in this process (define it "
-                                                "with kiln::define_elementwise before loading)"));
-      }
-      a.function = *id;
+    case OpClass::kCustom:
+      if (s.ok()) s = read_registered(j, "function", "define_elementwise", a.function);
       break;
-    }
-    case OpClass::kCustomKernel: {
-      std::string name;
-      read("kernel", name, true);
-      if (!s.ok()) return s;
-      std::optional<int> id = ops::custom_kernel_id(name);
-      if (!id.has_value()) {
-        return absl::NotFoundError(absl::StrCat("custom kernel '", name,
-                                                "' is not registered in this process (define it "
-                                                "with kiln::define_kernel before loading)"));
-      }
-      a.function = *id;
+    case OpClass::kCustomKernel:
+      if (s.ok()) s = read_registered(j, "kernel", "define_kernel", a.function);
       break;
-    }
     default:
       break;
   }
