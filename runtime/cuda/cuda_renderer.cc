@@ -214,10 +214,9 @@ std::string binary(OpKind op, DType operands, const std::string& a, const std::s
 
 class Renderer {
  public:
-  explicit Renderer(const KernelProgram& p) : p_(p) {
-    for (int r : p_.space_ranks) rank_ = std::max(rank_, r);
-    rank_ = std::max(rank_, 1);
-  }
+  // Index arrays have the Params struct's rank, so the two always agree.
+  explicit Renderer(const KernelProgram& p)
+      : p_(p), layout_(params_layout(p)), rank_(layout_.rank) {}
 
   // The user's device functions this kernel calls, each once, after the preamble.
   void append_custom_functions(std::string& s) const {
@@ -248,7 +247,7 @@ class Renderer {
     for (absl::string_view line : absl::StrSplit(printed, '\n')) {
       if (!line.empty()) absl::StrAppend(&s, "//   ", line, "\n");
     }
-    absl::StrAppend(&s, params_struct_source(params_layout(p_)));
+    absl::StrAppend(&s, params_struct_source(layout_));
     absl::StrAppend(&s, "template <class I>\n__device__ void body(const Params& a) {\n");
     switch (p_.anchor) {
       case AnchorKind::kNone:
@@ -602,7 +601,8 @@ class Renderer {
   }
 
   const KernelProgram& p_;
-  int rank_ = 1;
+  const ParamsLayout layout_;
+  const int rank_;
 };
 
 }  // namespace
