@@ -30,18 +30,59 @@ bool is_identifier(const std::string& s) {
   return true;
 }
 
+// The checks every definition shares: a C identifier for a name, an arity in range.
+absl::Status check_name_and_arity(const std::string& name, int arity, int max_arity) {
+  if (!is_identifier(name)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the name '", name, "' is not a C identifier (letters, digits and _, not a digit first)"));
+  }
+  if (arity < 1 || arity > max_arity) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("arity ", arity, " is out of range: 1 to ", max_arity, " inputs"));
+  }
+  return absl::OkStatus();
+}
+
+// Registration shared by functions and kernels (`what` names which): an equal definition
+// (name, source and arity) gets its id back; the same name with another one is refused.
+template <class Def>
+absl::StatusOr<int> add_definition(std::deque<Def>& defs, Def def, const char* what) {
+  def.source_hash = absl::HashOf(def.cuda_source, def.arity);
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  for (size_t id = 0; id < defs.size(); ++id) {
+    const Def& old = defs[id];
+    if (old.name != def.name) continue;
+    if (old.source_hash == def.source_hash && old.cuda_source == def.cuda_source &&
+        old.arity == def.arity) {
+      return static_cast<int>(id);
+    }
+    return absl::AlreadyExistsError(
+        absl::StrCat("a different ", what, " named '", def.name, "' is already registered"));
+  }
+  defs.push_back(std::move(def));
+  return static_cast<int>(defs.size() - 1);
+}
+
+template <class Def>
+const Def* definition(const std::deque<Def>& defs, int id) {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  if (id < 0 || static_cast<size_t>(id) >= defs.size()) return nullptr;
+  return &defs[id];
+}
+
+template <class Def>
+std::optional<int> id_by_name(const std::deque<Def>& defs, std::string_view name) {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  for (size_t id = 0; id < defs.size(); ++id) {
+    if (defs[id].name == name) return static_cast<int>(id);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 absl::Status check_custom_function(const CustomFunction& f) {
-  if (!is_identifier(f.name)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the name '", f.name,
-                     "' is not a C identifier (letters, digits and _, not a digit first)"));
-  }
-  if (f.arity < 1 || f.arity > kMaxCustomArity) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("arity ", f.arity, " is out of range: 1 to ", kMaxCustomArity, " inputs"));
-  }
+  if (absl::Status s = check_name_and_arity(f.name, f.arity, kMaxCustomArity); !s.ok()) return s;
   if (!f.cpu) return absl::InvalidArgumentError("the C++ (CPU) definition is empty");
   if (f.cuda_source.empty()) return absl::InvalidArgumentError("the CUDA source is empty");
   return absl::OkStatus();
@@ -49,37 +90,13 @@ absl::Status check_custom_function(const CustomFunction& f) {
 
 absl::StatusOr<int> register_custom_function(CustomFunction f) {
   if (absl::Status s = check_custom_function(f); !s.ok()) return s;
-  f.source_hash = absl::HashOf(f.cuda_source, f.arity);
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  for (size_t id = 0; id < r.functions.size(); ++id) {
-    const CustomFunction& old = r.functions[id];
-    if (old.name != f.name) continue;
-    if (old.source_hash == f.source_hash && old.cuda_source == f.cuda_source &&
-        old.arity == f.arity) {
-      return static_cast<int>(id);
-    }
-    return absl::AlreadyExistsError(
-        absl::StrCat("a different function named '", f.name, "' is already registered"));
-  }
-  r.functions.push_back(std::move(f));
-  return static_cast<int>(r.functions.size() - 1);
+  return add_definition(registry().functions, std::move(f), "function");
 }
 
-const CustomFunction* custom_function(int id) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  if (id < 0 || static_cast<size_t>(id) >= r.functions.size()) return nullptr;
-  return &r.functions[id];
-}
+const CustomFunction* custom_function(int id) { return definition(registry().functions, id); }
 
 std::optional<int> custom_function_id(std::string_view name) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  for (size_t id = 0; id < r.functions.size(); ++id) {
-    if (r.functions[id].name == name) return static_cast<int>(id);
-  }
-  return std::nullopt;
+  return id_by_name(registry().functions, name);
 }
 
 const char* const kCustomKernelArgsSource =
@@ -96,14 +113,8 @@ struct KilnKernelArgs {
 )";
 
 absl::Status check_custom_kernel(const CustomKernel& k) {
-  if (!is_identifier(k.name)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the name '", k.name,
-                     "' is not a C identifier (letters, digits and _, not a digit first)"));
-  }
-  if (k.arity < 1 || k.arity > kMaxCustomKernelInputs) {
-    return absl::InvalidArgumentError(absl::StrCat("arity ", k.arity, " is out of range: 1 to ",
-                                                   kMaxCustomKernelInputs, " inputs"));
+  if (absl::Status s = check_name_and_arity(k.name, k.arity, kMaxCustomKernelInputs); !s.ok()) {
+    return s;
   }
   if (!k.infer) return absl::InvalidArgumentError("the shape rule is empty");
   if (!k.launch) return absl::InvalidArgumentError("the launch rule is empty");
@@ -114,35 +125,13 @@ absl::Status check_custom_kernel(const CustomKernel& k) {
 
 absl::StatusOr<int> register_custom_kernel(CustomKernel k) {
   if (absl::Status s = check_custom_kernel(k); !s.ok()) return s;
-  k.source_hash = absl::HashOf(k.cuda_source, k.arity);
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  for (size_t id = 0; id < r.kernels.size(); ++id) {
-    if (r.kernels[id].name != k.name) continue;
-    if (r.kernels[id].cuda_source == k.cuda_source && r.kernels[id].arity == k.arity) {
-      return static_cast<int>(id);
-    }
-    return absl::AlreadyExistsError(
-        absl::StrCat("a different kernel named '", k.name, "' is already registered"));
-  }
-  r.kernels.push_back(std::move(k));
-  return static_cast<int>(r.kernels.size() - 1);
+  return add_definition(registry().kernels, std::move(k), "kernel");
 }
 
-const CustomKernel* custom_kernel(int id) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  if (id < 0 || static_cast<size_t>(id) >= r.kernels.size()) return nullptr;
-  return &r.kernels[id];
-}
+const CustomKernel* custom_kernel(int id) { return definition(registry().kernels, id); }
 
 std::optional<int> custom_kernel_id(std::string_view name) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  for (size_t id = 0; id < r.kernels.size(); ++id) {
-    if (r.kernels[id].name == name) return static_cast<int>(id);
-  }
-  return std::nullopt;
+  return id_by_name(registry().kernels, name);
 }
 
 }  // namespace kiln::ops
