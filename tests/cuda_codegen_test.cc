@@ -1,12 +1,9 @@
 // The CUDA path without a GPU: every kernel family in every dtype is rendered to CUDA C++ and
 // compiled by the real NVRTC to cubins for sm_80 and sm_90.
-#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <mutex>
 #include <set>
-#include <thread>
 
 #include "jit/launch_plan.h"
 #include "jit/trace.h"
@@ -15,6 +12,7 @@
 #include "runtime/cuda/cuda_renderer.h"
 #include "runtime/cuda/kernel_args.h"
 #include "runtime/cuda/nvrtc_compiler.h"
+#include "runtime/cuda/parallel_compile.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -81,36 +79,30 @@ TEST(CudaCodegen, EveryFamilyAndDtypeCompilesForSm80AndSm90) {
   std::set<jit::AnchorKind> families;
   for (const auto& p : programs) families.insert(p->anchor);
   EXPECT_EQ(families.size(), 6u);  // pointwise, reduce, argreduce, rownorm, matmul, concat
-  // Compile on every core, as a plan's kernels are compiled (NVRTC is thread-safe).
-  std::atomic<int> compiled{0};
-  std::mutex failures_mutex;
-  std::vector<std::string> failures;
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next++; i < programs.size(); i = next++) {
-      const jit::KernelProgram& p = *programs[i];
-      const std::string source = runtime::cuda::render_cuda(p);
-      for (int arch : {80, 90}) {
-        absl::StatusOr<std::string> cubin = runtime::cuda::compile_to_cubin(source, p.name, arch);
-        if (!cubin.ok() || cubin->size() < 100 ||
-            source.find("__launch_bounds__(256) " + p.name + "_i32") == std::string::npos) {
-          const std::string path = "/tmp/kiln_cuda_failure_" + p.name + ".cu";
-          std::ofstream(path) << source;
-          std::lock_guard<std::mutex> lock(failures_mutex);
-          failures.push_back(std::string(cubin.status().message()) + "\nsource: " + path);
-          continue;
-        }
+  // Compiled as a plan's kernels are: all at once on every core.
+  std::vector<runtime::cuda::KernelSource> sources;
+  for (const auto& p : programs) {
+    sources.push_back({p->name, runtime::cuda::render_cuda(*p)});
+    EXPECT_NE(sources.back().source.find("__launch_bounds__(256) " + p->name + "_i32"),
+              std::string::npos)
+        << sources.back().source;
+  }
+  int compiled = 0;
+  for (int arch : {80, 90}) {
+    runtime::cuda::CubinCache memory_only("", 0);
+    auto cubins = runtime::cuda::compile_in_parallel(memory_only, sources, arch);
+    for (size_t i = 0; i < cubins.size(); ++i) {
+      if (cubins[i].ok() && cubins[i]->cubin.size() >= 100) {
         ++compiled;
+        continue;
       }
+      const std::string path = "/tmp/kiln_cuda_failure_" + sources[i].name + ".cu";
+      std::ofstream(path) << sources[i].source;
+      ADD_FAILURE() << "sm_" << arch << ": " << cubins[i].status() << "\nsource: " << path;
     }
-  };
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < std::max(2u, std::thread::hardware_concurrency()); ++t)
-    threads.emplace_back(worker);
-  for (std::thread& t : threads) t.join();
-  for (const std::string& f : failures) ADD_FAILURE() << f;
-  EXPECT_EQ(compiled.load(), static_cast<int>(2 * programs.size()));
-  std::printf("cuda codegen: %zu kernels, %d cubins compiled\n", programs.size(), compiled.load());
+  }
+  EXPECT_EQ(compiled, static_cast<int>(2 * programs.size()));
+  std::printf("cuda codegen: %zu kernels, %d cubins compiled\n", programs.size(), compiled);
 }
 
 // The launcher packs Params with kernel_args; NVRTC checks that the struct the kernel sees
@@ -118,37 +110,28 @@ TEST(CudaCodegen, EveryFamilyAndDtypeCompilesForSm80AndSm90) {
 TEST(CudaCodegen, PackedParametersMatchTheStructEveryKernelDeclares) {
   ASSERT_TRUE(runtime::cuda::nvrtc_available().ok());
   std::vector<std::shared_ptr<const jit::KernelProgram>> programs = corpus();
-  std::atomic<size_t> next{0};
-  std::mutex failures_mutex;
-  std::vector<std::string> failures;
-  auto worker = [&] {
-    for (size_t i = next++; i < programs.size(); i = next++) {
-      const jit::KernelProgram& p = *programs[i];
-      const runtime::cuda::ParamsLayout l = runtime::cuda::params_layout(p);
-      std::string source = runtime::cuda::render_cuda(p);
-      absl::StrAppend(&source, "static_assert(sizeof(Params) == ", l.size, ", \"size\");\n");
-      // NVRTC has no offsetof; the members' sizes in order, adding up to sizeof(Params) (so
-      // there is no padding), fix every offset.
-      const size_t ends[] = {l.out, l.p, l.shape, l.stride, l.offset, l.size};
-      const char* members[] = {"in", "out", "p", "shape", "stride", "offset"};
-      size_t start = 0;
-      for (int m = 0; m < 6; ++m) {
-        absl::StrAppend(&source, "static_assert(sizeof(((Params*)0)->", members[m],
-                        ") == ", ends[m] - start, ", \"", members[m], "\");\n");
-        start = ends[m];
-      }
-      absl::StatusOr<std::string> cubin = runtime::cuda::compile_to_cubin(source, p.name, 80);
-      if (!cubin.ok()) {
-        std::lock_guard<std::mutex> lock(failures_mutex);
-        failures.push_back(std::string(cubin.status().message()));
-      }
+  std::vector<runtime::cuda::KernelSource> sources;
+  for (const auto& program : programs) {
+    const jit::KernelProgram& p = *program;
+    const runtime::cuda::ParamsLayout l = runtime::cuda::params_layout(p);
+    std::string source = runtime::cuda::render_cuda(p);
+    absl::StrAppend(&source, "static_assert(sizeof(Params) == ", l.size, ", \"size\");\n");
+    // NVRTC has no offsetof; the members' sizes in order, adding up to sizeof(Params) (so
+    // there is no padding), fix every offset.
+    const size_t ends[] = {l.out, l.p, l.shape, l.stride, l.offset, l.size};
+    const char* members[] = {"in", "out", "p", "shape", "stride", "offset"};
+    size_t start = 0;
+    for (int m = 0; m < 6; ++m) {
+      absl::StrAppend(&source, "static_assert(sizeof(((Params*)0)->", members[m],
+                      ") == ", ends[m] - start, ", \"", members[m], "\");\n");
+      start = ends[m];
     }
-  };
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < std::max(2u, std::thread::hardware_concurrency()); ++t)
-    threads.emplace_back(worker);
-  for (std::thread& t : threads) t.join();
-  for (const std::string& f : failures) ADD_FAILURE() << f;
+    sources.push_back({p.name, source});
+  }
+  runtime::cuda::CubinCache memory_only("", 0);
+  for (const auto& cubin : runtime::cuda::compile_in_parallel(memory_only, sources, 80)) {
+    EXPECT_TRUE(cubin.ok()) << cubin.status();
+  }
 
   // The custom kernel struct: the host packs it through a mirror struct whose offsets the
   // host compiler checks (kernel_args.cc); NVRTC checks the device sees the same sizes.

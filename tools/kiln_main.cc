@@ -4,14 +4,12 @@
 //   kiln compile-cuda DIR [--arch 80,90]   compile every DIR/*.cu with NVRTC to cubins
 //   kiln info                               devices, NVRTC, SIMD target, cache location
 // Exits 0 on success; on bad input prints one line "kiln: <reason>" and exits 1 (2 for usage).
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -24,6 +22,7 @@
 #include "runtime/cuda/cubin_cache.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/nvrtc_compiler.h"
+#include "runtime/cuda/parallel_compile.h"
 
 namespace {
 
@@ -86,40 +85,34 @@ int compile_cuda(const std::string& dir, std::map<std::string, std::string>& fla
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     if (e.path().extension() == ".cu") files.push_back(e.path());
   }
+  std::vector<kiln::runtime::cuda::KernelSource> kernels;
+  for (const std::filesystem::path& file : files) {
+    std::ifstream in(file);
+    std::stringstream source;
+    source << in.rdbuf();
+    kernels.push_back({file.stem().string(), source.str()});
+  }
   const auto start = std::chrono::steady_clock::now();
-  std::atomic<size_t> next{0};
-  std::atomic<int> cubins{0};
-  std::mutex mutex;
+  int cubins = 0;
   std::string failure;
-  auto worker = [&] {
-    for (size_t i = next++; i < files.size(); i = next++) {
-      std::ifstream in(files[i]);
-      std::stringstream source;
-      source << in.rdbuf();
-      for (int arch : archs) {
-        auto cubin =
-            kiln::runtime::cuda::compile_to_cubin(source.str(), files[i].stem().string(), arch);
-        std::lock_guard<std::mutex> lock(mutex);
-        if (cubin.ok()) {
-          ++cubins;
-        } else if (failure.empty()) {
-          failure = std::string(cubin.status().message()) + "\nsource: " + files[i].string();
-        }
+  for (int arch : archs) {
+    kiln::runtime::cuda::CubinCache memory_only("", 0);
+    auto results = kiln::runtime::cuda::compile_in_parallel(memory_only, kernels, arch);
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (results[i].ok()) {
+        ++cubins;
+      } else if (failure.empty()) {
+        failure = std::string(results[i].status().message()) + "\nsource: " + files[i].string();
       }
     }
-  };
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t)
-    threads.emplace_back(worker);
-  for (std::thread& t : threads) t.join();
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!failure.empty()) {
     std::fprintf(stderr, "kiln: %s\n", failure.c_str());
     return 1;
   }
-  std::printf("compiled %zu kernels to %d cubins in %.1f s\n", files.size(), cubins.load(),
-              seconds);
+  std::printf("compiled %zu kernels to %d cubins in %.1f s\n", files.size(), cubins, seconds);
   return 0;
 }
 

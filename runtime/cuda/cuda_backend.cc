@@ -18,6 +18,7 @@
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/kernel_args.h"
 #include "runtime/cuda/nvrtc_compiler.h"
+#include "runtime/cuda/parallel_compile.h"
 
 namespace kiln::runtime::cuda {
 namespace {
@@ -94,41 +95,38 @@ class CudaDevice {
     throw_if_failed(driver_api().stream_synchronize(stream_), "cuStreamSynchronize", name_);
   }
 
-  // The module for `source`, compiled for this GPU (memory and disk caches), with the
-  // functions named `entry` (+ "_i32"/"_i64" when `two_entries`).
-  Functions functions(const std::string& source, const std::string& entry, bool two_entries) {
+  // Loads every kernel of `plan` not loaded yet: the new ones are rendered, then compiled
+  // together on all cores (memory and disk caches first), then loaded. After this a launch
+  // only looks its functions up, so a plan hit never renders or compiles anything.
+  void prepare(const jit::LaunchPlan& plan) {
     std::lock_guard<std::mutex> lock(modules_mutex_);
-    auto it = modules_.find(source);
-    if (it != modules_.end()) return it->second;
-    static const std::string version = nvrtc_version().value_or("unknown");
-    absl::StatusOr<CubinCache::Result> cubin =
-        cubin_cache().get(cubin_key(source, arch_, version, ""),
-                          [&] { return compile_to_cubin(source, entry, arch_); });
-    if (!cubin.ok()) {
-      // The source goes next to the error, so the failing kernel can be read and rebuilt.
-      const std::string path = absl::StrCat(std::filesystem::temp_directory_path().string(),
-                                            "/kiln_failed_", entry, ".cu");
-      (void)write_file_atomically(path, [&](std::ostream& out) { out << source; });
-      throw Error(absl::StrCat("[cuda] kernel ", entry, " does not compile (source: ", path,
-                               "): ", cubin.status().message()));
+    std::vector<std::shared_ptr<const jit::KernelProgram>> programs;
+    std::vector<KernelSource> sources;
+    for (const jit::PlannedKernel& k : plan.kernels) {
+      if (loaded_.contains(k.program.get())) continue;
+      if (std::any_of(programs.begin(), programs.end(),
+                      [&](const auto& p) { return p.get() == k.program.get(); })) {
+        continue;
+      }
+      programs.push_back(k.program);
+      sources.push_back(module_source(*k.program));
     }
-    if (cubin->source == CubinCache::Source::kDisk) jit::counters().disk_cache_hits += 1;
-    CUmodule module = nullptr;
-    throw_if_failed(driver_api().module_load_data(&module, cubin->cubin.data()), "cuModuleLoadData",
-                    absl::StrCat(name_, " kernel ", entry));
-    Functions f;
-    if (two_entries) {
-      throw_if_failed(driver_api().module_get_function(&f.i32, module, (entry + "_i32").c_str()),
-                      "cuModuleGetFunction", entry);
-      throw_if_failed(driver_api().module_get_function(&f.i64, module, (entry + "_i64").c_str()),
-                      "cuModuleGetFunction", entry);
-    } else {
-      throw_if_failed(driver_api().module_get_function(&f.i32, module, entry.c_str()),
-                      "cuModuleGetFunction", entry);
-      f.i64 = f.i32;
+    if (programs.empty()) return;
+    std::vector<absl::StatusOr<CubinCache::Result>> cubins =
+        compile_in_parallel(cubin_cache(), sources, arch_);
+    for (size_t i = 0; i < programs.size(); ++i) {
+      if (!cubins[i].ok()) throw_compile_error(sources[i], cubins[i].status());
+      if (cubins[i]->source == CubinCache::Source::kDisk) jit::counters().disk_cache_hits += 1;
+      const bool generated = programs[i]->anchor != jit::AnchorKind::kCustomKernel;
+      loaded_.emplace(programs[i].get(),
+                      Loaded{programs[i], load(cubins[i]->cubin, sources[i].name, generated)});
     }
-    modules_.emplace(source, f);
-    return f;
+  }
+
+  // The functions of a kernel `prepare` loaded.
+  Functions functions(const jit::KernelProgram* program) {
+    std::lock_guard<std::mutex> lock(modules_mutex_);
+    return loaded_.at(program).functions;
   }
 
   void launch(CUfunction f, const int64_t grid[3], const int block[3], int shared_bytes,
@@ -162,6 +160,48 @@ class CudaDevice {
     return *cache;
   }
 
+  // A generated kernel's module, or a user's kernel after the argument struct it takes.
+  static KernelSource module_source(const jit::KernelProgram& p) {
+    if (p.anchor != jit::AnchorKind::kCustomKernel) return {p.name, render_cuda(p)};
+    const ops::CustomKernel* k = ops::custom_kernel(p.anchor_attrs.function);
+    return {k->name, absl::StrCat(ops::kCustomKernelArgsSource, "\n", k->cuda_source, "\n")};
+  }
+
+  [[noreturn]] static void throw_compile_error(const KernelSource& k, const absl::Status& s) {
+    // The source goes next to the error, so the failing kernel can be read and rebuilt.
+    const std::string path = absl::StrCat(std::filesystem::temp_directory_path().string(),
+                                          "/kiln_failed_", k.name, ".cu");
+    (void)write_file_atomically(path, [&](std::ostream& out) { out << k.source; });
+    throw Error(absl::StrCat("[cuda] kernel ", k.name, " does not compile (source: ", path,
+                             "): ", s.message()));
+  }
+
+  // Loads a cubin; a generated module has the entries <name>_i32 and <name>_i64, a user's
+  // kernel the one entry <name>.
+  Functions load(const std::string& cubin, const std::string& name, bool generated) const {
+    CUmodule module = nullptr;
+    throw_if_failed(driver_api().module_load_data(&module, cubin.data()), "cuModuleLoadData",
+                    absl::StrCat(name_, " kernel ", name));
+    Functions f;
+    auto get = [&](CUfunction* out, const std::string& entry) {
+      throw_if_failed(driver_api().module_get_function(out, module, entry.c_str()),
+                      "cuModuleGetFunction", absl::StrCat(name_, " kernel ", entry));
+    };
+    if (generated) {
+      get(&f.i32, name + "_i32");
+      get(&f.i64, name + "_i64");
+    } else {
+      get(&f.i32, name);
+      f.i64 = f.i32;
+    }
+    return f;
+  }
+
+  struct Loaded {
+    std::shared_ptr<const jit::KernelProgram> program;  // keeps the key alive
+    Functions functions;
+  };
+
   int index_;
   std::string name_;
   int arch_ = 0;
@@ -170,7 +210,7 @@ class CudaDevice {
   CUstream stream_ = nullptr;
   std::unique_ptr<DeviceAllocator> allocator_;
   std::mutex modules_mutex_;
-  absl::flat_hash_map<std::string, Functions> modules_;  // by source (kept for the process)
+  absl::flat_hash_map<const jit::KernelProgram*, Loaded> loaded_;  // kept for the process
 };
 
 // Blocks for a generated kernel: grid-stride kernels get enough to fill the GPU; kernels
@@ -196,6 +236,7 @@ class CudaBackend final : public Backend {
                                            const jit::PlanArguments& args) override {
     device_.make_current();
     const Device here{DeviceType::CUDA, index_};
+    device_.prepare(plan);
     absl::flat_hash_map<int, std::shared_ptr<Buffer>> buffers;
     for (size_t slot = 0; slot < plan.input_nodes.size(); ++slot) {
       buffers[plan.input_nodes[slot]] = place_on(args.inputs[slot], here);
@@ -215,12 +256,12 @@ class CudaBackend final : public Backend {
         numels.push_back(plan.node_bytes[n]);
       }
       if (pk.program->anchor == jit::AnchorKind::kCustomKernel) {
-        launch_custom(*pk.program, l, ins, outs[0]);
+        launch_custom(pk.program.get(), l, ins, outs[0]);
       } else {
         std::vector<double> params;
         for (int p : l.params) params.push_back(args.params[p]);
         std::vector<std::byte> block = pack_params(*pk.program, l, ins, outs, params);
-        const Functions f = device_.functions(render_cuda(*pk.program), pk.program->name, true);
+        const Functions f = device_.functions(pk.program.get());
         // Byte counts bound element counts, so this errs toward the 64-bit entry point.
         const bool narrow = fits_32bit_index(l, numels);
         const int64_t grid[3] = {grid_size(*pk.program, l, device_.sm_count()), 1, 1};
@@ -235,8 +276,9 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  void launch_custom(const jit::KernelProgram& p, const jit::KernelLaunch& l,
+  void launch_custom(const jit::KernelProgram* program, const jit::KernelLaunch& l,
                      const std::vector<uint64_t>& ins, uint64_t out) {
+    const jit::KernelProgram& p = *program;
     const ops::CustomKernel* k = ops::custom_kernel(p.anchor_attrs.function);
     std::vector<ops::ValueType> types;
     std::vector<std::vector<int64_t>> shapes;
@@ -247,9 +289,7 @@ class CudaBackend final : public Backend {
     const ops::CustomKernelLaunch geometry =
         k->launch(types, ops::ValueType{l.spaces[0], p.anchor_dtype});
     std::vector<std::byte> block = pack_custom_kernel_args(ins, shapes, out, l.spaces[0]);
-    const std::string source =
-        absl::StrCat(ops::kCustomKernelArgsSource, "\n", k->cuda_source, "\n");
-    const Functions f = device_.functions(source, k->name, false);
+    const Functions f = device_.functions(program);
     device_.launch(f.i32, geometry.grid, geometry.block, geometry.shared_bytes, block.data(),
                    k->name);
   }

@@ -1,0 +1,109 @@
+// What compiling a plan's CUDA kernels costs, measured without a GPU (NVRTC needs none): the
+// kernels of one transformer block (samples/transformer_block.h) compiled for sm_90 one after
+// another, all at once through compile_in_parallel, through the disk cache cold, and loaded
+// from a warm disk cache. Also the renderer's own time, Kiln's part of a cold compile.
+//
+//   build-bench/bench/compile_bench --benchmark_repetitions=3
+#include <benchmark/benchmark.h>
+
+#include <filesystem>
+
+#include "jit/launch_plan.h"
+#include "jit/trace.h"
+#include "kiln/kiln.h"
+#include "runtime/cuda/cuda_renderer.h"
+#include "runtime/cuda/nvrtc_compiler.h"
+#include "runtime/cuda/parallel_compile.h"
+#include "samples/transformer_block.h"
+
+namespace {
+
+using kiln::runtime::cuda::CubinCache;
+using kiln::runtime::cuda::KernelSource;
+
+// The distinct kernels of one transformer block over 16 tokens.
+const std::vector<KernelSource>& block_kernels() {
+  static const std::vector<KernelSource> kernels = [] {
+    const auto w = kiln::samples::random_block_weights(64, 4, 1);
+    kiln::Tensor y = kiln::samples::transformer_block(kiln::Tensor::rand({1, 16, 64}, 2), w);
+    kiln::jit::Trace trace = kiln::jit::build_trace({kiln::detail::TensorAccess::node(y).get()});
+    std::vector<KernelSource> out;
+    const auto plan = kiln::jit::build_plan(trace);
+    for (const auto& k : plan->kernels) {
+      out.push_back({k.program->name, kiln::runtime::cuda::render_cuda(*k.program)});
+    }
+    return out;
+  }();
+  return kernels;
+}
+
+void Render(benchmark::State& state) {
+  auto y = kiln::samples::transformer_block(kiln::Tensor::rand({1, 16, 64}, 2),
+                                            kiln::samples::random_block_weights(64, 4, 1));
+  kiln::jit::Trace trace = kiln::jit::build_trace({kiln::detail::TensorAccess::node(y).get()});
+  auto plan = kiln::jit::build_plan(trace);
+  for (auto _ : state) {
+    for (const auto& k : plan->kernels) {
+      benchmark::DoNotOptimize(kiln::runtime::cuda::render_cuda(*k.program));
+    }
+  }
+  state.counters["kernels"] = static_cast<double>(plan->kernels.size());
+}
+
+void NvrtcOneAfterAnother(benchmark::State& state) {
+  for (auto _ : state) {
+    for (const KernelSource& k : block_kernels()) {
+      benchmark::DoNotOptimize(kiln::runtime::cuda::compile_to_cubin(k.source, k.name, 90));
+    }
+  }
+  state.counters["kernels"] = static_cast<double>(block_kernels().size());
+}
+
+void NvrtcInParallel(benchmark::State& state) {
+  for (auto _ : state) {
+    CubinCache memory_only("", 0);
+    benchmark::DoNotOptimize(
+        kiln::runtime::cuda::compile_in_parallel(memory_only, block_kernels(), 90));
+  }
+}
+
+std::string scratch_dir() {
+  return (std::filesystem::temp_directory_path() / "kiln_compile_bench").string();
+}
+
+void InParallelThroughColdDiskCache(benchmark::State& state) {
+  for (auto _ : state) {
+    std::filesystem::remove_all(scratch_dir());
+    CubinCache cache(scratch_dir(), int64_t{1} << 30);
+    benchmark::DoNotOptimize(kiln::runtime::cuda::compile_in_parallel(cache, block_kernels(), 90));
+  }
+}
+
+// Per kernel: a new process's first use of a kernel compiled by an earlier one.
+void WarmDiskCacheLoadPerKernel(benchmark::State& state) {
+  std::filesystem::remove_all(scratch_dir());
+  {
+    CubinCache cache(scratch_dir(), int64_t{1} << 30);
+    kiln::runtime::cuda::compile_in_parallel(cache, block_kernels(), 90);
+  }
+  for (auto _ : state) {
+    CubinCache fresh(scratch_dir(), int64_t{1} << 30);
+    for (const auto& r : kiln::runtime::cuda::compile_in_parallel(fresh, block_kernels(), 90)) {
+      if (!r.ok() || r->source != CubinCache::Source::kDisk) state.SkipWithError("not on disk");
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(block_kernels().size()));
+}
+
+BENCHMARK(Render)->Unit(benchmark::kMicrosecond);
+BENCHMARK(NvrtcOneAfterAnother)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
+BENCHMARK(NvrtcInParallel)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
+BENCHMARK(InParallelThroughColdDiskCache)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2)
+    ->UseRealTime();
+BENCHMARK(WarmDiskCacheLoadPerKernel)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
