@@ -17,6 +17,7 @@
 #include "runtime/cuda/device_allocator.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/kernel_args.h"
+#include "runtime/cuda/launch_geometry.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "runtime/cuda/parallel_compile.h"
 
@@ -212,21 +213,6 @@ class CudaDevice {
   std::mutex modules_mutex_;
   absl::flat_hash_map<const jit::KernelProgram*, Loaded> loaded_;  // kept for the process
 };
-
-// Blocks for a generated kernel: grid-stride kernels get enough to fill the GPU; kernels
-// that give a block to each output (reductions) or row (norms) get one per item, capped.
-int64_t grid_size(const jit::KernelProgram& p, const jit::KernelLaunch& l, int sm_count) {
-  const int64_t cap = int64_t{sm_count} * 32;
-  const int64_t out = ops::numel(l.spaces[0]);
-  int64_t items = (out + 255) / 256;
-  if (p.anchor == jit::AnchorKind::kReduce || p.anchor == jit::AnchorKind::kArgReduce) {
-    items = out;
-  } else if (p.anchor == jit::AnchorKind::kRowNorm) {
-    const int64_t extent = l.spaces[1][p.anchor_attrs.axis];
-    items = extent > 0 ? ops::numel(l.spaces[1]) / extent : 0;
-  }
-  return std::clamp<int64_t>(items, 1, cap);
-}
 
 class CudaBackend final : public Backend {
  public:

@@ -1,6 +1,8 @@
 // The device-side helpers every generated kernel starts with: storage conversions (f16 and
 // bf16 through PTX cvt, so no CUDA headers are needed), the cast rules of
 // docs/semantics.md, wrapping integer arithmetic, Philox, and block reductions.
+// The PTX is the only part a host compiler cannot take; under KILN_CUDA_HOST_EMULATION (the
+// tests' host execution of generated kernels) the conversions come from the host instead.
 #ifndef KILN_RUNTIME_CUDA_CUDA_PREAMBLE_H_
 #define KILN_RUNTIME_CUDA_CUDA_PREAMBLE_H_
 
@@ -10,6 +12,12 @@ inline constexpr const char* kPreamble = R"CUDA(
 // ---- kiln preamble ----
 typedef long long i64;
 typedef unsigned long long u64;
+#ifdef KILN_CUDA_HOST_EMULATION  // tests run generated kernels on the host (tests/cuda_emulation)
+__device__ __forceinline__ float f16_to_f32(unsigned short h) { return kiln_emulation::f16_to_f32(h); }
+__device__ __forceinline__ unsigned short f32_to_f16(float f) { return kiln_emulation::f32_to_f16(f); }
+__device__ __forceinline__ float bf16_to_f32(unsigned short h) { return kiln_emulation::bf16_to_f32(h); }
+__device__ __forceinline__ unsigned short f32_to_bf16(float f) { return kiln_emulation::f32_to_bf16(f); }
+#else
 __device__ __forceinline__ float f16_to_f32(unsigned short h) {
   float f; asm("{ .reg .b16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h)); return f;
 }
@@ -22,6 +30,7 @@ __device__ __forceinline__ float bf16_to_f32(unsigned short h) {
 __device__ __forceinline__ unsigned short f32_to_bf16(float f) {
   unsigned short h; asm("{ .reg .b16 t; cvt.rn.bf16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(f)); return h;
 }
+#endif
 __device__ __forceinline__ float round_f16(float f) { return f16_to_f32(f32_to_f16(f)); }
 __device__ __forceinline__ float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 // Float to integer: truncate toward zero, saturate, NaN gives 0.

@@ -1,0 +1,232 @@
+// The CUDA execution model on the host, for tests: generated kernels are compiled as C++ by
+// the host compiler and run here, so their logic (indexing, grid-stride loops, block and warp
+// reductions, barriers, the epilogue) is checked against the CPU backend on machines with no
+// GPU. It is not a GPU: it says nothing about speed, memory ordering between blocks, or PTX.
+//
+// Every CUDA thread of a block is a fiber on one OS thread; a barrier or a warp
+// shuffle switches to the next fiber until every live thread of the block (or warp) has
+// arrived. Blocks run one after another, so `__shared__` becomes a function-local static.
+// threadIdx and friends are globals set before each switch into a fiber.
+#ifndef KILN_TESTS_CUDA_EMULATION_CUDA_EMULATION_H_
+#define KILN_TESTS_CUDA_EMULATION_CUDA_EMULATION_H_
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "kiln/dtype.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+inline dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+using std::erf;
+using std::erfc;
+
+inline float __int_as_float(int v) { return std::bit_cast<float>(v); }
+inline long long __double_as_longlong(double v) { return std::bit_cast<long long>(v); }
+
+// Switching fibers saves the callee-saved registers on the old stack and returns on the new
+// one: a few instructions, where ucontext's swapcontext makes a system call per switch (and
+// the test switches millions of times). x86-64 System V only, as the test machines are.
+#if !defined(__x86_64__)
+#error "the CUDA host emulation switches fibers with x86-64 assembly"
+#endif
+extern "C" void kiln_emulation_switch(void** save_sp, void* load_sp);
+asm(R"(
+  .text
+  .p2align 4
+  .type kiln_emulation_switch, @function
+kiln_emulation_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size kiln_emulation_switch, .-kiln_emulation_switch
+)");
+
+namespace kiln_emulation {
+
+inline float f16_to_f32(unsigned short h) {
+  kiln::Half v;
+  v.bits = h;
+  return static_cast<float>(v);
+}
+inline unsigned short f32_to_f16(float f) { return kiln::Half(f).bits; }
+inline float bf16_to_f32(unsigned short h) {
+  kiln::BFloat16 v;
+  v.bits = h;
+  return static_cast<float>(v);
+}
+inline unsigned short f32_to_bf16(float f) { return kiln::BFloat16(f).bits; }
+
+// A barrier among a group of fibers (a block or a warp). Threads that have finished no
+// longer count, as on the GPU.
+struct Barrier {
+  int alive = 0;
+  int arrived = 0;
+  long generation = 0;
+  void release_if_complete() {
+    if (arrived > 0 && arrived >= alive) {
+      arrived = 0;
+      ++generation;
+    }
+  }
+};
+
+struct Fiber {
+  void* sp = nullptr;  // its saved stack pointer while switched out
+  bool finished = false;
+};
+
+// One block's run: the fibers, the scheduler's context and the barriers.
+struct BlockRun {
+  void* scheduler = nullptr;  // the scheduler's saved stack pointer
+  std::vector<Fiber> fibers;
+  std::vector<std::unique_ptr<char[]>> stacks;
+  int current = 0;
+  Barrier block;
+  std::vector<Barrier> warps;
+  std::vector<uint64_t> lanes;  // a shuffle's values, 32 per warp
+  const std::function<void()>* kernel = nullptr;
+};
+
+inline BlockRun* run = nullptr;
+inline constexpr size_t kStackBytes = 256 * 1024;
+
+inline void yield() { kiln_emulation_switch(&run->fibers[run->current].sp, run->scheduler); }
+
+inline void wait_at(Barrier& b) {
+  const long generation = b.generation;
+  ++b.arrived;
+  b.release_if_complete();
+  while (b.generation == generation) yield();
+}
+
+// A fiber's first frame: runs the kernel, leaves its barriers, and never returns.
+inline void fiber_main() {
+  (*run->kernel)();
+  run->fibers[run->current].finished = true;
+  run->block.alive -= 1;
+  run->block.release_if_complete();
+  Barrier& warp = run->warps[run->current / 32];
+  warp.alive -= 1;
+  warp.release_if_complete();
+  void* unused = nullptr;
+  kiln_emulation_switch(&unused, run->scheduler);
+}
+
+// A new fiber's stack: six zero registers for kiln_emulation_switch to pop, then fiber_main
+// as the address it returns to, aligned as if fiber_main had been called.
+inline void* new_fiber_stack(char* stack, size_t bytes) {
+#if defined(__SANITIZE_ADDRESS__)
+  // An earlier fiber's frames never unwound (fibers end by switching away), so their
+  // redzones are still poisoned: the stack starts clean.
+  __asan_unpoison_memory_region(stack, bytes);
+#endif
+  auto top = reinterpret_cast<uintptr_t>(stack + bytes) & ~uintptr_t{15};
+  auto* sp = reinterpret_cast<void**>(top) - 8;
+  for (int i = 0; i < 6; ++i) sp[i] = nullptr;
+  sp[6] = reinterpret_cast<void*>(&fiber_main);
+  sp[7] = nullptr;  // fiber_main's return address: it never returns
+  return sp;
+}
+
+// Runs `kernel` over the grid: every block in turn, each block's threads as fibers.
+inline void launch(long long grid, int block, const std::function<void()>& kernel) {
+  BlockRun r;
+  r.kernel = &kernel;
+  r.fibers.resize(block);
+  for (int t = 0; t < block; ++t) r.stacks.emplace_back(new char[kStackBytes]);
+  r.warps.resize((block + 31) / 32);
+  r.lanes.assign(r.warps.size() * 32, 0);
+  BlockRun* outer = run;
+  run = &r;
+  gridDim = dim3{static_cast<unsigned>(grid), 1, 1};
+  blockDim = dim3{static_cast<unsigned>(block), 1, 1};
+  for (long long b = 0; b < grid; ++b) {
+    blockIdx = dim3{static_cast<unsigned>(b), 1, 1};
+    r.block = Barrier{block, 0, 0};
+    for (size_t w = 0; w < r.warps.size(); ++w) {
+      r.warps[w] = Barrier{std::min(32, block - static_cast<int>(w) * 32), 0, 0};
+    }
+    for (int t = 0; t < block; ++t) {
+      r.fibers[t] = Fiber{new_fiber_stack(r.stacks[t].get(), kStackBytes), false};
+    }
+    // Round robin until every thread has returned; a thread runs until it waits or ends.
+    for (bool any = true; any;) {
+      any = false;
+      for (int t = 0; t < block; ++t) {
+        if (r.fibers[t].finished) continue;
+        any = true;
+        r.current = t;
+        threadIdx = dim3{static_cast<unsigned>(t), 1, 1};
+        kiln_emulation_switch(&r.scheduler, r.fibers[t].sp);
+      }
+    }
+  }
+  run = outer;
+}
+
+// A warp shuffle: every lane publishes its value, the warp meets, each reads its source lane.
+template <class T, class SourceLane>
+T shuffle(T value, SourceLane source_lane) {
+  static_assert(sizeof(T) <= 8);
+  const int t = run->current, warp = t / 32, lane = t % 32;
+  uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
+  run->lanes[warp * 32 + lane] = bits;
+  wait_at(run->warps[warp]);
+  const int width = run->warps[warp].alive;
+  const int source = source_lane(lane);
+  T out = value;
+  if (source >= 0 && source < width) std::memcpy(&out, &run->lanes[warp * 32 + source], sizeof(T));
+  wait_at(run->warps[warp]);  // nobody overwrites a lane before everyone has read it
+  return out;
+}
+
+}  // namespace kiln_emulation
+
+inline void __syncthreads() { kiln_emulation::wait_at(kiln_emulation::run->block); }
+inline void __syncwarp(unsigned = 0xffffffffu) {
+  kiln_emulation::wait_at(kiln_emulation::run->warps[kiln_emulation::run->current / 32]);
+}
+template <class T>
+T __shfl_down_sync(unsigned, T v, int delta) {
+  return kiln_emulation::shuffle(v, [delta](int lane) { return lane + delta; });
+}
+template <class T>
+T __shfl_xor_sync(unsigned, T v, int mask) {
+  return kiln_emulation::shuffle(v, [mask](int lane) { return lane ^ mask; });
+}
+template <class T>
+T __shfl_sync(unsigned, T v, int source) {
+  return kiln_emulation::shuffle(v, [source](int) { return source; });
+}
+
+#endif  // KILN_TESTS_CUDA_EMULATION_CUDA_EMULATION_H_

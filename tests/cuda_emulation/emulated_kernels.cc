@@ -1,0 +1,99 @@
+#include "tests/cuda_emulation/emulated_kernels.h"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+
+namespace kiln::testing {
+namespace {
+
+// Module i becomes namespace m<i>; its entries lose `extern "C"` (two modules may share a
+// kernel name) and the unit's C dispatcher calls them by index.
+std::string translation_unit(const std::vector<EmulatedModule>& modules, size_t begin, size_t end,
+                             size_t part) {
+  std::string tu =
+      "#define KILN_CUDA_HOST_EMULATION 1\n#include \"tests/cuda_emulation/cuda_emulation.h\"\n";
+  for (size_t i = begin; i < end; ++i) {
+    absl::StrAppend(&tu, "namespace m", i, " {\n",
+                    absl::StrReplaceAll(modules[i].source, {{"extern \"C\" __global__", ""}}),
+                    "\n}  // namespace m", i, "\n");
+  }
+  absl::StrAppend(
+      &tu, "extern \"C\" int kiln_emulated_launch_", part,
+      "(int m, int wide, const void* p, long long grid, int block) {\n  switch (m) {\n");
+  for (size_t i = begin; i < end; ++i) {
+    const std::string e = modules[i].entry;
+    absl::StrAppend(&tu, "    case ", i, ": kiln_emulation::launch(grid, block, [&] { if (wide) m",
+                    i, "::", e, "_i64(*(const m", i, "::Params*)p); else m", i, "::", e,
+                    "_i32(*(const m", i, "::Params*)p); }); return 0;\n");
+  }
+  absl::StrAppend(&tu, "  }\n  return 1;\n}\n");
+  return tu;
+}
+
+}  // namespace
+
+absl::StatusOr<EmulatedKernels> EmulatedKernels::build(const std::vector<EmulatedModule>& modules,
+                                                       const std::string& dir) {
+  // The modules are split over a few translation units compiled side by side, each with a
+  // dispatcher for its own modules.
+  const size_t parts = std::max(1u, std::thread::hardware_concurrency());
+  const size_t per = std::max<size_t>(1, (modules.size() + parts - 1) / parts);
+  std::vector<std::string> objects;
+  std::vector<std::thread> compilers;
+  std::vector<int> results(parts, 0);
+  auto compile = [&](size_t part, const std::string& tu) {
+    const std::string source = absl::StrCat(dir, "/emulated_", part, ".cc");
+    const std::string object = absl::StrCat(dir, "/emulated_", part, ".o");
+    std::ofstream(source) << tu;
+    const std::string command =
+        absl::StrCat("c++ -std=c++20 -O1 -fPIC -w -c ", KILN_EMULATION_FLAGS, " -I",
+                     KILN_SOURCE_DIR, " -I", KILN_SOURCE_DIR, "/include ", source, " -o ", object,
+                     " > ", dir, "/emulated_", part, ".log 2>&1");
+    results[part] = std::system(command.c_str());
+  };
+  for (size_t part = 0; part < parts; ++part) {
+    const size_t begin = std::min(modules.size(), part * per);
+    const size_t end = std::min(modules.size(), begin + per);
+    objects.push_back(absl::StrCat(dir, "/emulated_", part, ".o"));
+    compilers.emplace_back(compile, part, translation_unit(modules, begin, end, part));
+  }
+  for (std::thread& t : compilers) t.join();
+  for (size_t part = 0; part < parts; ++part) {
+    if (results[part] == 0) continue;
+    std::ifstream log(absl::StrCat(dir, "/emulated_", part, ".log"));
+    std::stringstream text;
+    text << log.rdbuf();
+    return absl::InternalError(absl::StrCat("host compile of emulated kernels failed (", dir,
+                                            "/emulated_", part, ".cc):\n",
+                                            text.str().substr(0, 4000)));
+  }
+  const std::string library = dir + "/emulated.so";
+  std::string link = absl::StrCat("c++ -shared ", KILN_EMULATION_FLAGS, " -o ", library);
+  for (const std::string& o : objects) absl::StrAppend(&link, " ", o);
+  if (std::system(link.c_str()) != 0) return absl::InternalError("linking emulated kernels failed");
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) return absl::InternalError(absl::StrCat("dlopen: ", dlerror()));
+  EmulatedKernels k;
+  k.per_part_ = per;
+  for (size_t part = 0; part < parts; ++part) {
+    const std::string name = absl::StrCat("kiln_emulated_launch_", part);
+    k.parts_.push_back(reinterpret_cast<LaunchFn>(dlsym(handle, name.c_str())));
+    if (k.parts_.back() == nullptr) return absl::InternalError("missing " + name);
+  }
+  return k;
+}
+
+void EmulatedKernels::launch(int index, bool wide, const void* params, int64_t grid,
+                             int block) const {
+  parts_.at(index / per_part_)(index, wide ? 1 : 0, params, static_cast<long long>(grid), block);
+}
+
+}  // namespace kiln::testing

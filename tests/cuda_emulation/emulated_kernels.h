@@ -1,0 +1,36 @@
+// Generated CUDA modules compiled by the host compiler against cuda_emulation.h into one
+// shared library, and launched on the host with the same packed Params a GPU launch gets.
+#ifndef KILN_TESTS_CUDA_EMULATION_EMULATED_KERNELS_H_
+#define KILN_TESTS_CUDA_EMULATION_EMULATED_KERNELS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kiln::testing {
+
+struct EmulatedModule {
+  std::string source;  // a module as render_cuda gives it
+  std::string entry;   // its kernel name (entries are <entry>_i32 and <entry>_i64)
+};
+
+class EmulatedKernels {
+ public:
+  // Compiles every module (host C++, one library) in `dir`; the error holds the compiler's log.
+  static absl::StatusOr<EmulatedKernels> build(const std::vector<EmulatedModule>& modules,
+                                               const std::string& dir);
+
+  // Runs module `index`'s 32- or 64-bit entry over `grid` blocks of `block` threads.
+  void launch(int index, bool wide, const void* params, int64_t grid, int block) const;
+
+ private:
+  using LaunchFn = int (*)(int, int, const void*, long long, int);
+  std::vector<LaunchFn> parts_;  // one dispatcher per translation unit
+  size_t per_part_ = 1;          // modules per unit
+};
+
+}  // namespace kiln::testing
+
+#endif  // KILN_TESTS_CUDA_EMULATION_EMULATED_KERNELS_H_
