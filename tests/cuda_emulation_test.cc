@@ -7,6 +7,7 @@
 #include <cstring>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "jit/launch_plan.h"
 #include "jit/trace.h"
 #include "kernel_corpus.h"
@@ -107,11 +108,9 @@ class CudaEmulationTest : public testing::ScratchDirTest {
     const auto built = std::chrono::steady_clock::now();
     int64_t checked = 0;
     for (const Case& c : cases_) {
-      for (bool wide : {false, true}) {
-        const std::vector<std::shared_ptr<runtime::Buffer>> got = run_plan(*kernels, c, wide);
-        for (size_t o = 0; o < c.results.size(); ++o) {
-          checked += compare(c, o, *got[o], wide);
-        }
+      for (const Variant& v : {Variant{false, true}, Variant{false, false}, Variant{true, true}}) {
+        const std::vector<std::shared_ptr<runtime::Buffer>> got = run_plan(*kernels, c, v);
+        for (size_t o = 0; o < c.results.size(); ++o) checked += compare(c, o, *got[o], v);
       }
       if (HasFailure()) break;
     }
@@ -119,7 +118,7 @@ class CudaEmulationTest : public testing::ScratchDirTest {
       return std::chrono::duration<double>(b - a).count();
     };
     std::printf(
-        "cuda emulation: %zu modules (host compile %.1f s), %zu plans run twice (%.1f s), "
+        "cuda emulation: %zu modules (host compile %.1f s), %zu plans run 3 ways (%.1f s), "
         "%lld elements checked\n",
         modules_.size(), seconds(start, built), cases_.size(),
         seconds(built, std::chrono::steady_clock::now()), static_cast<long long>(checked));
@@ -128,8 +127,19 @@ class CudaEmulationTest : public testing::ScratchDirTest {
   std::set<jit::AnchorKind> families_;
 
  private:
+  // How a plan runs: the 64- or 32-bit entry points, with or without the dynamic shared
+  // memory the backend gives (row norms take another path without it).
+  struct Variant {
+    bool wide;
+    bool shared;
+    std::string name() const {
+      return absl::StrCat(wide ? "i64" : "i32", " entry, ", shared ? "with" : "no",
+                          " dynamic shared memory");
+    }
+  };
+
   // Output `o` of `c` against the CPU backend; the elements compared.
-  static int64_t compare(const Case& c, size_t o, const runtime::Buffer& got, bool wide) {
+  static int64_t compare(const Case& c, size_t o, const runtime::Buffer& got, const Variant& v) {
     const Tensor& t = c.results[o];
     const std::vector<double> want = testing::values(t);  // computed by the CPU backend
     const DType dt = t.dtype();
@@ -158,7 +168,7 @@ class CudaEmulationTest : public testing::ScratchDirTest {
       if (!ok) {
         ++failures;
         ADD_FAILURE() << "output " << o << " element " << i << " (" << dtype_name(dt) << ", "
-                      << (wide ? "i64" : "i32") << " entry): " << ok.message() << "\n"
+                      << v.name() << "): " << ok.message() << "\n"
                       << c.plan->description;
       }
     }
@@ -167,7 +177,7 @@ class CudaEmulationTest : public testing::ScratchDirTest {
 
   // Runs `c`'s plan through the emulated kernels; returns the outputs' buffers.
   static std::vector<std::shared_ptr<runtime::Buffer>> run_plan(
-      const testing::EmulatedKernels& kernels, const Case& c, bool wide) {
+      const testing::EmulatedKernels& kernels, const Case& c, const Variant& v) {
     std::map<int, std::shared_ptr<runtime::Buffer>> buffers;
     for (size_t slot = 0; slot < c.plan->input_nodes.size(); ++slot) {
       buffers[c.plan->input_nodes[slot]] = c.args.inputs[slot];
@@ -188,9 +198,10 @@ class CudaEmulationTest : public testing::ScratchDirTest {
       for (int p : pk.launch.params) params.push_back(c.args.params[p]);
       std::vector<std::byte> block =
           runtime::cuda::pack_params(*pk.program, pk.launch, ins, outs, params);
-      kernels.launch(c.modules[k], wide, block.data(),
+      kernels.launch(c.modules[k], v.wide, block.data(),
                      runtime::cuda::grid_size(*pk.program, pk.launch, kEmulatedSms),
-                     runtime::cuda::block_size(*pk.program));
+                     runtime::cuda::block_size(*pk.program),
+                     v.shared ? runtime::cuda::dynamic_shared_bytes(*pk.program, pk.launch) : 0);
     }
     std::vector<std::shared_ptr<runtime::Buffer>> out;
     for (int n : c.plan->outputs) out.push_back(buffers.at(n));

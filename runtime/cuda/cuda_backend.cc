@@ -252,7 +252,8 @@ class CudaBackend final : public Backend {
         const bool narrow = fits_32bit_index(l, numels);
         const int64_t grid[3] = {grid_size(*pk.program, l, device_.sm_count()), 1, 1};
         const int threads[3] = {block_size(*pk.program), 1, 1};
-        device_.launch(narrow ? f.i32 : f.i64, grid, threads, 0, block.data(), pk.program->name);
+        device_.launch(narrow ? f.i32 : f.i64, grid, threads,
+                       dynamic_shared_bytes(*pk.program, l), block.data(), pk.program->name);
       }
       for (int n : plan.release_after[k]) buffers.erase(n);  // stream order makes reuse safe
     }

@@ -79,6 +79,17 @@ __device__ __forceinline__ double rand_normal(u64 index, u64 seed) {
   double u1 = ((double)(w[0] >> 8) + 1.0) / 16777216.0, u2 = (double)(w[1] >> 8) / 16777216.0;
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
+// The block's dynamic shared memory and its size in bytes (0 when the launch gave none).
+#ifdef KILN_CUDA_HOST_EMULATION
+__device__ __forceinline__ unsigned dynamic_shared_bytes() { return kiln_emulation::dynamic_shared_bytes(); }
+template <class T> __device__ __forceinline__ T* dynamic_shared() { return (T*)kiln_emulation::dynamic_shared(); }
+#else
+__device__ __forceinline__ unsigned dynamic_shared_bytes() {
+  unsigned bytes; asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes)); return bytes;
+}
+extern __shared__ double kiln_dynamic_shared[];
+template <class T> __device__ __forceinline__ T* dynamic_shared() { return (T*)kiln_dynamic_shared; }
+#endif
 // Block-wide reductions over blockDim.x threads (a multiple of 32, at most 1024).
 template <class T, class F> __device__ T block_reduce(T v, F f, T identity, T* shared) {
   for (int o = 16; o > 0; o >>= 1) v = f(v, __shfl_down_sync(0xffffffffu, v, o));

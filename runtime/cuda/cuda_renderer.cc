@@ -486,36 +486,54 @@ class Renderer {
                     "    }\n    __syncthreads();\n  }\n");
   }
 
-  // One block per row along the anchor axis; the row is read once per pass.
+  // One block per row along the anchor axis. When the launch gives the block enough dynamic
+  // shared memory for the row, pass 1 keeps the row's values (after the prologue) there and
+  // passes 2 and 3 read them back: the row crosses global memory once. Otherwise every pass
+  // recomputes the row from global memory. Each thread touches the same positions k in every
+  // pass, so the cache needs no barrier of its own.
   void row_norm(std::string& s) const {
     const int axis = p_.anchor_attrs.axis;
     const OpKind op = p_.anchor_op;
     const std::string t = reg(p_.anchor_dtype);
-    absl::StrAppend(&s, "  __shared__ double shared[32];\n  const I extent = (I)a.shape[1][", axis,
-                    "];\n  const I rows = (", numel(1), ") / (extent > 0 ? extent : (I)1);\n",
-                    "  const double eps = ",
-                    p_.anchor_param >= 0 ? absl::StrCat("a.p[", p_.anchor_param, "]") : "0.0",
-                    ";\n  for (I row = blockIdx.x; row < rows; row += gridDim.x) {\n",
-                    "    I idx1[", rank_, "] = {0};\n    { I rest = row;");
+    const int operand = p_.anchor_operands[0];
+    const std::string cached = reg(p_.instrs[operand].dtype);
+    absl::StrAppend(
+        &s, "  __shared__ double shared[32];\n  const I extent = (I)a.shape[1][", axis,
+        "];\n  const I rows = (", numel(1), ") / (extent > 0 ? extent : (I)1);\n",
+        "  const double eps = ",
+        p_.anchor_param >= 0 ? absl::StrCat("a.p[", p_.anchor_param, "]") : "0.0", ";\n  ", cached,
+        "* const row_cache = dynamic_shared<", cached, ">();\n",
+        "  const bool persistent = (u64)dynamic_shared_bytes() >= (u64)extent * sizeof(", cached,
+        ");\n", "  for (I row = blockIdx.x; row < rows; row += gridDim.x) {\n", "    I idx1[",
+        rank_, "] = {0};\n    { I rest = row;");
     for (int d = rank(1) - 1; d >= 0; --d) {
       if (d == axis) continue;
       absl::StrAppend(&s, " idx1[", d, "] = rest % (I)a.shape[1][", d, "]; rest /= (I)a.shape[1][",
                       d, "];");
     }
     absl::StrAppend(&s, " }\n");
-    auto x_at = [&](const std::string& k) {
+    // Pass 1's value at k: from global memory through the prologue, kept in the cache.
+    auto x_from_memory = [&](const std::string& k) {
       return absl::StrCat("      idx1[", axis, "] = ", k, ";\n", space_code(1, "idx1"),
-                          "      const double x = (double)v", p_.anchor_operands[0], ";\n");
+                          "      if (persistent) row_cache[", k, "] = v", operand, ";\n",
+                          "      const double x = (double)v", operand, ";\n");
+    };
+    // ... or, in later passes, from the cache when there is one.
+    auto x_again = [&](const std::string& k) {
+      return absl::StrCat("      idx1[", axis, "] = ", k, ";\n      double x;\n",
+                          "      if (persistent) {\n        x = (double)row_cache[", k, "];\n",
+                          "      } else {\n", space_code(1, "idx1"), "        x = (double)v",
+                          operand, ";\n      }\n");
     };
     const bool softmax = op == OpKind::Softmax || op == OpKind::LogSoftmax;
     // Pass 1: the row's max (softmax) or mean (layer_norm); pass 2: sum of exp or squares.
-    absl::StrAppend(&s, "    double first = ", softmax ? "-1.0 / 0.0" : "0.0", ";\n",
-                    "    for (I k = threadIdx.x; k < extent; k += blockDim.x) {\n", x_at("k"),
-                    softmax ? "      first = x > first ? x : first;\n" : "      first += x;\n",
-                    "    }\n",
-                    "    first = block_reduce<double>(first, [](double p, double q) { return ",
-                    softmax ? "p > q ? p : q" : "p + q", "; }, ", softmax ? "-1.0 / 0.0" : "0.0",
-                    ", shared);\n");
+    absl::StrAppend(
+        &s, "    double first = ", softmax ? "-1.0 / 0.0" : "0.0", ";\n",
+        "    for (I k = threadIdx.x; k < extent; k += blockDim.x) {\n", x_from_memory("k"),
+        softmax ? "      first = x > first ? x : first;\n" : "      first += x;\n", "    }\n",
+        "    first = block_reduce<double>(first, [](double p, double q) { return ",
+        softmax ? "p > q ? p : q" : "p + q", "; }, ", softmax ? "-1.0 / 0.0" : "0.0",
+        ", shared);\n");
     if (softmax)
       absl::StrAppend(&s, "    if (first == 1.0 / 0.0 || first == -1.0 / 0.0) first = 0.0;\n");
     if (op == OpKind::LayerNorm) absl::StrAppend(&s, "    first /= (double)extent;\n");
@@ -523,12 +541,12 @@ class Renderer {
     absl::StrAppend(
         &s,
         "    double second = 0.0;\n    for (I k = threadIdx.x; k < extent; k += blockDim.x) {\n",
-        x_at("k"),
+        x_again("k"),
         softmax ? "      second += exp(x - first);\n"
                 : "      second += (x - first) * (x - first);\n",
         "    }\n    second = block_reduce<double>(second, [](double p, double q) { return p + q; "
         "}, 0.0, shared);\n",
-        "    for (I k = threadIdx.x; k < extent; k += blockDim.x) {\n", x_at("k"));
+        "    for (I k = threadIdx.x; k < extent; k += blockDim.x) {\n", x_again("k"));
     std::string y;
     if (op == OpKind::Softmax) y = "exp(x - first) / second";
     if (op == OpKind::LogSoftmax) y = "x - first - log(second)";

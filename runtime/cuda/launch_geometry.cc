@@ -17,4 +17,13 @@ int64_t grid_size(const jit::KernelProgram& p, const jit::KernelLaunch& l, int s
   return std::clamp<int64_t>(items, 1, cap);
 }
 
+int dynamic_shared_bytes(const jit::KernelProgram& p, const jit::KernelLaunch& l) {
+  if (p.anchor != jit::AnchorKind::kRowNorm) return 0;
+  // The cache holds the operand's register type: float for f16, bf16 and f32, else 8 bytes.
+  const DType operand = p.instrs[p.anchor_operands[0]].dtype;
+  const int64_t element = is_floating(operand) && operand != DType::F64 ? 4 : 8;
+  const int64_t bytes = l.spaces[1][p.anchor_attrs.axis] * element;
+  return bytes <= kDefaultSharedLimit ? static_cast<int>(bytes) : 0;
+}
+
 }  // namespace kiln::runtime::cuda

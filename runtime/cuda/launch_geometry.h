@@ -13,6 +13,12 @@ namespace kiln::runtime::cuda {
 // output (reductions) or row (norms) get one per item; never more than 32 per SM.
 int64_t grid_size(const jit::KernelProgram& program, const jit::KernelLaunch& launch, int sm_count);
 
+// The dynamic shared memory a block gets: a row norm's whole row when it fits in the 48 KiB
+// every GPU allows without opting in (the kernel then reads the row from global memory
+// once), else none (it reads the row once per pass).
+int dynamic_shared_bytes(const jit::KernelProgram& program, const jit::KernelLaunch& launch);
+inline constexpr int kDefaultSharedLimit = 48 * 1024;
+
 }  // namespace kiln::runtime::cuda
 
 #endif  // KILN_RUNTIME_CUDA_LAUNCH_GEOMETRY_H_

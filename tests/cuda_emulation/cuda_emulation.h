@@ -112,7 +112,9 @@ struct BlockRun {
   int current = 0;
   Barrier block;
   std::vector<Barrier> warps;
-  std::vector<uint64_t> lanes;  // a shuffle's values, 32 per warp
+  std::vector<uint64_t> lanes;         // a shuffle's values, 32 per warp
+  std::vector<double> dynamic_shared;  // the launch's dynamic shared memory (8-byte aligned)
+  unsigned dynamic_shared_bytes = 0;
   const std::function<void()>* kernel = nullptr;
 };
 
@@ -158,9 +160,11 @@ inline void* new_fiber_stack(char* stack, size_t bytes) {
 }
 
 // Runs `kernel` over the grid: every block in turn, each block's threads as fibers.
-inline void launch(long long grid, int block, const std::function<void()>& kernel) {
+inline void launch(long long grid, int block, unsigned shared_bytes,
+                   const std::function<void()>& kernel) {
   BlockRun r;
   r.kernel = &kernel;
+  r.dynamic_shared_bytes = shared_bytes;
   r.fibers.resize(block);
   for (int t = 0; t < block; ++t) r.stacks.emplace_back(new char[kStackBytes]);
   r.warps.resize((block + 31) / 32);
@@ -171,6 +175,8 @@ inline void launch(long long grid, int block, const std::function<void()>& kerne
   blockDim = dim3{static_cast<unsigned>(block), 1, 1};
   for (long long b = 0; b < grid; ++b) {
     blockIdx = dim3{static_cast<unsigned>(b), 1, 1};
+    // Shared memory starts as garbage on a GPU: poison it (NaN bits) for every block.
+    r.dynamic_shared.assign((shared_bytes + 7) / 8, std::bit_cast<double>(~uint64_t{0}));
     r.block = Barrier{block, 0, 0};
     for (size_t w = 0; w < r.warps.size(); ++w) {
       r.warps[w] = Barrier{std::min(32, block - static_cast<int>(w) * 32), 0, 0};
@@ -209,6 +215,9 @@ T shuffle(T value, SourceLane source_lane) {
   wait_at(run->warps[warp]);  // nobody overwrites a lane before everyone has read it
   return out;
 }
+
+inline unsigned dynamic_shared_bytes() { return run->dynamic_shared_bytes; }
+inline void* dynamic_shared() { return run->dynamic_shared.data(); }
 
 }  // namespace kiln_emulation
 

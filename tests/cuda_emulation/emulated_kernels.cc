@@ -25,14 +25,15 @@ std::string translation_unit(const std::vector<EmulatedModule>& modules, size_t 
                     absl::StrReplaceAll(modules[i].source, {{"extern \"C\" __global__", ""}}),
                     "\n}  // namespace m", i, "\n");
   }
-  absl::StrAppend(
-      &tu, "extern \"C\" int kiln_emulated_launch_", part,
-      "(int m, int wide, const void* p, long long grid, int block) {\n  switch (m) {\n");
+  absl::StrAppend(&tu, "extern \"C\" int kiln_emulated_launch_", part,
+                  "(int m, int wide, const void* p, long long grid, int block, unsigned shared) {\n"
+                  "  switch (m) {\n");
   for (size_t i = begin; i < end; ++i) {
     const std::string e = modules[i].entry;
-    absl::StrAppend(&tu, "    case ", i, ": kiln_emulation::launch(grid, block, [&] { if (wide) m",
-                    i, "::", e, "_i64(*(const m", i, "::Params*)p); else m", i, "::", e,
-                    "_i32(*(const m", i, "::Params*)p); }); return 0;\n");
+    absl::StrAppend(&tu, "    case ", i,
+                    ": kiln_emulation::launch(grid, block, shared, [&] { if (wide) m", i, "::", e,
+                    "_i64(*(const m", i, "::Params*)p); else m", i, "::", e, "_i32(*(const m", i,
+                    "::Params*)p); }); return 0;\n");
   }
   absl::StrAppend(&tu, "  }\n  return 1;\n}\n");
   return tu;
@@ -91,9 +92,10 @@ absl::StatusOr<EmulatedKernels> EmulatedKernels::build(const std::vector<Emulate
   return k;
 }
 
-void EmulatedKernels::launch(int index, bool wide, const void* params, int64_t grid,
-                             int block) const {
-  parts_.at(index / per_part_)(index, wide ? 1 : 0, params, static_cast<long long>(grid), block);
+void EmulatedKernels::launch(int index, bool wide, const void* params, int64_t grid, int block,
+                             int shared_bytes) const {
+  parts_.at(index / per_part_)(index, wide ? 1 : 0, params, static_cast<long long>(grid), block,
+                               static_cast<unsigned>(shared_bytes));
 }
 
 }  // namespace kiln::testing

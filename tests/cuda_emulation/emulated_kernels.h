@@ -22,11 +22,13 @@ class EmulatedKernels {
   static absl::StatusOr<EmulatedKernels> build(const std::vector<EmulatedModule>& modules,
                                                const std::string& dir);
 
-  // Runs module `index`'s 32- or 64-bit entry over `grid` blocks of `block` threads.
-  void launch(int index, bool wide, const void* params, int64_t grid, int block) const;
+  // Runs module `index`'s 32- or 64-bit entry over `grid` blocks of `block` threads, each
+  // with `shared_bytes` of dynamic shared memory.
+  void launch(int index, bool wide, const void* params, int64_t grid, int block,
+              int shared_bytes) const;
 
  private:
-  using LaunchFn = int (*)(int, int, const void*, long long, int);
+  using LaunchFn = int (*)(int, int, const void*, long long, int, unsigned);
   std::vector<LaunchFn> parts_;  // one dispatcher per translation unit
   size_t per_part_ = 1;          // modules per unit
 };
