@@ -31,7 +31,8 @@ constexpr int kEmulatedSms = 2;
 std::vector<Tensor> larger_corpus() {
   std::vector<Tensor> outs;
   for (DType dt : {DType::F32, DType::BF16}) {
-    Tensor x = Tensor::randn({150, 300}, 11, dt), w = Tensor::rand({300}, 12, dt);
+    // Realized inputs, so kernels load them (lazy random inputs would fuse in as leaves).
+    Tensor x = Tensor::randn({150, 300}, 11, dt).eval(), w = Tensor::rand({300}, 12, dt).eval();
     outs.push_back(relu(x * 1.5 + w) + exp(-abs(x)));
     outs.push_back(sum(x, {1}));
     outs.push_back(sum(x * x, {0}));
@@ -43,9 +44,15 @@ std::vector<Tensor> larger_corpus() {
     outs.push_back(log_softmax(x.transpose(0, 1), 1));
     outs.push_back(layer_norm(x, w, w));
     outs.push_back(rms_norm(x, w));
-    outs.push_back(relu(matmul(x.slice(0, 0, 37), Tensor::randn({300, 45}, 13, dt)) + 0.5));
+    outs.push_back(relu(matmul(x.slice(0, 0, 37), Tensor::randn({300, 45}, 13, dt).eval()) + 0.5));
   }
   outs.push_back(sum(Tensor::arange(5000, DType::I64).reshape({50, 100}), {0}));
+  // Contiguous pointwise kernels (the 16-byte path) whose sizes leave a tail.
+  for (DType dt : {DType::F32, DType::BF16, DType::F64, DType::I32}) {
+    Tensor y = Tensor::randn({37, 41}, 14, DType::F32).astype(dt).eval();
+    outs.push_back(y * y - y + 1.0);
+    outs.push_back(y.astype(DType::F16) + 0.25);
+  }
   return outs;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -84,8 +85,8 @@ std::string settle(DType dt, const std::string& v) {
   }
 }
 
-std::string load(DType dt, const std::string& ptr, const std::string& off) {
-  const std::string element = absl::StrCat("((const ", storage(dt), "*)", ptr, ")[", off, "]");
+// The register value of a stored element (an lvalue or value of storage type).
+std::string from_storage(DType dt, const std::string& element) {
   switch (dt) {
     case DType::F16:
       return absl::StrCat("f16_to_f32(", element, ")");
@@ -98,8 +99,8 @@ std::string load(DType dt, const std::string& ptr, const std::string& off) {
   }
 }
 
-std::string store(DType dt, const std::string& ptr, const std::string& off, const std::string& v) {
-  const std::string element = absl::StrCat("((", storage(dt), "*)", ptr, ")[", off, "]");
+// Assigns register value `v` to a stored element.
+std::string to_storage(DType dt, const std::string& element, const std::string& v) {
   switch (dt) {
     case DType::F16:
       return absl::StrCat(element, " = f32_to_f16(", v, ");");
@@ -108,6 +109,14 @@ std::string store(DType dt, const std::string& ptr, const std::string& off, cons
     default:
       return absl::StrCat(element, " = (", storage(dt), ")(", v, ");");
   }
+}
+
+std::string load(DType dt, const std::string& ptr, const std::string& off) {
+  return from_storage(dt, absl::StrCat("((const ", storage(dt), "*)", ptr, ")[", off, "]"));
+}
+
+std::string store(DType dt, const std::string& ptr, const std::string& off, const std::string& v) {
+  return to_storage(dt, absl::StrCat("((", storage(dt), "*)", ptr, ")[", off, "]"), v);
 }
 
 std::string unary(OpKind op, DType dt, const std::string& x) {
@@ -318,7 +327,9 @@ class Renderer {
   }
 
   // Declares v<k> for every instruction of `space`, indexed by `idx`.
-  std::string space_code(int space, const std::string& idx) const {
+  // With `lane` set (the vectorized pointwise path), loads read element `lane` of the
+  // thread's registers in<slot>[] instead of memory.
+  std::string space_code(int space, const std::string& idx, const std::string& lane = "") const {
     std::string s;
     for (size_t k = 0; k < p_.instrs.size(); ++k) {
       const Instr& in = p_.instrs[k];
@@ -328,8 +339,11 @@ class Renderer {
       auto operand = [&](int i) { return absl::StrCat("v", i); };
       switch (in.kind) {
         case InstrKind::kLoad:
-          expr = load(p_.input_dtypes[in.input], absl::StrCat("a.in[", in.input, "]"),
-                      offset(in.view, space, idx));
+          expr = lane.empty()
+                     ? load(p_.input_dtypes[in.input], absl::StrCat("a.in[", in.input, "]"),
+                            offset(in.view, space, idx))
+                     : from_storage(p_.input_dtypes[in.input],
+                                    absl::StrCat("in", in.input, ".v[", lane, "]"));
           break;
         case InstrKind::kParam:
           expr = cast(DType::F64, in.dtype, absl::StrCat("a.p[", in.param, "]"));
@@ -394,12 +408,81 @@ class Renderer {
     return s;
   }
 
-  // One thread per element of space 0.
+  // Elements per thread of the 16-byte path: every load reads its input as the output is
+  // laid out (a contiguous view), so E consecutive elements of every input and output are
+  // one aligned 16-byte (or narrower) access each. 0 when some load is not contiguous or an
+  // index leaf needs the multi-index.
+  int vector_width() const {
+    int widest = 1;
+    for (const Instr& in : p_.instrs) {
+      if (in.kind == InstrKind::kIndexLeaf) return 0;
+      if (in.kind != InstrKind::kLoad) continue;
+      if (!absl::EndsWith(p_.view_patterns[in.view], ":contiguous")) return 0;
+      widest = std::max(widest, dtype_size(p_.input_dtypes[in.input]));
+    }
+    for (DType dt : p_.output_dtypes) widest = std::max(widest, dtype_size(dt));
+    return 16 / widest;
+  }
+
+  // One thread per element of space 0, in a grid-stride loop.
+  std::string scalar_pointwise_loop(const std::string& first) const {
+    return absl::StrCat("  for (I i = ", first,
+                        " + (I)blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += "
+                        "(I)gridDim.x * (I)blockDim.x) {\n    ",
+                        unravel(0, "idx0", "i"), space_code(0, "idx0"), stores("i"), "  }\n");
+  }
+
+  // E elements per thread: each input and output moves as one aligned vector (Pack) per E.
+  // Pointers that are not 16-byte aligned (never from Kiln's allocator) take the scalar loop.
+  std::string vector_pointwise(int e) const {
+    std::vector<std::string> pointers;
+    for (size_t i = 0; i < p_.input_dtypes.size(); ++i)
+      pointers.push_back(absl::StrCat("(u64)a.in[", i, "]"));
+    for (size_t o = 0; o < p_.output_dtypes.size(); ++o)
+      pointers.push_back(absl::StrCat("(u64)a.out[", o, "]"));
+    std::string s =
+        absl::StrCat("  const bool aligned = ((", absl::StrJoin(pointers, " | "),
+                     ") & 15) == 0;\n  const I vectors = aligned ? total / ", e, " : (I)0;\n",
+                     "  for (I g = (I)blockIdx.x * (I)blockDim.x + threadIdx.x; g < "
+                     "vectors; g += (I)gridDim.x * (I)blockDim.x) {\n");
+    std::vector<bool> used(p_.input_dtypes.size(), false);
+    for (const Instr& in : p_.instrs) {
+      if (in.kind == InstrKind::kLoad) used[in.input] = true;
+    }
+    for (size_t i = 0; i < used.size(); ++i) {
+      if (!used[i]) continue;
+      absl::StrAppend(&s, "    const Pack<", storage(p_.input_dtypes[i]), ", ", e, "> in", i,
+                      " = ((const Pack<", storage(p_.input_dtypes[i]), ", ", e, ">*)a.in[", i,
+                      "])[g];\n");
+    }
+    for (size_t o = 0; o < p_.output_dtypes.size(); ++o) {
+      absl::StrAppend(&s, "    Pack<", storage(p_.output_dtypes[o]), ", ", e, "> out", o, ";\n");
+    }
+    absl::StrAppend(&s, "    #pragma unroll\n    for (int e = 0; e < ", e, "; ++e) {\n",
+                    space_code(0, "", "e"));
+    for (const jit::Store& st : p_.stores) {
+      absl::StrAppend(
+          &s, "      ",
+          to_storage(p_.output_dtypes[st.output], absl::StrCat("out", st.output, ".v[e]"),
+                     cast(p_.instrs[st.value].dtype, p_.output_dtypes[st.output],
+                          absl::StrCat("v", st.value))),
+          "\n");
+    }
+    absl::StrAppend(&s, "    }\n");
+    for (size_t o = 0; o < p_.output_dtypes.size(); ++o) {
+      absl::StrAppend(&s, "    ((Pack<", storage(p_.output_dtypes[o]), ", ", e, ">*)a.out[", o,
+                      "])[g] = out", o, ";\n");
+    }
+    absl::StrAppend(
+        &s, "  }\n  // The tail (and everything, when unaligned), one element per thread.\n",
+        scalar_pointwise_loop(absl::StrCat("vectors * ", e)));
+    return s;
+  }
+
   void pointwise(std::string& s) const {
-    absl::StrAppend(&s, "  const I total = ", numel(0), ";\n",
-                    "  for (I i = (I)blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += "
-                    "(I)gridDim.x * (I)blockDim.x) {\n    ",
-                    unravel(0, "idx0", "i"), space_code(0, "idx0"), stores("i"), "  }\n");
+    absl::StrAppend(&s, "  const I total = ", numel(0), ";\n");
+    const int e = vector_width();
+    absl::StrAppend(&s, e > 1 ? vector_pointwise(e) : scalar_pointwise_loop("(I)0"));
   }
 
   // The epilogue for one element of space 0 whose anchor value is `value`.

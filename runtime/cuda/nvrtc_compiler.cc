@@ -24,6 +24,8 @@ struct Nvrtc {
   nvrtcResult (*log)(nvrtcProgram, char*);
   nvrtcResult (*cubin_size)(nvrtcProgram, size_t*);
   nvrtcResult (*cubin)(nvrtcProgram, char*);
+  nvrtcResult (*ptx_size)(nvrtcProgram, size_t*);
+  nvrtcResult (*ptx)(nvrtcProgram, char*);
   nvrtcResult (*destroy)(nvrtcProgram*);
   const char* (*error_string)(nvrtcResult);
 };
@@ -62,6 +64,8 @@ const Loaded& load() {
     l.api.log = reinterpret_cast<decltype(l.api.log)>(sym("nvrtcGetProgramLog"));
     l.api.cubin_size = reinterpret_cast<decltype(l.api.cubin_size)>(sym("nvrtcGetCUBINSize"));
     l.api.cubin = reinterpret_cast<decltype(l.api.cubin)>(sym("nvrtcGetCUBIN"));
+    l.api.ptx_size = reinterpret_cast<decltype(l.api.ptx_size)>(sym("nvrtcGetPTXSize"));
+    l.api.ptx = reinterpret_cast<decltype(l.api.ptx)>(sym("nvrtcGetPTX"));
     l.api.destroy = reinterpret_cast<decltype(l.api.destroy)>(sym("nvrtcDestroyProgram"));
     l.api.error_string = reinterpret_cast<decltype(l.api.error_string)>(sym("nvrtcGetErrorString"));
     return l;
@@ -89,8 +93,11 @@ absl::StatusOr<std::string> nvrtc_version() {
   return absl::StrCat(major, ".", minor);
 }
 
-absl::StatusOr<std::string> compile_to_cubin(const std::string& source, const std::string& name,
-                                             int arch) {
+namespace {
+
+// Compiles for sm_<arch> (a cubin) or compute_<arch> (PTX) and returns that output.
+absl::StatusOr<std::string> compile(const std::string& source, const std::string& name, int arch,
+                                    bool ptx) {
   const Loaded& l = load();
   if (!l.status.ok()) return l.status;
   const Nvrtc& api = l.api;
@@ -102,7 +109,8 @@ absl::StatusOr<std::string> compile_to_cubin(const std::string& source, const st
       !s.ok()) {
     return s;
   }
-  const std::string arch_option = absl::StrCat("--gpu-architecture=sm_", arch);
+  const std::string arch_option =
+      absl::StrCat("--gpu-architecture=", ptx ? "compute_" : "sm_", arch);
   const char* options[] = {arch_option.c_str(), "--std=c++17", "-default-device"};
   const nvrtcResult compiled = api.compile(prog, 3, options);
   size_t log_size = 0;
@@ -116,17 +124,30 @@ absl::StatusOr<std::string> compile_to_cubin(const std::string& source, const st
                                                 ": ", api.error_string(compiled), "\n", log));
   } else {
     size_t size = 0;
-    api.cubin_size(prog, &size);
-    std::string cubin(size, '\0');
-    if (absl::Status s = check(api, api.cubin(prog, cubin.data()), "nvrtcGetCUBIN", name);
+    (ptx ? api.ptx_size : api.cubin_size)(prog, &size);
+    std::string out(size, '\0');
+    if (absl::Status s = check(api, (ptx ? api.ptx : api.cubin)(prog, out.data()),
+                               ptx ? "nvrtcGetPTX" : "nvrtcGetCUBIN", name);
         !s.ok()) {
       result = s;
     } else {
-      result = std::move(cubin);
+      result = std::move(out);
     }
   }
   api.destroy(&prog);
   return result;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> compile_to_cubin(const std::string& source, const std::string& name,
+                                             int arch) {
+  return compile(source, name, arch, /*ptx=*/false);
+}
+
+absl::StatusOr<std::string> compile_to_ptx(const std::string& source, const std::string& name,
+                                           int arch) {
+  return compile(source, name, arch, /*ptx=*/true);
 }
 
 }  // namespace kiln::runtime::cuda

@@ -19,6 +19,11 @@ absl::StatusOr<std::string> nvrtc_version();
 absl::StatusOr<std::string> compile_to_cubin(const std::string& source, const std::string& name,
                                              int arch);
 
+// The PTX of `source` for compute_<arch>: readable, for tests that check what a kernel
+// compiles to (vector loads, tensor-core instructions).
+absl::StatusOr<std::string> compile_to_ptx(const std::string& source, const std::string& name,
+                                           int arch);
+
 }  // namespace kiln::runtime::cuda
 
 #endif  // KILN_RUNTIME_CUDA_NVRTC_COMPILER_H_
