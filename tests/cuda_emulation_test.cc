@@ -47,6 +47,18 @@ std::vector<Tensor> larger_corpus() {
     outs.push_back(relu(matmul(x.slice(0, 0, 37), Tensor::randn({300, 45}, 13, dt).eval()) + 0.5));
   }
   outs.push_back(sum(Tensor::arange(5000, DType::I64).reshape({50, 100}), {0}));
+  // Few outputs over long extents: split reductions, inner and outer.
+  Tensor tall = Tensor::randn({6000, 3}, 15).eval();
+  outs.push_back(sum(tall, {0}));
+  outs.push_back(argmin(tall, 0));
+  outs.push_back(max(tall, {0, 1}));
+  outs.push_back(mean(tall.transpose(0, 1), {1}));
+  outs.push_back(sum(Tensor::arange(9000, DType::I32).reshape({3, 3000}), {1}));
+  // An outer reduction over a size-1 axis feeding a reduction of everything.
+  Tensor cube = Tensor::randn({16, 1, 16}, 16).eval();
+  outs.push_back(max(cube, {1}));
+  outs.push_back(pow(abs(max(max(cube, {1}), {0, 1}) + 1.85) + 0.5,
+                     tanh(Tensor::randn({}, 17).eval())));
   // Contiguous pointwise kernels (the 16-byte path) whose sizes leave a tail.
   for (DType dt : {DType::F32, DType::BF16, DType::F64, DType::I32}) {
     Tensor y = Tensor::randn({37, 41}, 14, DType::F32).astype(dt).eval();
@@ -63,6 +75,7 @@ struct Case {
   std::vector<int> modules;  // per plan kernel, its module's index
   double tolerance = 0;      // that of the least precise floating value computed
   bool has_floats = false;   // whether any value was floating (integers may then round apart)
+  std::string program;       // the trace dump, for failure messages
 };
 
 double tolerance(DType dt) {
@@ -86,10 +99,12 @@ class CudaEmulationTest : public testing::ScratchDirTest {
   void add_case(std::vector<Tensor> results) {
     Case c;
     std::vector<detail::Node*> nodes;
+    nodes.reserve(results.size());
     for (const Tensor& t : results) nodes.push_back(detail::TensorAccess::node(t).get());
     jit::Trace trace = jit::build_trace(nodes);
     c.plan = jit::build_plan(trace);
     c.args = jit::arguments_of(trace);
+    c.program = dump_trace(results, DumpFormat::Text);
     c.results = std::move(results);
     for (const jit::TraceNode& n : trace.nodes) {
       c.tolerance = std::max(c.tolerance, tolerance(n.type->dtype));
@@ -115,7 +130,8 @@ class CudaEmulationTest : public testing::ScratchDirTest {
     const auto built = std::chrono::steady_clock::now();
     int64_t checked = 0;
     for (const Case& c : cases_) {
-      for (const Variant& v : {Variant{false, true}, Variant{false, false}, Variant{true, true}}) {
+      for (const Variant& v :
+           {Variant{false, true, true}, Variant{false, false, false}, Variant{true, true, true}}) {
         const std::vector<std::shared_ptr<runtime::Buffer>> got = run_plan(*kernels, c, v);
         for (size_t o = 0; o < c.results.size(); ++o) checked += compare(c, o, *got[o], v);
       }
@@ -135,13 +151,15 @@ class CudaEmulationTest : public testing::ScratchDirTest {
 
  private:
   // How a plan runs: the 64- or 32-bit entry points, with or without the dynamic shared
-  // memory the backend gives (row norms take another path without it).
+  // memory the backend gives (row norms take another path without it), with or without
+  // reductions split over several blocks per output.
   struct Variant {
     bool wide;
     bool shared;
+    bool split;
     std::string name() const {
       return absl::StrCat(wide ? "i64" : "i32", " entry, ", shared ? "with" : "no",
-                          " dynamic shared memory");
+                          " dynamic shared memory, ", split ? "split" : "unsplit", " reductions");
     }
   };
 
@@ -176,7 +194,7 @@ class CudaEmulationTest : public testing::ScratchDirTest {
         ++failures;
         ADD_FAILURE() << "output " << o << " element " << i << " (" << dtype_name(dt) << ", "
                       << v.name() << "): " << ok.message() << "\n"
-                      << c.plan->description;
+                      << c.program << c.plan->description;
       }
     }
     return static_cast<int64_t>(want.size());
@@ -205,10 +223,15 @@ class CudaEmulationTest : public testing::ScratchDirTest {
       for (int p : pk.launch.params) params.push_back(c.args.params[p]);
       std::vector<std::byte> block =
           runtime::cuda::pack_params(*pk.program, pk.launch, ins, outs, params);
-      kernels.launch(c.modules[k], v.wide, block.data(),
-                     runtime::cuda::grid_size(*pk.program, pk.launch, kEmulatedSms),
-                     runtime::cuda::block_size(*pk.program),
-                     v.shared ? runtime::cuda::dynamic_shared_bytes(*pk.program, pk.launch) : 0);
+      const runtime::cuda::LaunchSchedule schedule =
+          runtime::cuda::schedule_launches(*pk.program, pk.launch, kEmulatedSms, v.split);
+      std::vector<std::byte> scratch(static_cast<size_t>(schedule.scratch_bytes), std::byte{0xff});
+      for (const runtime::cuda::LaunchStep& step : schedule.steps) {
+        const runtime::cuda::SplitArgs split{reinterpret_cast<uint64_t>(scratch.data()),
+                                             step.chunks, step.phase};
+        kernels.launch(c.modules[k], v.wide, block.data(), &split, step.grid_x, step.grid_y,
+                       step.block, v.shared ? step.shared_bytes : 0);
+      }
     }
     std::vector<std::shared_ptr<runtime::Buffer>> out;
     for (int n : c.plan->outputs) out.push_back(buffers.at(n));

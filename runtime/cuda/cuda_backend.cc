@@ -130,9 +130,9 @@ class CudaDevice {
     return loaded_.at(program).functions;
   }
 
+  // `args`: a pointer to each kernel argument's bytes.
   void launch(CUfunction f, const int64_t grid[3], const int block[3], int shared_bytes,
-              void* params, const std::string& what) {
-    void* args[] = {params};
+              void** args, const std::string& what) {
     throw_if_failed(driver_api().launch_kernel(
                         f, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
                         static_cast<unsigned>(grid[2]), static_cast<unsigned>(block[0]),
@@ -249,11 +249,17 @@ class CudaBackend final : public Backend {
         std::vector<std::byte> block = pack_params(*pk.program, l, ins, outs, params);
         const Functions f = device_.functions(pk.program.get());
         // Byte counts bound element counts, so this errs toward the 64-bit entry point.
-        const bool narrow = fits_32bit_index(l, numels);
-        const int64_t grid[3] = {grid_size(*pk.program, l, device_.sm_count()), 1, 1};
-        const int threads[3] = {block_size(*pk.program), 1, 1};
-        device_.launch(narrow ? f.i32 : f.i64, grid, threads,
-                       dynamic_shared_bytes(*pk.program, l), block.data(), pk.program->name);
+        const CUfunction entry = fits_32bit_index(l, numels) ? f.i32 : f.i64;
+        const LaunchSchedule schedule = schedule_launches(*pk.program, l, device_.sm_count());
+        std::shared_ptr<Buffer> scratch;
+        if (schedule.scratch_bytes > 0) scratch = device_.allocate(schedule.scratch_bytes);
+        for (const LaunchStep& step : schedule.steps) {
+          SplitArgs split{scratch ? scratch->device_pointer() : 0, step.chunks, step.phase};
+          const int64_t grid[3] = {step.grid_x, step.grid_y, 1};
+          const int threads[3] = {step.block, 1, 1};
+          void* args[] = {block.data(), &split};
+          device_.launch(entry, grid, threads, step.shared_bytes, args, pk.program->name);
+        }
       }
       for (int n : plan.release_after[k]) buffers.erase(n);  // stream order makes reuse safe
     }
@@ -277,8 +283,8 @@ class CudaBackend final : public Backend {
         k->launch(types, ops::ValueType{l.spaces[0], p.anchor_dtype});
     std::vector<std::byte> block = pack_custom_kernel_args(ins, shapes, out, l.spaces[0]);
     const Functions f = device_.functions(program);
-    device_.launch(f.i32, geometry.grid, geometry.block, geometry.shared_bytes, block.data(),
-                   k->name);
+    void* args[] = {block.data()};
+    device_.launch(f.i32, geometry.grid, geometry.block, geometry.shared_bytes, args, k->name);
   }
 
   int index_;

@@ -79,6 +79,9 @@ __device__ __forceinline__ double rand_normal(u64 index, u64 seed) {
   double u1 = ((double)(w[0] >> 8) + 1.0) / 16777216.0, u2 = (double)(w[1] >> 8) / 16777216.0;
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
+// A reduction split over gridDim.y chunks: phase 0 is unsplit, phase 1 writes each chunk's
+// partial results to scratch, phase 2 combines them (docs/cuda.md).
+struct Split { void* scratch; i64 chunks; i64 phase; };
 // E elements of T moved as one aligned access (16 bytes at most: one vector load or store).
 template <class T, int E> struct alignas(sizeof(T) * E) Pack { T v[E]; };
 // The block's dynamic shared memory and its size in bytes (0 when the launch gave none).

@@ -257,7 +257,9 @@ class Renderer {
       if (!line.empty()) absl::StrAppend(&s, "//   ", line, "\n");
     }
     absl::StrAppend(&s, params_struct_source(layout_));
-    absl::StrAppend(&s, "template <class I>\n__device__ void body(const Params& a) {\n");
+    absl::StrAppend(&s,
+                    "template <class I>\n__device__ void body(const Params& a, const Split& split) "
+                    "{\n  (void)split;\n");
     switch (p_.anchor) {
       case AnchorKind::kNone:
         pointwise(s);
@@ -281,8 +283,8 @@ class Renderer {
     absl::StrAppend(&s, "}\n\n");
     for (const char* width : {"i32", "i64"}) {
       absl::StrAppend(&s, "extern \"C\" __global__ void __launch_bounds__(", block_size(p_), ") ",
-                      p_.name, "_", width, "(const Params a) { body<",
-                      std::string(width) == "i32" ? "int" : "long long", ">(a); }\n");
+                      p_.name, "_", width, "(const Params a, const Split split) { body<",
+                      std::string(width) == "i32" ? "int" : "long long", ">(a, split); }\n");
     }
     return s;
   }
@@ -492,80 +494,139 @@ class Renderer {
                         unravel(0, "idx0", flat), space_code(0, "idx0"), stores(flat));
   }
 
-  // One block per output element; threads share the reduced extent.
+  // Declares nothing: sets idx1[d] for `dims` (innermost last) from the flat index `flat`.
+  std::string unravel_dims(const std::vector<int>& dims, const std::string& flat) const {
+    std::string s = absl::StrCat("{ I rest = ", flat, ";");
+    for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
+      absl::StrAppend(&s, " idx1[", *it, "] = rest % (I)a.shape[1][", *it,
+                      "]; rest /= (I)a.shape[1][", *it, "];");
+    }
+    return s + " }";
+  }
+
+  // Reductions and arg-reductions, in one of two layouts (reduction_is_outer):
+  //  - inner (the last axis is reduced): a block per output, its threads striding along the
+  //    reduced extent (consecutive threads read consecutive elements), then warp shuffles
+  //    and shared memory combine them;
+  //  - outer (the last axis is kept): a block per 32 consecutive outputs, lane l of each of
+  //    the 8 warps on output l, warp w on reduced positions w, w+8, ...: every warp load is
+  //    32 consecutive elements; shared memory combines the 8 warps.
+  // Both can split the reduced extent over gridDim.y chunks (split.phase 1 writes each
+  // chunk's partial result to split.scratch, phase 2 combines them in chunk order and runs
+  // the epilogue), so a few outputs over a long extent still fill the GPU, and the result
+  // does not depend on scheduling.
   void reduction(std::string& s) const {
     const bool arg = p_.anchor == AnchorKind::kArgReduce;
-    const int r1 = rank(1);
     std::vector<int> reduced, kept;
-    for (int d = 0; d < r1; ++d) {
-      bool is_reduced = arg ? d == p_.anchor_attrs.axis
-                            : std::find(p_.anchor_attrs.axes.begin(), p_.anchor_attrs.axes.end(),
-                                        d) != p_.anchor_attrs.axes.end();
+    for (int d = 0; d < rank(1); ++d) {
+      const bool is_reduced =
+          arg ? d == p_.anchor_attrs.axis
+              : std::find(p_.anchor_attrs.axes.begin(), p_.anchor_attrs.axes.end(), d) !=
+                    p_.anchor_attrs.axes.end();
       (is_reduced ? reduced : kept).push_back(d);
     }
     const DType operand = p_.instrs[p_.anchor_operands[0]].dtype;
-    const std::string acc = is_floating(operand) ? "double" : "i64";
+    const bool floating = is_floating(operand);
+    const std::string acc = floating ? "double" : "i64";
     const OpKind op = p_.anchor_op;
+    const bool sum = op == OpKind::Sum || op == OpKind::Mean;
     std::string identity = "0";
     if (op == OpKind::Max || op == OpKind::Argmax) {
-      identity = is_floating(operand) ? "-1.0 / 0.0" : "(i64)(-9223372036854775807LL - 1)";
+      identity = floating ? "-1.0 / 0.0" : "(i64)(-9223372036854775807LL - 1)";
     } else if (op == OpKind::Min || op == OpKind::Argmin) {
-      identity = is_floating(operand) ? "1.0 / 0.0" : "9223372036854775807LL";
+      identity = floating ? "1.0 / 0.0" : "9223372036854775807LL";
     }
-    std::string red_total = "(I)1";
-    for (int d : reduced) red_total = absl::StrCat(red_total, " * (I)a.shape[1][", d, "]");
-    absl::StrAppend(&s, "  __shared__ ", acc,
-                    " shared_value[32];\n  __shared__ i64 shared_index[32];\n",
-                    "  const I outputs = ", numel(0), ";\n  const I extent = ", red_total, ";\n",
-                    "  for (I o = blockIdx.x; o < outputs; o += gridDim.x) {\n", "    I idx1[",
-                    rank_, "] = {0};\n    { I rest = o;");
-    for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
-      absl::StrAppend(&s, " idx1[", *it, "] = rest % (I)a.shape[1][", *it,
-                      "]; rest /= (I)a.shape[1][", *it, "];");
+    // Folds (y, yi) into (b, bi). Sums add. Otherwise a NaN wins (the first one), then the
+    // extreme, and ties keep the lower index, so any combination order gives one answer.
+    const std::string better = op == OpKind::Max || op == OpKind::Argmax ? ">" : "<";
+    const std::string fold =
+        sum ? absl::StrCat("b = ", floating ? "b + y" : "wadd(b, y)", ";")
+            : absl::StrCat("if (", floating ? "(y != y && (!(b != b) || yi < bi)) || " : "",
+                           "(!(b != b) && (y ", better,
+                           " b || (y == b && yi < bi)))) { b = y; bi = yi; }");
+    auto fold_into = [&](const std::string& b, const std::string& bi, const std::string& y,
+                         const std::string& yi) {
+      return absl::StrCat("{ ", acc, "& b = ", b, "; i64& bi = ", bi, "; const ", acc, " y = ", y,
+                          "; const i64 yi = ", yi, "; (void)bi; (void)yi; ", fold, " }");
+    };
+    std::string extent = "(I)1";
+    for (int d : reduced) extent = absl::StrCat(extent, " * (I)a.shape[1][", d, "]");
+    const std::string value =
+        arg ? "best_index" : (op == OpKind::Mean ? "best / (double)extent" : "best");
+    // The partial results of chunk c for output o live at scratch[c * outputs + o].
+    const std::string partial_values = absl::StrCat("((", acc, "*)split.scratch)");
+    const std::string partial_indices = "((i64*)split.scratch + split.chunks * outputs)";
+    // Stores a block's result for output o: the partial, or (unsplit) the epilogue.
+    const std::string finish_output =
+        absl::StrCat("      if (split.phase == 1) {\n        ", partial_values,
+                     "[blockIdx.y * outputs + o] = best;\n        ", partial_indices,
+                     "[blockIdx.y * outputs + o] = best_index;\n      } else {\n",
+                     epilogue(value, "o"), "      }\n");
+    absl::StrAppend(&s, "  const I outputs = ", numel(0), ";\n  const I extent = ", extent, ";\n");
+    // Phase 2: a thread per output folds the chunks' partials in order.
+    absl::StrAppend(
+        &s, "  if (split.phase == 2) {\n",
+        "    for (I o = (I)blockIdx.x * (I)blockDim.x + threadIdx.x; o < outputs; o += "
+        "(I)gridDim.x * "
+        "(I)blockDim.x) {\n",
+        "      ", acc, " best = ", identity, ";\n      i64 best_index = 9223372036854775807LL;\n",
+        "      for (I c = 0; c < (I)split.chunks; ++c) ",
+        fold_into("best", "best_index", absl::StrCat(partial_values, "[c * outputs + o]"),
+                  absl::StrCat(partial_indices, "[c * outputs + o]")),
+        "\n", epilogue(value, "o"), "    }\n    return;\n  }\n");
+    // This block's chunk of the reduced extent (all of it unless split).
+    absl::StrAppend(
+        &s, "  const I chunks = split.phase == 1 ? (I)split.chunks : (I)1;\n",
+        "  const I chunk_length = (extent + chunks - 1) / chunks;\n",
+        "  const I begin = (split.phase == 1 ? (I)blockIdx.y : (I)0) * chunk_length;\n",
+        "  const I end = begin + chunk_length < extent ? begin + chunk_length : extent;\n");
+    const std::string load_x = absl::StrCat(
+        "        ", unravel_dims(reduced, "r"), "\n", space_code(1, "idx1"), "        const ", acc,
+        " x = (", acc, ")v", p_.anchor_operands[0], ";\n        ",
+        fold_into("best", "best_index", "x",
+                  absl::StrCat("(i64)idx1[", arg ? p_.anchor_attrs.axis : 0, "]")),
+        "\n");
+    if (reduction_is_outer(p_)) {
+      absl::StrAppend(
+          &s, "  __shared__ ", acc,
+          " shared_value[8][32];\n  __shared__ i64 shared_index[8][32];\n",
+          "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n",
+          "  for (I tile = blockIdx.x; tile * 32 < outputs; tile += gridDim.x) {\n",
+          "    const I o = tile * 32 + lane;\n    ", acc, " best = ", identity,
+          ";\n    i64 best_index = 9223372036854775807LL;\n    if (o < outputs) {\n",
+          "      I idx1[", rank_, "] = {0};\n      ", unravel_dims(kept, "o"), "\n",
+          "      for (I r = begin + warp; r < end; r += 8) {\n", load_x, "      }\n    }\n",
+          "    shared_value[warp][lane] = best;\n    shared_index[warp][lane] = best_index;\n",
+          "    __syncthreads();\n    if (warp == 0 && o < outputs) {\n",
+          "      for (int w = 1; w < 8; ++w) ",
+          fold_into("best", "best_index", "shared_value[w][lane]", "shared_index[w][lane]"), "\n",
+          finish_output, "    }\n    __syncthreads();\n  }\n");
+      return;
     }
     absl::StrAppend(
-        &s, " }\n    ", acc, " best = ", identity,
+        &s, "  __shared__ ", acc, " shared_value[32];\n  __shared__ i64 shared_index[32];\n",
+        "  for (I o = blockIdx.x; o < outputs; o += gridDim.x) {\n", "    I idx1[", rank_,
+        "] = {0};\n    ", unravel_dims(kept, "o"), "\n    ", acc, " best = ", identity,
         ";\n    i64 best_index = 9223372036854775807LL;\n",
-        "    for (I r = threadIdx.x; r < extent; r += blockDim.x) {\n      { I rest = r;");
-    for (auto it = reduced.rbegin(); it != reduced.rend(); ++it) {
-      absl::StrAppend(&s, " idx1[", *it, "] = rest % (I)a.shape[1][", *it,
-                      "]; rest /= (I)a.shape[1][", *it, "];");
-    }
-    absl::StrAppend(&s, " }\n", space_code(1, "idx1"), "      const ", acc, " x = (", acc, ")v",
-                    p_.anchor_operands[0], ";\n");
-    // Combining (value, index) pairs: NaN wins (first one), then the extreme, ties keep the
-    // lower index. Sums just add.
-    const bool sum = op == OpKind::Sum || op == OpKind::Mean;
-    const std::string better = op == OpKind::Max || op == OpKind::Argmax ? ">" : "<";
-    const std::string nan_check = is_floating(operand) ? "(y != y && !(b != b)) || " : "";
-    const std::string combine = absl::StrCat("if (", nan_check, "(!(b != b) && (y ", better,
-                                             " b || (y == b && yi < bi)))) { b = y; bi = yi; }");
+        "    for (I r = begin + threadIdx.x; r < end; r += blockDim.x) {\n", load_x, "    }\n");
     if (sum) {
-      absl::StrAppend(&s, "      best = ", is_floating(operand) ? "best + x" : "wadd(best, x)",
-                      ";\n    }\n");
       absl::StrAppend(&s, "    best = block_reduce<", acc, ">(best, [](", acc, " p, ", acc,
-                      " q) { return ", is_floating(operand) ? "p + q" : "wadd(p, q)", "; }, (", acc,
+                      " q) { return ", floating ? "p + q" : "wadd(p, q)", "; }, (", acc,
                       ")0, shared_value);\n");
     } else {
-      absl::StrAppend(&s, "      { ", acc, "& b = best; i64& bi = best_index; const ", acc,
-                      " y = x; const i64 yi = (i64)idx1[", arg ? p_.anchor_attrs.axis : 0, "]; ",
-                      combine, " }\n    }\n");
-      // Warp then block combination of pairs through shared memory.
-      absl::StrAppend(&s, "    for (int step = 16; step > 0; step >>= 1) {\n", "      const ", acc,
-                      " y = __shfl_down_sync(0xffffffffu, best, step);\n",
-                      "      const i64 yi = __shfl_down_sync(0xffffffffu, best_index, step);\n",
-                      "      ", acc, "& b = best; i64& bi = best_index; ", combine, "\n    }\n",
-                      "    if ((threadIdx.x & 31) == 0) { shared_value[threadIdx.x >> 5] = best; "
-                      "shared_index[threadIdx.x >> 5] = best_index; }\n",
-                      "    __syncthreads();\n    if (threadIdx.x == 0) {\n",
-                      "      for (int w = 1; w < (int)((blockDim.x + 31) >> 5); ++w) {\n",
-                      "        const ", acc,
-                      " y = shared_value[w]; const i64 yi = shared_index[w];\n", "        ", acc,
-                      "& b = best; i64& bi = best_index; ", combine, "\n      }\n    }\n");
+      // Warp then block combination of (value, index) pairs through shared memory.
+      absl::StrAppend(
+          &s, "    for (int step = 16; step > 0; step >>= 1) {\n      const ", acc,
+          " other = __shfl_down_sync(0xffffffffu, best, step);\n",
+          "      const i64 other_index = __shfl_down_sync(0xffffffffu, best_index, step);\n      ",
+          fold_into("best", "best_index", "other", "other_index"), "\n    }\n",
+          "    if ((threadIdx.x & 31) == 0) { shared_value[threadIdx.x >> 5] = best; "
+          "shared_index[threadIdx.x >> 5] = best_index; }\n",
+          "    __syncthreads();\n    if (threadIdx.x == 0) {\n",
+          "      for (int w = 1; w < (int)((blockDim.x + 31) >> 5); ++w) ",
+          fold_into("best", "best_index", "shared_value[w]", "shared_index[w]"), "\n    }\n");
     }
-    std::string value =
-        arg ? "best_index" : (op == OpKind::Mean ? "best / (double)extent" : "best");
-    absl::StrAppend(&s, "    if (threadIdx.x == 0) {\n", epilogue(value, "o"),
+    absl::StrAppend(&s, "    if (threadIdx.x == 0) {\n", finish_output,
                     "    }\n    __syncthreads();\n  }\n");
   }
 
@@ -707,6 +768,15 @@ class Renderer {
 };
 
 }  // namespace
+
+bool reduction_is_outer(const jit::KernelProgram& p) {
+  if (p.anchor != AnchorKind::kReduce && p.anchor != AnchorKind::kArgReduce) return false;
+  const int last = p.space_ranks[1] - 1;
+  if (last < 0) return false;
+  if (p.anchor == AnchorKind::kArgReduce) return p.anchor_attrs.axis != last;
+  const auto& axes = p.anchor_attrs.axes;
+  return !axes.empty() && std::find(axes.begin(), axes.end(), last) == axes.end();
+}
 
 int block_size(const jit::KernelProgram& program) {
   (void)program;

@@ -1,7 +1,9 @@
 // Rendering Kernel IR as CUDA C++ for NVRTC. The source depends only on the program (ranks,
 // dtypes, broadcast pattern), never on sizes: shapes, strides, offsets and scalars arrive in
 // the kernel's parameter struct. Each module holds two entry points, <name>_i32 and
-// <name>_i64, for 32-bit index math where sizes allow and 64-bit otherwise.
+// <name>_i64, for 32-bit index math where sizes allow and 64-bit otherwise. Both take
+// (Params, Split): Split (the preamble's) tells a reduction split over several blocks which
+// phase to run and where its partial results go; other kernels ignore it.
 #ifndef KILN_RUNTIME_CUDA_CUDA_RENDERER_H_
 #define KILN_RUNTIME_CUDA_CUDA_RENDERER_H_
 
@@ -16,6 +18,10 @@ namespace kiln::runtime::cuda {
 int block_size(const jit::KernelProgram& program);
 
 std::string render_cuda(const jit::KernelProgram& program);
+
+// Whether a (arg-)reduction keeps the last axis of its operand, so the kernel puts
+// consecutive outputs on consecutive lanes (coalesced) rather than a block on each output.
+bool reduction_is_outer(const jit::KernelProgram& program);
 
 }  // namespace kiln::runtime::cuda
 

@@ -37,6 +37,15 @@ std::vector<std::byte> pack_params(const jit::KernelProgram& program,
                                    const std::vector<uint64_t>& output_pointers,
                                    const std::vector<double>& params);
 
+// The Split argument every generated entry point takes after Params (the preamble's
+// `struct Split`): where a split reduction's partials go, how many chunks, which phase.
+struct SplitArgs {
+  uint64_t scratch = 0;
+  int64_t chunks = 1;
+  int64_t phase = 0;
+};
+static_assert(sizeof(SplitArgs) == 24);
+
 // Whether the _i32 entry point may run this launch: every iteration space and every buffer
 // it reads or writes has fewer than 2^31 elements.
 bool fits_32bit_index(const jit::KernelLaunch& launch, const std::vector<int64_t>& buffer_numels);

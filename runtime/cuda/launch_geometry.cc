@@ -2,19 +2,63 @@
 
 #include <algorithm>
 
-namespace kiln::runtime::cuda {
+#include "runtime/cuda/cuda_renderer.h"
 
-int64_t grid_size(const jit::KernelProgram& p, const jit::KernelLaunch& l, int sm_count) {
-  const int64_t cap = int64_t{sm_count} * 32;
+namespace kiln::runtime::cuda {
+namespace {
+
+bool is_reduction(const jit::KernelProgram& p) {
+  return p.anchor == jit::AnchorKind::kReduce || p.anchor == jit::AnchorKind::kArgReduce;
+}
+
+// The elements one output of a reduction folds.
+int64_t reduced_extent(const jit::KernelLaunch& l) {
+  const int64_t outputs = ops::numel(l.spaces[0]);
+  return outputs > 0 ? ops::numel(l.spaces[1]) / outputs : 0;
+}
+
+// The blocks a kernel's work divides into before any cap.
+int64_t work_items(const jit::KernelProgram& p, const jit::KernelLaunch& l, int block) {
   const int64_t out = ops::numel(l.spaces[0]);
-  int64_t items = (out + 255) / 256;
-  if (p.anchor == jit::AnchorKind::kReduce || p.anchor == jit::AnchorKind::kArgReduce) {
-    items = out;
-  } else if (p.anchor == jit::AnchorKind::kRowNorm) {
+  if (is_reduction(p)) return reduction_is_outer(p) ? (out + 31) / 32 : out;
+  if (p.anchor == jit::AnchorKind::kRowNorm) {
     const int64_t extent = l.spaces[1][p.anchor_attrs.axis];
-    items = extent > 0 ? ops::numel(l.spaces[1]) / extent : 0;
+    return extent > 0 ? ops::numel(l.spaces[1]) / extent : 0;
   }
-  return std::clamp<int64_t>(items, 1, cap);
+  return (out + block - 1) / block;
+}
+
+}  // namespace
+
+LaunchSchedule schedule_launches(const jit::KernelProgram& p, const jit::KernelLaunch& l,
+                                 int sm_count, bool allow_split) {
+  const int64_t cap = int64_t{sm_count} * 32;
+  LaunchStep step;
+  step.block = block_size(p);
+  const int64_t items = work_items(p, l, step.block);
+  step.grid_x = std::clamp<int64_t>(items, 1, cap);
+  step.shared_bytes = dynamic_shared_bytes(p, l);
+  LaunchSchedule schedule;
+  const int64_t target = int64_t{4} * sm_count;
+  const int64_t extent = is_reduction(p) ? reduced_extent(l) : 0;
+  if (!allow_split || !is_reduction(p) || items >= target || extent < 4096) {
+    schedule.steps.push_back(step);
+    return schedule;
+  }
+  const int64_t chunks =
+      std::clamp<int64_t>(std::min((target + items - 1) / items, extent / 2048), 2, 1024);
+  const int64_t outputs = ops::numel(l.spaces[0]);
+  LaunchStep partials = step;
+  partials.grid_y = chunks;
+  partials.phase = 1;
+  partials.chunks = chunks;
+  LaunchStep combine = partials;
+  combine.grid_x = std::clamp<int64_t>((outputs + combine.block - 1) / combine.block, 1, cap);
+  combine.grid_y = 1;
+  combine.phase = 2;
+  schedule.steps = {partials, combine};
+  schedule.scratch_bytes = chunks * outputs * 16;  // a value and an index per chunk and output
+  return schedule;
 }
 
 int dynamic_shared_bytes(const jit::KernelProgram& p, const jit::KernelLaunch& l) {

@@ -1,17 +1,38 @@
-// How many blocks a generated kernel launches with (the threads per block are the renderer's
-// block_size). Shared by the CUDA backend and the tests that run kernels on the host.
+// How a generated kernel is launched: its grid, its dynamic shared memory, and for a
+// reduction split over several blocks per output, the two launches (partials, then their
+// combination) and the scratch memory between them. Shared by the CUDA backend and the
+// tests that run kernels on the host, so both launch exactly alike.
 #ifndef KILN_RUNTIME_CUDA_LAUNCH_GEOMETRY_H_
 #define KILN_RUNTIME_CUDA_LAUNCH_GEOMETRY_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "jit/kernel_ir.h"
 
 namespace kiln::runtime::cuda {
 
+// One launch of a module's entry point.
+struct LaunchStep {
+  int64_t grid_x = 1, grid_y = 1;
+  int block = 256;
+  int shared_bytes = 0;  // dynamic shared memory per block
+  int64_t phase = 0;     // the Split argument: 0 unsplit, 1 partials, 2 combination
+  int64_t chunks = 1;
+};
+
+struct LaunchSchedule {
+  std::vector<LaunchStep> steps;
+  int64_t scratch_bytes = 0;  // the Split argument's scratch (phase 1 writes, 2 reads)
+};
+
 // Grid-stride kernels get enough blocks to fill the GPU; kernels that give a block to each
-// output (reductions) or row (norms) get one per item; never more than 32 per SM.
-int64_t grid_size(const jit::KernelProgram& program, const jit::KernelLaunch& launch, int sm_count);
+// output (inner reductions), 32 outputs (outer reductions) or row (norms) get one per item;
+// never more than 32 per SM. A reduction whose outputs give fewer than 4 blocks per SM and
+// whose extent is long splits the extent into chunks (at least 2048 elements each) over
+// gridDim.y, unless `allow_split` is false.
+LaunchSchedule schedule_launches(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                                 int sm_count, bool allow_split = true);
 
 // The dynamic shared memory a block gets: a row norm's whole row when it fits in the 48 KiB
 // every GPU allows without opting in (the kernel then reads the row from global memory

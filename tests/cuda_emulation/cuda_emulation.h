@@ -160,7 +160,7 @@ inline void* new_fiber_stack(char* stack, size_t bytes) {
 }
 
 // Runs `kernel` over the grid: every block in turn, each block's threads as fibers.
-inline void launch(long long grid, int block, unsigned shared_bytes,
+inline void launch(long long grid_x, long long grid_y, int block, unsigned shared_bytes,
                    const std::function<void()>& kernel) {
   BlockRun r;
   r.kernel = &kernel;
@@ -171,10 +171,10 @@ inline void launch(long long grid, int block, unsigned shared_bytes,
   r.lanes.assign(r.warps.size() * 32, 0);
   BlockRun* outer = run;
   run = &r;
-  gridDim = dim3{static_cast<unsigned>(grid), 1, 1};
+  gridDim = dim3{static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y), 1};
   blockDim = dim3{static_cast<unsigned>(block), 1, 1};
-  for (long long b = 0; b < grid; ++b) {
-    blockIdx = dim3{static_cast<unsigned>(b), 1, 1};
+  for (long long b = 0; b < grid_x * grid_y; ++b) {
+    blockIdx = dim3{static_cast<unsigned>(b % grid_x), static_cast<unsigned>(b / grid_x), 1};
     // Shared memory starts as garbage on a GPU: poison it (NaN bits) for every block.
     r.dynamic_shared.assign((shared_bytes + 7) / 8, std::bit_cast<double>(~uint64_t{0}));
     r.block = Barrier{block, 0, 0};

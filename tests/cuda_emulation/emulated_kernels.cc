@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -14,26 +15,31 @@
 namespace kiln::testing {
 namespace {
 
-// Module i becomes namespace m<i>; its entries lose `extern "C"` (two modules may share a
-// kernel name) and the unit's C dispatcher calls them by index.
+// Module i becomes namespace b<build>_m<i>; its entries lose `extern "C"` (two modules may
+// share a kernel name) and the unit's C dispatcher calls them by index. The build number
+// keeps two libraries in one process apart: a kernel's `__shared__` arrays are static locals
+// of a template, which the dynamic linker would otherwise unify across libraries.
 std::string translation_unit(const std::vector<EmulatedModule>& modules, size_t begin, size_t end,
-                             size_t part) {
+                             size_t part, int build) {
   std::string tu =
       "#define KILN_CUDA_HOST_EMULATION 1\n#include \"tests/cuda_emulation/cuda_emulation.h\"\n";
   for (size_t i = begin; i < end; ++i) {
-    absl::StrAppend(&tu, "namespace m", i, " {\n",
+    absl::StrAppend(&tu, "namespace b", build, "_m", i, " {\n",
                     absl::StrReplaceAll(modules[i].source, {{"extern \"C\" __global__", ""}}),
-                    "\n}  // namespace m", i, "\n");
+                    "\n}  // namespace\n");
   }
-  absl::StrAppend(&tu, "extern \"C\" int kiln_emulated_launch_", part,
-                  "(int m, int wide, const void* p, long long grid, int block, unsigned shared) {\n"
-                  "  switch (m) {\n");
+  absl::StrAppend(
+      &tu, "extern \"C\" int kiln_emulated_launch_", part,
+      "(int m, int wide, const void* p, const void* s, long long gx, long long gy, int block, "
+      "unsigned shared) {\n"
+      "  switch (m) {\n");
   for (size_t i = begin; i < end; ++i) {
     const std::string e = modules[i].entry;
-    absl::StrAppend(&tu, "    case ", i,
-                    ": kiln_emulation::launch(grid, block, shared, [&] { if (wide) m", i, "::", e,
-                    "_i64(*(const m", i, "::Params*)p); else m", i, "::", e, "_i32(*(const m", i,
-                    "::Params*)p); }); return 0;\n");
+    const std::string m = absl::StrCat("b", build, "_m", i, "::");
+    const std::string args = absl::StrCat("(*(const ", m, "Params*)p, *(const ", m, "Split*)s)");
+    absl::StrAppend(&tu, "    case ", i, ": kiln_emulation::launch(gx, gy, block, shared, [&] { ",
+                    "if (wide) ", m, e, "_i64", args, "; else ", m, e, "_i32", args,
+                    "; }); return 0;\n");
   }
   absl::StrAppend(&tu, "  }\n  return 1;\n}\n");
   return tu;
@@ -45,6 +51,8 @@ absl::StatusOr<EmulatedKernels> EmulatedKernels::build(const std::vector<Emulate
                                                        const std::string& dir) {
   // The modules are split over a few translation units compiled side by side, each with a
   // dispatcher for its own modules.
+  static std::atomic<int> builds{0};
+  const int build = builds++;
   const size_t parts = std::max(1u, std::thread::hardware_concurrency());
   const size_t per = std::max<size_t>(1, (modules.size() + parts - 1) / parts);
   std::vector<std::string> objects;
@@ -54,17 +62,18 @@ absl::StatusOr<EmulatedKernels> EmulatedKernels::build(const std::vector<Emulate
     const std::string source = absl::StrCat(dir, "/emulated_", part, ".cc");
     const std::string object = absl::StrCat(dir, "/emulated_", part, ".o");
     std::ofstream(source) << tu;
-    const std::string command =
-        absl::StrCat("c++ -std=c++20 -O1 -fPIC -w -c ", KILN_EMULATION_FLAGS, " -I",
-                     KILN_SOURCE_DIR, " -I", KILN_SOURCE_DIR, "/include ", source, " -o ", object,
-                     " > ", dir, "/emulated_", part, ".log 2>&1");
+    const std::string command = absl::StrCat(
+        "c++ -std=c++20 -O1 -fPIC -fno-gnu-unique -Werror=uninitialized "
+        "-Werror=maybe-uninitialized -c ",
+        KILN_EMULATION_FLAGS, " -I", KILN_SOURCE_DIR, " -I", KILN_SOURCE_DIR, "/include ", source,
+        " -o ", object, " > ", dir, "/emulated_", part, ".log 2>&1");
     results[part] = std::system(command.c_str());
   };
   for (size_t part = 0; part < parts; ++part) {
     const size_t begin = std::min(modules.size(), part * per);
     const size_t end = std::min(modules.size(), begin + per);
     objects.push_back(absl::StrCat(dir, "/emulated_", part, ".o"));
-    compilers.emplace_back(compile, part, translation_unit(modules, begin, end, part));
+    compilers.emplace_back(compile, part, translation_unit(modules, begin, end, part, build));
   }
   for (std::thread& t : compilers) t.join();
   for (size_t part = 0; part < parts; ++part) {
@@ -92,9 +101,10 @@ absl::StatusOr<EmulatedKernels> EmulatedKernels::build(const std::vector<Emulate
   return k;
 }
 
-void EmulatedKernels::launch(int index, bool wide, const void* params, int64_t grid, int block,
-                             int shared_bytes) const {
-  parts_.at(index / per_part_)(index, wide ? 1 : 0, params, static_cast<long long>(grid), block,
+void EmulatedKernels::launch(int index, bool wide, const void* params, const void* split,
+                             int64_t grid_x, int64_t grid_y, int block, int shared_bytes) const {
+  parts_.at(index / per_part_)(index, wide ? 1 : 0, params, split, static_cast<long long>(grid_x),
+                               static_cast<long long>(grid_y), block,
                                static_cast<unsigned>(shared_bytes));
 }
 

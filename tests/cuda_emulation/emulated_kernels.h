@@ -22,13 +22,13 @@ class EmulatedKernels {
   static absl::StatusOr<EmulatedKernels> build(const std::vector<EmulatedModule>& modules,
                                                const std::string& dir);
 
-  // Runs module `index`'s 32- or 64-bit entry over `grid` blocks of `block` threads, each
-  // with `shared_bytes` of dynamic shared memory.
-  void launch(int index, bool wide, const void* params, int64_t grid, int block,
-              int shared_bytes) const;
+  // Runs module `index`'s 32- or 64-bit entry with (Params, Split) over grid_x * grid_y
+  // blocks of `block` threads, each with `shared_bytes` of dynamic shared memory.
+  void launch(int index, bool wide, const void* params, const void* split, int64_t grid_x,
+              int64_t grid_y, int block, int shared_bytes) const;
 
  private:
-  using LaunchFn = int (*)(int, int, const void*, long long, int, unsigned);
+  using LaunchFn = int (*)(int, int, const void*, const void*, long long, long long, int, unsigned);
   std::vector<LaunchFn> parts_;  // one dispatcher per translation unit
   size_t per_part_ = 1;          // modules per unit
 };
