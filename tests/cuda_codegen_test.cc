@@ -181,5 +181,21 @@ TEST(CudaCodegen, ContiguousPointwiseKernelsMoveSixteenBytesPerAccess) {
   EXPECT_EQ(kernel_ptx(x + w).find("ld.global.v4"), std::string::npos);
 }
 
+// f16 and bf16 matmuls (with their fused epilogue) run on tensor cores; f32 does not (the
+// choice docs/cuda.md records: no silent TF32).
+TEST(CudaCodegen, SixteenBitMatmulsUseTensorCores) {
+  ASSERT_TRUE(runtime::cuda::nvrtc_available().ok());
+  for (DType dt : {DType::F16, DType::BF16}) {
+    Tensor a = Tensor::randn({96, 40}, 1, dt).eval(), b = Tensor::randn({40, 72}, 2, dt).eval();
+    const std::string ptx = kernel_ptx(relu(matmul(a, b) + 1.0));
+    EXPECT_NE(ptx.find(absl::StrCat("mma.sync.aligned.m16n8k16.row.col.f32.", dtype_name(dt), ".",
+                                    dtype_name(dt), ".f32")),
+              std::string::npos)
+        << dtype_name(dt);
+  }
+  Tensor a = Tensor::randn({96, 40}, 1).eval(), b = Tensor::randn({40, 72}, 2).eval();
+  EXPECT_EQ(kernel_ptx(matmul(a, b)).find("mma.sync"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kiln

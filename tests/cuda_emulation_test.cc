@@ -54,11 +54,18 @@ std::vector<Tensor> larger_corpus() {
   outs.push_back(max(tall, {0, 1}));
   outs.push_back(mean(tall.transpose(0, 1), {1}));
   outs.push_back(sum(Tensor::arange(9000, DType::I32).reshape({3, 3000}), {1}));
+  // Tensor-core matmuls: tile edges in every dimension, broadcast batches, fused prologues.
+  for (DType dt : {DType::BF16, DType::F16}) {
+    Tensor a = Tensor::randn({2, 3, 70, 33}, 18, dt).eval(),
+           b = Tensor::randn({3, 33, 65}, 19, dt).eval();
+    outs.push_back(matmul(a, b));
+    outs.push_back(gelu(matmul(relu(a) * 0.5, b.transpose(1, 2).transpose(1, 2)) - 1.0));
+  }
   // An outer reduction over a size-1 axis feeding a reduction of everything.
   Tensor cube = Tensor::randn({16, 1, 16}, 16).eval();
   outs.push_back(max(cube, {1}));
-  outs.push_back(pow(abs(max(max(cube, {1}), {0, 1}) + 1.85) + 0.5,
-                     tanh(Tensor::randn({}, 17).eval())));
+  outs.push_back(
+      pow(abs(max(max(cube, {1}), {0, 1}) + 1.85) + 0.5, tanh(Tensor::randn({}, 17).eval())));
   // Contiguous pointwise kernels (the 16-byte path) whose sizes leave a tail.
   for (DType dt : {DType::F32, DType::BF16, DType::F64, DType::I32}) {
     Tensor y = Tensor::randn({37, 41}, 14, DType::F32).astype(dt).eval();

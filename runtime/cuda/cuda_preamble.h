@@ -79,6 +79,26 @@ __device__ __forceinline__ double rand_normal(u64 index, u64 seed) {
   double u1 = ((double)(w[0] >> 8) + 1.0) / 16777216.0, u2 = (double)(w[1] >> 8) / 16777216.0;
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
+// Tensor cores: D = A * B + D for a 16x16 (row) by 16x8 (col) product, f32 accumulators,
+// fragments as PTX lays them out; pack2 makes a register of two 16-bit elements (low first).
+__device__ __forceinline__ unsigned pack2(unsigned short lo, unsigned short hi) {
+  return (unsigned)lo | ((unsigned)hi << 16);
+}
+#ifdef KILN_CUDA_HOST_EMULATION
+__device__ __forceinline__ void mma_bf16_16816(float c[4], const unsigned a[4], const unsigned b[2]) { kiln_emulation::mma_16816(c, a, b, true); }
+__device__ __forceinline__ void mma_f16_16816(float c[4], const unsigned a[4], const unsigned b[2]) { kiln_emulation::mma_16816(c, a, b, false); }
+#else
+__device__ __forceinline__ void mma_bf16_16816(float c[4], const unsigned a[4], const unsigned b[2]) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void mma_f16_16816(float c[4], const unsigned a[4], const unsigned b[2]) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
 // A reduction split over gridDim.y chunks: phase 0 is unsplit, phase 1 writes each chunk's
 // partial results to scratch, phase 2 combines them (docs/cuda.md).
 struct Split { void* scratch; i64 chunks; i64 phase; };

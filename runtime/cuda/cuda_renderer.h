@@ -19,6 +19,10 @@ int block_size(const jit::KernelProgram& program);
 
 std::string render_cuda(const jit::KernelProgram& program);
 
+// Whether a matmul runs on tensor cores: both operands f16 or both bf16, neither a vector.
+// Its grid then has a block per 64x64 output tile.
+bool matmul_uses_tensor_cores(const jit::KernelProgram& program);
+
 // Whether a (arg-)reduction keeps the last axis of its operand, so the kernel puts
 // consecutive outputs on consecutive lanes (coalesced) rather than a block on each output.
 bool reduction_is_outer(const jit::KernelProgram& program);

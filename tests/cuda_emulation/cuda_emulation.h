@@ -216,6 +216,45 @@ T shuffle(T value, SourceLane source_lane) {
   return out;
 }
 
+// mma.sync.m16n8k16.row.col with f32 accumulators: the warp's lanes publish their
+// fragments, then each lane computes its four accumulators from the whole A (16x16) and B
+// (16x8), finding each element's lane and register by PTX's fragment layout (the inverse of
+// the one the generated kernel loads with: a test of both against the CPU).
+inline void mma_16816(float c[4], const unsigned a[4], const unsigned b[2], bool bf16) {
+  const int t = run->current, warp = t / 32, lane = t % 32;
+  static std::vector<unsigned> regs;  // 6 per lane of the warp: a0..a3, b0, b1
+  regs.resize(static_cast<size_t>(run->warps.size()) * 32 * 6);
+  unsigned* mine = &regs[(warp * 32 + lane) * 6];
+  for (int i = 0; i < 4; ++i) mine[i] = a[i];
+  for (int i = 0; i < 2; ++i) mine[4 + i] = b[i];
+  wait_at(run->warps[warp]);
+  auto element = [&](int holder, int reg, int half) {
+    const unsigned bits = regs[(warp * 32 + holder) * 6 + reg];
+    const auto h = static_cast<unsigned short>(half ? bits >> 16 : bits & 0xffff);
+    return bf16 ? bf16_to_f32(h) : f16_to_f32(h);
+  };
+  // A(row, col) is a_i of lane (row % 8) * 4 + (col % 8) / 2, i = (col & 1) + 2 * (row >= 8)
+  // + 4 * (col >= 8); B(k, n) is b_i of lane n * 4 + (k % 8) / 2, i = (k & 1) + 2 * (k >= 8).
+  auto a_at = [&](int row, int col) {
+    const int i = (col & 1) + (row >= 8 ? 2 : 0) + (col >= 8 ? 4 : 0);
+    return element((row % 8) * 4 + (col % 8) / 2, i / 2, i & 1);
+  };
+  auto b_at = [&](int k, int n) {
+    const int i = (k & 1) + (k >= 8 ? 2 : 0);
+    return element(n * 4 + (k % 8) / 2, 4 + i / 2, i & 1);
+  };
+  const int group = lane / 4, thread_in_group = lane % 4;
+  float d[4];
+  for (int i = 0; i < 4; ++i) {
+    const int row = group + (i >= 2 ? 8 : 0), col = thread_in_group * 2 + (i & 1);
+    float sum = c[i];
+    for (int k = 0; k < 16; ++k) sum += a_at(row, k) * b_at(k, col);
+    d[i] = sum;
+  }
+  wait_at(run->warps[warp]);  // every lane has read the fragments before any is replaced
+  for (int i = 0; i < 4; ++i) c[i] = d[i];
+}
+
 inline unsigned dynamic_shared_bytes() { return run->dynamic_shared_bytes; }
 inline void* dynamic_shared() { return run->dynamic_shared.data(); }
 
