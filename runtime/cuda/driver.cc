@@ -35,41 +35,49 @@ absl::StatusOr<std::vector<DeviceInfo>> query_devices() {
 }
 
 const DriverApi& driver_api() {
-  static const DriverApi api = [] {
-    DriverApi a;
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      a.status = absl::UnavailableError("no CUDA driver (libcuda.so.1 not found)");
-      return a;
-    }
-    auto load = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-      if (fn == nullptr && a.status.ok()) {
-        a.status = absl::UnavailableError(absl::StrCat("libcuda.so.1 lacks ", name));
-      }
-    };
-    load(a.init, "cuInit");
-    load(a.device_count, "cuDeviceGetCount");
-    load(a.device_get, "cuDeviceGet");
-    load(a.device_name, "cuDeviceGetName");
-    load(a.device_memory, "cuDeviceTotalMem_v2");
-    load(a.device_attribute, "cuDeviceGetAttribute");
-    load(a.primary_ctx_retain, "cuDevicePrimaryCtxRetain");
-    load(a.ctx_set_current, "cuCtxSetCurrent");
-    load(a.stream_create, "cuStreamCreate");
-    load(a.stream_synchronize, "cuStreamSynchronize");
-    load(a.mem_alloc, "cuMemAlloc_v2");
-    load(a.mem_free, "cuMemFree_v2");
-    load(a.memcpy_htod_async, "cuMemcpyHtoDAsync_v2");
-    load(a.memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2");
-    load(a.memcpy_dtod_async, "cuMemcpyDtoDAsync_v2");
-    load(a.module_load_data, "cuModuleLoadData");
-    load(a.module_get_function, "cuModuleGetFunction");
-    load(a.launch_kernel, "cuLaunchKernel");
-    load(a.error_string, "cuGetErrorString");
-    return a;
-  }();
+  static const DriverApi api = load_driver_api("libcuda.so.1");
   return api;
+}
+
+DriverApi load_driver_api(const char* library) {
+  DriverApi a;
+  void* lib = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    a.status = absl::UnavailableError(absl::StrCat("no CUDA driver (", library, " not found)"));
+    return a;
+  }
+  auto load = [&](auto& fn, const char* name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+    if (fn == nullptr && a.status.ok()) {
+      a.status = absl::UnavailableError(absl::StrCat(library, " lacks ", name));
+    }
+  };
+  load(a.init, "cuInit");
+  load(a.device_count, "cuDeviceGetCount");
+  load(a.device_get, "cuDeviceGet");
+  load(a.device_name, "cuDeviceGetName");
+  load(a.device_memory, "cuDeviceTotalMem_v2");
+  load(a.device_attribute, "cuDeviceGetAttribute");
+  load(a.primary_ctx_retain, "cuDevicePrimaryCtxRetain");
+  load(a.ctx_set_current, "cuCtxSetCurrent");
+  load(a.stream_create, "cuStreamCreate");
+  load(a.stream_synchronize, "cuStreamSynchronize");
+  load(a.mem_alloc, "cuMemAlloc_v2");
+  load(a.mem_free, "cuMemFree_v2");
+  load(a.memcpy_htod_async, "cuMemcpyHtoDAsync_v2");
+  load(a.memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2");
+  load(a.memcpy_dtod_async, "cuMemcpyDtoDAsync_v2");
+  load(a.module_load_data, "cuModuleLoadData");
+  load(a.module_get_function, "cuModuleGetFunction");
+  load(a.launch_kernel, "cuLaunchKernel");
+  load(a.error_string, "cuGetErrorString");
+  load(a.stream_begin_capture, "cuStreamBeginCapture_v2");
+  load(a.stream_end_capture, "cuStreamEndCapture");
+  load(a.graph_instantiate, "cuGraphInstantiateWithFlags");
+  load(a.graph_launch, "cuGraphLaunch");
+  load(a.graph_destroy, "cuGraphDestroy");
+  load(a.graph_exec_destroy, "cuGraphExecDestroy");
+  return a;
 }
 
 absl::Status check_cuda(CUresult result, const char* call) {

@@ -31,11 +31,14 @@ using CUcontext = struct CUctx_st*;
 using CUstream = struct CUstream_st*;
 using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphExec = struct CUgraphExec_st*;
 inline constexpr CUresult kCudaErrorOutOfMemory = 2;      // CUDA_ERROR_OUT_OF_MEMORY
 inline constexpr int kAttributeMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_...
 inline constexpr int kAttributeComputeMajor = 75;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 inline constexpr int kAttributeComputeMinor = 76;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
 inline constexpr unsigned int kStreamNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
+inline constexpr int kStreamCaptureModeRelaxed = 2;    // CU_STREAM_CAPTURE_MODE_RELAXED
 
 struct DriverApi {
   absl::Status status;  // why the driver is not usable, when it is not
@@ -60,9 +63,20 @@ struct DriverApi {
                             unsigned int, unsigned int, unsigned int, CUstream, void**,
                             void**) = nullptr;
   CUresult (*error_string)(CUresult, const char**) = nullptr;
+  CUresult (*stream_begin_capture)(CUstream, int) = nullptr;
+  CUresult (*stream_end_capture)(CUstream, CUgraph*) = nullptr;
+  CUresult (*graph_instantiate)(CUgraphExec*, CUgraph, unsigned long long) = nullptr;
+  CUresult (*graph_launch)(CUgraphExec, CUstream) = nullptr;
+  CUresult (*graph_destroy)(CUgraph) = nullptr;
+  CUresult (*graph_exec_destroy)(CUgraphExec) = nullptr;
 };
 
+// The process's driver (libcuda.so.1), loaded once.
 const DriverApi& driver_api();
+
+// Loads the driver entry points from `library` (a test loads the CUDA Toolkit's stub
+// libcuda, which exports every symbol, to check each name Kiln asks for exists).
+DriverApi load_driver_api(const char* library);
 
 // OK, or an error naming `call` and the driver's text for `result`.
 absl::Status check_cuda(CUresult result, const char* call);
