@@ -163,7 +163,7 @@ std::vector<Tensor> replay(const Recording& rec, const std::vector<Tensor>& inpu
     for (const InputBinding& b : rec.inputs) {
       args.inputs.push_back(b.arg >= 0 ? TensorAccess::node(inputs[b.arg])->buffer : b.fixed);
     }
-    results = runtime::backend_for(rec.device).run(*rec.plan, args);
+    results = runtime::backend_for(rec.device).replay(rec.plan, args);
     jit::counters().syncs += 1;
   }
   std::vector<Tensor> outs;

@@ -18,6 +18,14 @@ class Backend {
   // Must not modify any node: the caller realizes the outputs once everything succeeded.
   virtual std::vector<std::shared_ptr<Buffer>> run(const jit::LaunchPlan& plan,
                                                    const jit::PlanArguments& args) = 0;
+
+  // Runs `plan` for a compiled function, which replays the same plan with new arguments many
+  // times: a backend may keep state per plan (the CUDA backend replays a captured graph).
+  // Same contract as run().
+  virtual std::vector<std::shared_ptr<Buffer>> replay(
+      const std::shared_ptr<const jit::LaunchPlan>& plan, const jit::PlanArguments& args) {
+    return run(*plan, args);
+  }
 };
 
 // The backend that executes on device `d`; throws kiln::Error if it is not usable.

@@ -1,6 +1,8 @@
 #include "runtime/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <mutex>
@@ -143,6 +145,9 @@ class CudaDevice {
   }
 
   CUstream stream() const { return stream_; }
+  // Held while issuing work to the stream, so a graph capture never records another
+  // thread's work (and a copy never synchronizes a stream being captured).
+  std::recursive_mutex& stream_mutex() { return stream_mutex_; }
   int sm_count() const { return sm_count_; }
   const std::string& name() const { return name_; }
 
@@ -211,6 +216,7 @@ class CudaDevice {
   CUstream stream_ = nullptr;
   std::unique_ptr<DeviceAllocator> allocator_;
   std::mutex modules_mutex_;
+  std::recursive_mutex stream_mutex_;
   absl::flat_hash_map<const jit::KernelProgram*, Loaded> loaded_;  // kept for the process
 };
 
@@ -220,13 +226,176 @@ class CudaBackend final : public Backend {
 
   std::vector<std::shared_ptr<Buffer>> run(const jit::LaunchPlan& plan,
                                            const jit::PlanArguments& args) override {
+    std::lock_guard<std::recursive_mutex> lock(device_.stream_mutex());
     device_.make_current();
-    const Device here{DeviceType::CUDA, index_};
     device_.prepare(plan);
-    absl::flat_hash_map<int, std::shared_ptr<Buffer>> buffers;
+    Buffers buffers;
     for (size_t slot = 0; slot < plan.input_nodes.size(); ++slot) {
-      buffers[plan.input_nodes[slot]] = place_on(args.inputs[slot], here);
+      buffers[plan.input_nodes[slot]] = place_on(args.inputs[slot], here());
     }
+    launch_kernels(plan, args.params, buffers, /*keep=*/nullptr);
+    std::vector<std::shared_ptr<Buffer>> results;
+    for (int o : plan.outputs) results.push_back(buffers.at(o));
+    return results;
+  }
+
+  // A compiled function's plan of several kernels runs as one CUDA graph: captured on the
+  // first replay, then launched with one call. The graph reads fixed input buffers: a slot
+  // stays bound to the caller's buffer while every call passes that same buffer (weights),
+  // and otherwise gets a buffer of its own that each call's argument is copied into
+  // (activations; the one change re-captures the graph once). It writes buffers it owns,
+  // and each call's outputs are fresh copies of them, so earlier results never change.
+  std::vector<std::shared_ptr<Buffer>> replay(const std::shared_ptr<const jit::LaunchPlan>& plan,
+                                              const jit::PlanArguments& args) override {
+    if (plan->kernels.size() < 2 || !graphs_enabled()) return run(*plan, args);
+    std::lock_guard<std::recursive_mutex> lock(device_.stream_mutex());
+    device_.make_current();
+    device_.prepare(*plan);
+    Graph& g = graph_for(plan);
+    if (g.broken) return run(*plan, args);
+    bool capture = g.exec == nullptr || g.params != args.params;
+    for (size_t slot = 0; slot < plan->input_nodes.size(); ++slot) {
+      std::shared_ptr<Buffer> given = place_on(args.inputs[slot], here());
+      if (g.slots[slot] == nullptr) {
+        g.slots[slot] = given;
+        capture = true;
+      } else if (g.slots[slot] != given) {
+        if (!g.copied[slot]) {
+          g.slots[slot] = device_.allocate(given->nbytes());
+          g.copied[slot] = true;
+          capture = true;
+        }
+        copy_on_device(*g.slots[slot], *given);
+      }
+    }
+    if (capture) {
+      try {
+        capture_graph(*plan, args.params, g);
+      } catch (const Error& e) {
+        // An untested driver or an unsupported launch must not break a working function:
+        // this plan replays without a graph from now on, and says so once.
+        std::fprintf(stderr, "[kiln] CUDA graph capture failed, replaying kernel by kernel: %s\n",
+                     e.what());
+        g.broken = true;
+      }
+    }
+    if (g.broken) return run(*plan, args);
+    throw_if_failed(driver_api().graph_launch(g.exec, device_.stream()), "cuGraphLaunch",
+                    device_.name());
+    jit::counters().kernels_launched += g.launches;
+    std::vector<std::shared_ptr<Buffer>> results;
+    for (const std::shared_ptr<Buffer>& out : g.outputs) {
+      results.push_back(device_.allocate(out->nbytes()));
+      copy_on_device(*results.back(), *out);
+    }
+    return results;
+  }
+
+ private:
+  using Buffers = absl::flat_hash_map<int, std::shared_ptr<Buffer>>;
+
+  // A plan captured as a graph (see replay).
+  struct Graph {
+    std::weak_ptr<const jit::LaunchPlan> plan;
+    CUgraphExec exec = nullptr;
+    std::vector<std::shared_ptr<Buffer>> slots;    // per plan input slot, what the graph reads
+    std::vector<bool> copied;                      // per slot: Kiln's buffer, arguments copied in
+    std::vector<double> params;                    // the scalars baked into its launches
+    std::vector<std::shared_ptr<Buffer>> owned;    // every buffer its kernels write
+    std::vector<std::shared_ptr<Buffer>> outputs;  // per plan output
+    int64_t launches = 0;                          // kernel launches it replays
+    bool broken = false;                           // capture failed: replay without a graph
+  };
+
+  Device here() const { return Device{DeviceType::CUDA, index_}; }
+
+  static bool graphs_enabled() {
+    static const bool enabled = [] {
+      const char* v = std::getenv("KILN_CUDA_GRAPHS");
+      return v == nullptr || std::string(v) != "0";
+    }();
+    return enabled;
+  }
+
+  // The graph record of `plan`, fresh if the plan is new (or an old plan's address reused).
+  Graph& graph_for(const std::shared_ptr<const jit::LaunchPlan>& plan) {
+    if (graphs_.size() >= 64) {  // forget the graphs of plans nobody holds any more
+      for (auto it = graphs_.begin(); it != graphs_.end();) {
+        if (it->second.plan.expired()) {
+          destroy(it->second);
+          graphs_.erase(it++);
+        } else {
+          ++it;
+        }
+      }
+    }
+    Graph& g = graphs_[plan.get()];
+    if (g.plan.lock() != plan) {
+      destroy(g);
+      g = Graph{};
+      g.plan = plan;
+      g.slots.resize(plan->input_nodes.size());
+      g.copied.assign(plan->input_nodes.size(), false);
+    }
+    return g;
+  }
+
+  static void destroy(Graph& g) {
+    if (g.exec != nullptr) driver_api().graph_exec_destroy(g.exec);
+    g.exec = nullptr;
+  }
+
+  // Records the plan's launches over the graph's slots into a new executable graph.
+  void capture_graph(const jit::LaunchPlan& plan, const std::vector<double>& params, Graph& g) {
+    destroy(g);
+    g.owned.clear();
+    Buffers buffers;
+    for (size_t slot = 0; slot < plan.input_nodes.size(); ++slot) {
+      buffers[plan.input_nodes[slot]] = g.slots[slot];
+    }
+    const DriverApi& d = driver_api();
+    throw_if_failed(d.stream_begin_capture(device_.stream(), kStreamCaptureModeRelaxed),
+                    "cuStreamBeginCapture", device_.name());
+    const int64_t launched_before = jit::counters().kernels_launched;
+    CUgraph graph = nullptr;
+    try {
+      launch_kernels(plan, params, buffers, &g.owned);
+    } catch (...) {
+      d.stream_end_capture(device_.stream(), &graph);
+      if (graph != nullptr) d.graph_destroy(graph);
+      throw;
+    }
+    g.launches = jit::counters().kernels_launched - launched_before;
+    jit::counters().kernels_launched -= g.launches;  // captured, not run: replay counts them
+    throw_if_failed(d.stream_end_capture(device_.stream(), &graph), "cuStreamEndCapture",
+                    device_.name());
+    const CUresult made = d.graph_instantiate(&g.exec, graph, 0);
+    d.graph_destroy(graph);
+    throw_if_failed(made, "cuGraphInstantiateWithFlags", device_.name());
+    g.params = params;
+    g.outputs.clear();
+    for (int o : plan.outputs) g.outputs.push_back(buffers.at(o));
+  }
+
+  void copy_on_device(const Buffer& to, const Buffer& from) {
+    if (from.nbytes() == 0) return;
+    throw_if_failed(
+        driver_api().memcpy_dtod_async(to.device_pointer(), from.device_pointer(),
+                                       static_cast<size_t>(from.nbytes()), device_.stream()),
+        "cuMemcpyDtoDAsync", device_.name());
+  }
+
+  // Launches every kernel of `plan`; `buffers` maps the plan's input nodes to their buffers
+  // and receives every node it computes. Each kernel's intermediates are released after their
+  // last reader (stream order makes reuse safe), unless `keep` collects every buffer written
+  // (for a graph, whose replays write them again).
+  void launch_kernels(const jit::LaunchPlan& plan, const std::vector<double>& plan_params,
+                      Buffers& buffers, std::vector<std::shared_ptr<Buffer>>* keep) {
+    auto allocate = [&](int64_t bytes) {
+      std::shared_ptr<Buffer> b = device_.allocate(bytes);
+      if (keep != nullptr) keep->push_back(b);
+      return b;
+    };
     for (size_t k = 0; k < plan.kernels.size(); ++k) {
       const jit::PlannedKernel& pk = plan.kernels[k];
       const jit::KernelLaunch& l = pk.launch;
@@ -237,7 +406,7 @@ class CudaBackend final : public Backend {
         numels.push_back(plan.node_bytes[n]);
       }
       for (int n : l.outputs) {
-        buffers[n] = device_.allocate(plan.node_bytes[n]);
+        buffers[n] = allocate(plan.node_bytes[n]);
         outs.push_back(buffers[n]->device_pointer());
         numels.push_back(plan.node_bytes[n]);
       }
@@ -245,30 +414,26 @@ class CudaBackend final : public Backend {
         launch_custom(pk.program.get(), l, ins, outs[0]);
       } else {
         std::vector<double> params;
-        for (int p : l.params) params.push_back(args.params[p]);
+        for (int p : l.params) params.push_back(plan_params[p]);
         std::vector<std::byte> block = pack_params(*pk.program, l, ins, outs, params);
         const Functions f = device_.functions(pk.program.get());
         // Byte counts bound element counts, so this errs toward the 64-bit entry point.
         const CUfunction entry = fits_32bit_index(l, numels) ? f.i32 : f.i64;
         const LaunchSchedule schedule = schedule_launches(*pk.program, l, device_.sm_count());
         std::shared_ptr<Buffer> scratch;
-        if (schedule.scratch_bytes > 0) scratch = device_.allocate(schedule.scratch_bytes);
+        if (schedule.scratch_bytes > 0) scratch = allocate(schedule.scratch_bytes);
         for (const LaunchStep& step : schedule.steps) {
           SplitArgs split{scratch ? scratch->device_pointer() : 0, step.chunks, step.phase};
           const int64_t grid[3] = {step.grid_x, step.grid_y, 1};
           const int threads[3] = {step.block, 1, 1};
-          void* args[] = {block.data(), &split};
-          device_.launch(entry, grid, threads, step.shared_bytes, args, pk.program->name);
+          void* kernel_args[] = {block.data(), &split};
+          device_.launch(entry, grid, threads, step.shared_bytes, kernel_args, pk.program->name);
         }
       }
-      for (int n : plan.release_after[k]) buffers.erase(n);  // stream order makes reuse safe
+      for (int n : plan.release_after[k]) buffers.erase(n);
     }
-    std::vector<std::shared_ptr<Buffer>> results;
-    for (int o : plan.outputs) results.push_back(buffers.at(o));
-    return results;
   }
 
- private:
   void launch_custom(const jit::KernelProgram* program, const jit::KernelLaunch& l,
                      const std::vector<uint64_t>& ins, uint64_t out) {
     const jit::KernelProgram& p = *program;
@@ -289,6 +454,7 @@ class CudaBackend final : public Backend {
 
   int index_;
   CudaDevice& device_;
+  absl::flat_hash_map<const jit::LaunchPlan*, Graph> graphs_;  // guarded by the stream mutex
 };
 
 }  // namespace
@@ -298,6 +464,7 @@ void synchronize_all() {
   for (int index = 0; index < 16; ++index) {
     if (!CudaDevice::exists(index)) continue;
     CudaDevice& d = CudaDevice::get(index);
+    std::lock_guard<std::recursive_mutex> lock(d.stream_mutex());
     d.make_current();
     d.synchronize();
   }
@@ -317,6 +484,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device_index) {
 
 std::shared_ptr<Buffer> copy_to_host(const Buffer& device_buffer) {
   CudaDevice& d = CudaDevice::get(device_buffer.device().index);
+  std::lock_guard<std::recursive_mutex> lock(d.stream_mutex());
   d.make_current();
   auto host = std::make_shared<Buffer>(device_buffer.nbytes());
   if (device_buffer.nbytes() > 0) {
@@ -331,6 +499,7 @@ std::shared_ptr<Buffer> copy_to_host(const Buffer& device_buffer) {
 
 std::shared_ptr<Buffer> upload(const Buffer& host_buffer, Device device) {
   CudaDevice& d = CudaDevice::get(device.index);
+  std::lock_guard<std::recursive_mutex> lock(d.stream_mutex());
   d.make_current();
   std::shared_ptr<Buffer> out = d.allocate(host_buffer.nbytes());
   if (host_buffer.nbytes() > 0) {
