@@ -718,28 +718,38 @@ class Renderer {
     return s;
   }
 
-  // f16/bf16 matmuls on tensor cores (mma.sync m16n8k16, f32 accumulation). A block computes
-  // a 64x64 output tile: each k-step of 16 stages a 64x16 slice of A and a 16x64 slice of B
-  // in shared memory (every element computed through its prologue, zero past the edges),
-  // then each of the 8 warps (4 down, 2 across) multiplies its 16x32 part with four mma
-  // instructions. The fragment layouts are PTX's "Matrix Fragments for mma.m16n8k16 with
-  // floating point type". The epilogue runs on each accumulator element.
-  void tensor_core_matmul(std::string& s) const {
+  // Tiled matmuls: a block computes a 64x64 output tile. Each k-step of 16 stages a 64x16
+  // slice of A and a 16x64 slice of B in shared memory (every element computed through its
+  // prologue, zero past the edges), then:
+  //  - f16/bf16 (tensor cores): each of the 8 warps (4 down, 2 across) multiplies its 16x32
+  //    part with four mma.sync m16n8k16 (f32 accumulators), fragments laid out as PTX's
+  //    "Matrix Fragments for mma.m16n8k16 with floating point type";
+  //  - f32 (CUDA cores, full f32: no silent TF32): each thread accumulates a 4x4 block of
+  //    the tile, in k order as the one-thread-per-output kernel did.
+  // The epilogue runs on each accumulator element.
+  void tiled_matmul(std::string& s) const {
     const int ra = rank(1), rb = rank(2), r0 = rank(0);
     const int batch = r0 - 2;
+    const bool tensor_cores = matmul_uses_tensor_cores(p_);
     const bool bf16 = p_.instrs[p_.anchor_operands[0]].dtype == DType::BF16;
-    const std::string to_bits = bf16 ? "f32_to_bf16" : "f32_to_f16";
+    const std::string staged = tensor_cores ? "unsigned short" : "float";
+    const std::string to_staged = tensor_cores ? (bf16 ? "f32_to_bf16" : "f32_to_f16") : "";
     const std::string t = reg(p_.anchor_dtype);
+    auto stage = [&](int space, int operand, const std::string& first, const std::string& second,
+                     const std::string& bounds, const std::string& target) {
+      return absl::StrCat("        if (", bounds, ") {\n          idx", space, "[", rank(space) - 2,
+                          "] = ", first, ";\n          idx", space, "[", rank(space) - 1,
+                          "] = ", second, ";\n", space_code(space, absl::StrCat("idx", space)),
+                          "          value = v", operand, ";\n        }\n        ", target, " = ",
+                          to_staged, "(value);\n");
+    };
     absl::StrAppend(
         &s, "  const I M = (I)a.shape[1][", ra - 2, "], N = (I)a.shape[2][", rb - 1,
         "], depth = (I)a.shape[1][", ra - 1, "];\n",
         "  const I tiles_m = (M + 63) / 64, tiles_n = (N + 63) / 64;\n",
         "  const I tiles = M * N > 0 ? (", numel(0), ") / (M * N) * tiles_m * tiles_n : (I)0;\n",
-        "  __shared__ unsigned short tile_a[64][16 + 8];  // padded against bank conflicts\n",
-        "  __shared__ unsigned short tile_b[16][64 + 8];\n",
-        "  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;\n",
-        "  const int group = lane >> 2, thread_in_group = lane & 3;\n",
-        "  const int warp_m = (warp & 3) * 16, warp_n = (warp >> 2) * 32;\n",
+        "  __shared__ ", staged, " tile_a[64][16 + 8];  // padded against bank conflicts\n",
+        "  __shared__ ", staged, " tile_b[16][64 + 8];\n",
         "  for (I tile = blockIdx.x; tile < tiles; tile += gridDim.x) {\n",
         "    const I b = tile / (tiles_m * tiles_n), rest = tile % (tiles_m * tiles_n);\n",
         "    const I m0 = rest / tiles_n * 64, n0 = rest % tiles_n * 64;\n    ",
@@ -749,44 +759,58 @@ class Renderer {
         "      for (int e = threadIdx.x; e < 64 * 16; e += blockDim.x) {\n",
         "        const int row = e >> 4, kk = e & 15;\n",
         "        const I m = m0 + row, k = k0 + kk;\n        float value = 0.0f;\n",
-        "        if (m < M && k < depth) {\n          idx1[", ra - 2, "] = m;\n          idx1[",
-        ra - 1, "] = k;\n", space_code(1, "idx1"), "          value = v", p_.anchor_operands[0],
-        ";\n        }\n        tile_a[row][kk] = ", to_bits, "(value);\n      }\n",
-        "      for (int e = threadIdx.x; e < 16 * 64; e += blockDim.x) {\n",
+        stage(1, p_.anchor_operands[0], "m", "k", "m < M && k < depth", "tile_a[row][kk]"),
+        "      }\n      for (int e = threadIdx.x; e < 16 * 64; e += blockDim.x) {\n",
         "        const int kk = e >> 6, col = e & 63;\n",
         "        const I k = k0 + kk, n = n0 + col;\n        float value = 0.0f;\n",
-        "        if (k < depth && n < N) {\n          idx2[", rb - 2, "] = k;\n          idx2[",
-        rb - 1, "] = n;\n", space_code(2, "idx2"), "          value = v", p_.anchor_operands[1],
-        ";\n        }\n        tile_b[kk][col] = ", to_bits, "(value);\n      }\n",
-        "      __syncthreads();\n",
-        "      // A fragment: a0,a1 (row g) a2,a3 (row g+8) at cols 2t,2t+1; a4..a7 the same at "
-        "+8.\n",
-        "      const int ar = warp_m + group, ac = thread_in_group * 2;\n",
-        "      const unsigned fa[4] = {pack2(tile_a[ar][ac], tile_a[ar][ac + 1]),\n",
-        "                              pack2(tile_a[ar + 8][ac], tile_a[ar + 8][ac + 1]),\n",
-        "                              pack2(tile_a[ar][ac + 8], tile_a[ar][ac + 9]),\n",
-        "                              pack2(tile_a[ar + 8][ac + 8], tile_a[ar + 8][ac + 9])};\n",
-        "      #pragma unroll\n      for (int nt = 0; nt < 4; ++nt) {\n",
-        "        // B fragment: b0,b1 at k = 2t,2t+1 and b2,b3 at k + 8, column g.\n",
-        "        const int bc = warp_n + nt * 8 + group, bk = thread_in_group * 2;\n",
-        "        const unsigned fb[2] = {pack2(tile_b[bk][bc], tile_b[bk + 1][bc]),\n",
-        "                                pack2(tile_b[bk + 8][bc], tile_b[bk + 9][bc])};\n",
-        "        ", bf16 ? "mma_bf16_16816" : "mma_f16_16816", "(acc[nt], fa, fb);\n      }\n",
-        "      __syncthreads();\n    }\n",
-        "    // Accumulator c_i: row g (i < 2) or g + 8, column 2t + (i & 1).\n",
-        "    #pragma unroll\n    for (int nt = 0; nt < 4; ++nt) {\n",
-        "      #pragma unroll\n      for (int i = 0; i < 4; ++i) {\n",
-        "        const I m = m0 + warp_m + group + (i >= 2 ? 8 : 0);\n",
-        "        const I n = n0 + warp_n + nt * 8 + thread_in_group * 2 + (i & 1);\n",
-        "        if (m >= M || n >= N) continue;\n",
-        "        const I flat = (b * M + m) * N + n;\n",
-        epilogue(absl::StrCat("(", t, ")acc[nt][i]"), "flat"), "      }\n    }\n  }\n");
+        stage(2, p_.anchor_operands[1], "k", "n", "k < depth && n < N", "tile_b[kk][col]"),
+        "      }\n      __syncthreads();\n");
+    // Which output element accumulator acc[x][y] of this thread holds.
+    std::string row, col;
+    if (tensor_cores) {
+      absl::StrAppend(
+          &s, "      const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;\n",
+          "      const int group = lane >> 2, thread_in_group = lane & 3;\n",
+          "      const int warp_m = (warp & 3) * 16, warp_n = (warp >> 2) * 32;\n",
+          "      // A fragment: a0,a1 (row g) a2,a3 (row g+8) at cols 2t,2t+1; a4..a7 the same at "
+          "+8.\n",
+          "      const int ar = warp_m + group, ac = thread_in_group * 2;\n",
+          "      const unsigned fa[4] = {pack2(tile_a[ar][ac], tile_a[ar][ac + 1]),\n",
+          "                              pack2(tile_a[ar + 8][ac], tile_a[ar + 8][ac + 1]),\n",
+          "                              pack2(tile_a[ar][ac + 8], tile_a[ar][ac + 9]),\n",
+          "                              pack2(tile_a[ar + 8][ac + 8], tile_a[ar + 8][ac + 9])};\n",
+          "      #pragma unroll\n      for (int nt = 0; nt < 4; ++nt) {\n",
+          "        // B fragment: b0,b1 at k = 2t,2t+1 and b2,b3 at k + 8, column g.\n",
+          "        const int bc = warp_n + nt * 8 + group, bk = thread_in_group * 2;\n",
+          "        const unsigned fb[2] = {pack2(tile_b[bk][bc], tile_b[bk + 1][bc]),\n",
+          "                                pack2(tile_b[bk + 8][bc], tile_b[bk + 9][bc])};\n",
+          "        ", bf16 ? "mma_bf16_16816" : "mma_f16_16816", "(acc[nt], fa, fb);\n      }\n");
+      // Accumulator c_i of n-tile x: row g (i < 2) or g + 8, column 2t + (i & 1).
+      row = "(I)(((threadIdx.x >> 5) & 3) * 16 + ((threadIdx.x & 31) >> 2) + (y >= 2 ? 8 : 0))";
+      col = "(I)((threadIdx.x >> 7) * 32 + x * 8 + (threadIdx.x & 3) * 2 + (y & 1))";
+    } else {
+      absl::StrAppend(
+          &s, "      const int tr = (threadIdx.x >> 4) * 4, tc = (threadIdx.x & 15) * 4;\n",
+          "      #pragma unroll\n      for (int kk = 0; kk < 16; ++kk) {\n",
+          "        #pragma unroll\n        for (int x = 0; x < 4; ++x) {\n",
+          "          #pragma unroll\n          for (int y = 0; y < 4; ++y) acc[x][y] += "
+          "tile_a[tr + x][kk] * tile_b[kk][tc + y];\n        }\n      }\n");
+      row = "(I)((threadIdx.x >> 4) * 4 + x)";
+      col = "(I)((threadIdx.x & 15) * 4 + y)";
+    }
+    absl::StrAppend(&s, "      __syncthreads();\n    }\n",
+                    "    #pragma unroll\n    for (int x = 0; x < 4; ++x) {\n",
+                    "      #pragma unroll\n      for (int y = 0; y < 4; ++y) {\n",
+                    "        const I m = m0 + ", row, ", n = n0 + ", col, ";\n",
+                    "        if (m >= M || n >= N) continue;\n",
+                    "        const I flat = (b * M + m) * N + n;\n",
+                    epilogue(absl::StrCat("(", t, ")acc[x][y]"), "flat"), "      }\n    }\n  }\n");
   }
 
   // One thread per output element: a dot product over the shared dimension.
   void matmul(std::string& s) const {
-    if (matmul_uses_tensor_cores(p_)) {
-      tensor_core_matmul(s);
+    if (matmul_is_tiled(p_)) {
+      tiled_matmul(s);
       return;
     }
     const int ra = rank(1), rb = rank(2), r0 = rank(0);
@@ -853,6 +877,13 @@ bool matmul_uses_tensor_cores(const jit::KernelProgram& p) {
   if (p.anchor != AnchorKind::kMatmul || p.space_ranks[1] < 2 || p.space_ranks[2] < 2) return false;
   const DType a = p.instrs[p.anchor_operands[0]].dtype, b = p.instrs[p.anchor_operands[1]].dtype;
   return a == b && (a == DType::F16 || a == DType::BF16);
+}
+
+bool matmul_is_tiled(const jit::KernelProgram& p) {
+  if (matmul_uses_tensor_cores(p)) return true;
+  if (p.anchor != AnchorKind::kMatmul || p.space_ranks[1] < 2 || p.space_ranks[2] < 2) return false;
+  return p.instrs[p.anchor_operands[0]].dtype == DType::F32 &&
+         p.instrs[p.anchor_operands[1]].dtype == DType::F32;
 }
 
 bool reduction_is_outer(const jit::KernelProgram& p) {

@@ -20,8 +20,10 @@ int block_size(const jit::KernelProgram& program);
 std::string render_cuda(const jit::KernelProgram& program);
 
 // Whether a matmul runs on tensor cores: both operands f16 or both bf16, neither a vector.
-// Its grid then has a block per 64x64 output tile.
 bool matmul_uses_tensor_cores(const jit::KernelProgram& program);
+// Whether a matmul is tiled through shared memory (tensor cores, or f32 on CUDA cores): its
+// grid then has a block per 64x64 output tile. Others use a thread per output.
+bool matmul_is_tiled(const jit::KernelProgram& program);
 
 // Whether a (arg-)reduction keeps the last axis of its operand, so the kernel puts
 // consecutive outputs on consecutive lanes (coalesced) rather than a block on each output.
