@@ -9,12 +9,13 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCH=ON \
   -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
-cmake --build build-gpu -j"$(nproc)" --target kiln_tests kiln_tool gpu_bench soak_bench \
-  mlp_inference transformer_block
+cmake --build build-gpu -j"$(nproc)" --target kiln_tests kiln_tool gpu_bench compile_bench \
+  soak_bench mlp_inference transformer_block
 mkdir -p build-gpu/lib
-for bin in build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/kiln; do
+for bin in build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/bench/compile_bench \
+  build-gpu/kiln; do
   ldd "$bin" | awk '/=> \// {print $3}' | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux)' |
     while read -r lib; do cp -Lu "$lib" build-gpu/lib/; done
 done
-strip build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/kiln
+strip build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/bench/compile_bench build-gpu/kiln
 du -sh build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/lib
