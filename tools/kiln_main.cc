@@ -20,6 +20,7 @@
 #include "kiln/kiln.h"
 #include "runtime/cpu/simd_math.h"
 #include "runtime/cuda/cubin_cache.h"
+#include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "runtime/cuda/parallel_compile.h"
@@ -128,8 +129,12 @@ int info() {
                   d.name.c_str(), d.compute_major, d.compute_minor,
                   static_cast<double>(d.memory_bytes) / (1 << 30));
     }
-    std::printf("CUDA backend: not in this build yet; kernels run on the CPU\n");
   }
+  const absl::Status cuda = kiln::runtime::cuda::cuda_available();
+  std::printf("CUDA backend: %s\n",
+              cuda.ok()
+                  ? "usable (KILN_DEVICE=auto runs on cuda:0)"
+                  : ("not usable, kernels run on the CPU: " + std::string(cuda.message())).c_str());
   auto nvrtc = kiln::runtime::cuda::nvrtc_version();
   std::printf("NVRTC: %s\n",
               nvrtc.ok() ? nvrtc->c_str() : std::string(nvrtc.status().message()).c_str());
