@@ -152,6 +152,10 @@ TEST(CudaCodegen, PackingPutsEveryValueAtItsOffset) {
     }
     EXPECT_TRUE(runtime::cuda::fits_32bit_index(k.launch, {15, 5, 5}));
     EXPECT_FALSE(runtime::cuda::fits_32bit_index(k.launch, {int64_t{1} << 31}));
+    // Just under 2^31 is still refused: a grid-stride counter stepping past the end must
+    // not wrap a 32-bit index.
+    EXPECT_FALSE(runtime::cuda::fits_32bit_index(k.launch, {(int64_t{1} << 31) - 1000}));
+    EXPECT_TRUE(runtime::cuda::fits_32bit_index(k.launch, {int64_t{1} << 30}));
   }
 }
 

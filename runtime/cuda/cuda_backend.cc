@@ -309,6 +309,12 @@ class CudaBackend final : public Backend {
 
   Device here() const { return Device{DeviceType::CUDA, index_}; }
 
+  // The element size of slot `i`; a slot without a dtype counts bytes, which only errs
+  // toward the 64-bit entry point.
+  static int64_t element_size(const std::vector<DType>& dtypes, size_t i) {
+    return i < dtypes.size() ? dtype_size(dtypes[i]) : 1;
+  }
+
   static bool graphs_enabled() {
     static const bool enabled = [] {
       const char* v = std::getenv("KILN_CUDA_GRAPHS");
@@ -401,14 +407,16 @@ class CudaBackend final : public Backend {
       const jit::KernelLaunch& l = pk.launch;
       std::vector<uint64_t> ins, outs;
       std::vector<int64_t> numels;
-      for (int n : l.inputs) {
+      for (size_t i = 0; i < l.inputs.size(); ++i) {
+        const int n = l.inputs[i];
         ins.push_back(buffers.at(n)->device_pointer());
-        numels.push_back(plan.node_bytes[n]);
+        numels.push_back(plan.node_bytes[n] / element_size(pk.program->input_dtypes, i));
       }
-      for (int n : l.outputs) {
+      for (size_t o = 0; o < l.outputs.size(); ++o) {
+        const int n = l.outputs[o];
         buffers[n] = allocate(plan.node_bytes[n]);
         outs.push_back(buffers[n]->device_pointer());
-        numels.push_back(plan.node_bytes[n]);
+        numels.push_back(plan.node_bytes[n] / element_size(pk.program->output_dtypes, o));
       }
       if (pk.program->anchor == jit::AnchorKind::kCustomKernel) {
         launch_custom(pk.program.get(), l, ins, outs[0]);
@@ -417,7 +425,6 @@ class CudaBackend final : public Backend {
         for (int p : l.params) params.push_back(plan_params[p]);
         std::vector<std::byte> block = pack_params(*pk.program, l, ins, outs, params);
         const Functions f = device_.functions(pk.program.get());
-        // Byte counts bound element counts, so this errs toward the 64-bit entry point.
         const CUfunction entry = fits_32bit_index(l, numels) ? f.i32 : f.i64;
         const LaunchSchedule schedule = schedule_launches(*pk.program, l, device_.sm_count());
         std::shared_ptr<Buffer> scratch;

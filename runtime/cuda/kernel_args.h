@@ -47,7 +47,8 @@ struct SplitArgs {
 static_assert(sizeof(SplitArgs) == 24);
 
 // Whether the _i32 entry point may run this launch: every iteration space and every buffer
-// it reads or writes has fewer than 2^31 elements.
+// it reads or writes has fewer than 2^31 - 2^26 elements (the rest is headroom for loop
+// counters stepping past the end).
 bool fits_32bit_index(const jit::KernelLaunch& launch, const std::vector<int64_t>& buffer_numels);
 
 // The custom kernel argument struct (ops::kCustomKernelArgsSource) packed for one launch.
