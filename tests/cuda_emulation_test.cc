@@ -4,6 +4,7 @@
 // and the 64-bit entry points. Each result is compared element by element with the CPU
 // backend, into outputs poisoned beforehand. No GPU is needed; none is claimed.
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -11,6 +12,7 @@
 #include "jit/launch_plan.h"
 #include "jit/trace.h"
 #include "kernel_corpus.h"
+#include "kiln/custom.h"
 #include "kiln/nn.h"
 #include "ops/element_access.h"
 #include "random_program.h"
@@ -61,6 +63,18 @@ std::vector<Tensor> larger_corpus() {
     outs.push_back(matmul(a, b));
     outs.push_back(gelu(matmul(relu(a) * 0.5, b.transpose(1, 2).transpose(1, 2)) - 1.0));
   }
+  // A custom elementwise function (its CUDA source pasted into the kernels) fused into a
+  // pointwise kernel, a reduction's prologue and a row norm's prologue.
+  static const CustomElementwise softplus = define_elementwise(
+      {"emulation_softplus", 1,
+       "__device__ float emulation_softplus(float x) { return log1pf(expf(x)); }",
+       [](int64_t n, const float* const* in, float* out) {
+         for (int64_t i = 0; i < n; ++i) out[i] = std::log1p(std::exp(in[0][i]));
+       }});
+  Tensor z = Tensor::randn({40, 70}, 20).eval();
+  outs.push_back(softplus({z}) * 2.0);
+  outs.push_back(sum(softplus({z}), {1}));
+  outs.push_back(softmax(softplus({z * 0.5})));
   // An outer reduction over a size-1 axis feeding a reduction of everything.
   Tensor cube = Tensor::randn({16, 1, 16}, 16).eval();
   outs.push_back(max(cube, {1}));
