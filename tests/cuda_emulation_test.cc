@@ -36,6 +36,11 @@ std::vector<Tensor> larger_corpus() {
     // Realized inputs, so kernels load them (lazy random inputs would fuse in as leaves).
     Tensor x = Tensor::randn({150, 300}, 11, dt).eval(), w = Tensor::rand({300}, 12, dt).eval();
     outs.push_back(relu(x * 1.5 + w) + exp(-abs(x)));
+    // Vector loads through views: a bias row, a broadcast column, an offset slice.
+    Tensor columns = x.slice(1, 4, 300);             // offset 4, rows 300 apart
+    Tensor mean_column = mean(x, {1}, true).eval();  // [150, 1]: last stride 0
+    Tensor bias_row = w.slice(0, 4, 300).eval();     // [296]: rows stride 0
+    outs.push_back(columns * bias_row + mean_column);
     outs.push_back(sum(x, {1}));
     outs.push_back(sum(x * x, {0}));
     outs.push_back(max(x, {0, 1}));

@@ -329,8 +329,8 @@ class Renderer {
   }
 
   // Declares v<k> for every instruction of `space`, indexed by `idx`.
-  // With `lane` set (the vectorized pointwise path), loads read element `lane` of the
-  // thread's registers in<slot>[] instead of memory.
+  // With `lane` set (the vectorized pointwise path), load k reads element `lane` of the
+  // thread's registers ld<k> instead of memory.
   std::string space_code(int space, const std::string& idx, const std::string& lane = "") const {
     std::string s;
     for (size_t k = 0; k < p_.instrs.size(); ++k) {
@@ -345,7 +345,7 @@ class Renderer {
                      ? load(p_.input_dtypes[in.input], absl::StrCat("a.in[", in.input, "]"),
                             offset(in.view, space, idx))
                      : from_storage(p_.input_dtypes[in.input],
-                                    absl::StrCat("in", in.input, ".v[", lane, "]"));
+                                    absl::StrCat("ld", k, ".v[", lane, "]"));
           break;
         case InstrKind::kParam:
           expr = cast(DType::F64, in.dtype, absl::StrCat("a.p[", in.param, "]"));
@@ -410,20 +410,23 @@ class Renderer {
     return s;
   }
 
-  // Elements per thread of the 16-byte path: every load reads its input as the output is
-  // laid out (a contiguous view), so E consecutive elements of every input and output are
-  // one aligned 16-byte (or narrower) access each. 0 when some load is not contiguous or an
-  // index leaf needs the multi-index.
+  // Elements per thread of the 16-byte path: E = 16 / the widest element loaded or stored.
+  // 0 (no vector path) when an index leaf needs every element's own multi-index.
   int vector_width() const {
     int widest = 1;
     for (const Instr& in : p_.instrs) {
       if (in.kind == InstrKind::kIndexLeaf) return 0;
-      if (in.kind != InstrKind::kLoad) continue;
-      if (!absl::EndsWith(p_.view_patterns[in.view], ":contiguous")) return 0;
-      widest = std::max(widest, dtype_size(p_.input_dtypes[in.input]));
+      if (in.kind == InstrKind::kLoad)
+        widest = std::max(widest, dtype_size(p_.input_dtypes[in.input]));
     }
     for (DType dt : p_.output_dtypes) widest = std::max(widest, dtype_size(dt));
     return 16 / widest;
+  }
+
+  // A load whose view is not the output's own layout (a broadcast bias, a slice): it reads
+  // through its strides from the group's first multi-index.
+  bool indirect(const Instr& in) const {
+    return in.kind == InstrKind::kLoad && !absl::EndsWith(p_.view_patterns[in.view], ":contiguous");
   }
 
   // One thread per element of space 0, in a grid-stride loop.
@@ -434,28 +437,59 @@ class Renderer {
                         unravel(0, "idx0", "i"), space_code(0, "idx0"), stores("i"), "  }\n");
   }
 
-  // E elements per thread: each input and output moves as one aligned vector (Pack) per E.
-  // Pointers that are not 16-byte aligned (never from Kiln's allocator) take the scalar loop.
+  // E consecutive outputs per thread, every load and store one aligned vector (Pack):
+  //  - a contiguous load reads vector g of its input;
+  //  - an indirect load reads E consecutive elements at the group's first offset (its last
+  //    stride is 1) or one element for all E (its last stride is 0, a broadcast column).
+  // That needs 16-byte aligned pointers, groups that stay in one row (E divides the last
+  // dimension) and, for indirect loads with last stride 1, offsets and strides that are
+  // multiples of E. Otherwise (checked once per launch) every element takes the scalar loop,
+  // which also finishes the tail.
   std::string vector_pointwise(int e) const {
-    std::vector<std::string> pointers;
+    const int last = rank(0) - 1;
+    std::vector<std::string> pointers, conditions;
     for (size_t i = 0; i < p_.input_dtypes.size(); ++i)
       pointers.push_back(absl::StrCat("(u64)a.in[", i, "]"));
     for (size_t o = 0; o < p_.output_dtypes.size(); ++o)
       pointers.push_back(absl::StrCat("(u64)a.out[", o, "]"));
+    conditions.push_back(absl::StrCat("((", absl::StrJoin(pointers, " | "), ") & 15) == 0"));
+    bool any_indirect = false;
+    for (const Instr& in : p_.instrs) {
+      if (!indirect(in)) continue;
+      any_indirect = true;
+      std::string dense = absl::StrCat("(a.stride[", in.view, "][", last, "] == 1 && a.offset[",
+                                       in.view, "] % ", e, " == 0");
+      for (int d = 0; d < last; ++d) {
+        absl::StrAppend(&dense, " && a.stride[", in.view, "][", d, "] % ", e, " == 0");
+      }
+      conditions.push_back(
+          absl::StrCat("(a.stride[", in.view, "][", last, "] == 0 || ", dense, "))"));
+    }
+    if (any_indirect) conditions.push_back(absl::StrCat("a.shape[0][", last, "] % ", e, " == 0"));
     std::string s =
-        absl::StrCat("  const bool aligned = ((", absl::StrJoin(pointers, " | "),
-                     ") & 15) == 0;\n  const I vectors = aligned ? total / ", e, " : (I)0;\n",
+        absl::StrCat("  const bool vectorizable = ", absl::StrJoin(conditions, " &&\n      "),
+                     ";\n", "  const I vectors = vectorizable ? total / ", e, " : (I)0;\n",
                      "  for (I g = (I)blockIdx.x * (I)blockDim.x + threadIdx.x; g < "
                      "vectors; g += (I)gridDim.x * (I)blockDim.x) {\n");
-    std::vector<bool> used(p_.input_dtypes.size(), false);
-    for (const Instr& in : p_.instrs) {
-      if (in.kind == InstrKind::kLoad) used[in.input] = true;
-    }
-    for (size_t i = 0; i < used.size(); ++i) {
-      if (!used[i]) continue;
-      absl::StrAppend(&s, "    const Pack<", storage(p_.input_dtypes[i]), ", ", e, "> in", i,
-                      " = ((const Pack<", storage(p_.input_dtypes[i]), ", ", e, ">*)a.in[", i,
-                      "])[g];\n");
+    if (any_indirect) absl::StrAppend(&s, "    ", unravel(0, "idx0", absl::StrCat("g * ", e)));
+    for (size_t k = 0; k < p_.instrs.size(); ++k) {
+      const Instr& in = p_.instrs[k];
+      if (in.kind != InstrKind::kLoad) continue;
+      const std::string pack =
+          absl::StrCat("Pack<", storage(p_.input_dtypes[in.input]), ", ", e, ">");
+      const std::string ptr =
+          absl::StrCat("((const ", storage(p_.input_dtypes[in.input]), "*)a.in[", in.input, "])");
+      if (!indirect(in)) {
+        absl::StrAppend(&s, "    const ", pack, " ld", k, " = ((const ", pack, "*)a.in[", in.input,
+                        "])[g];\n");
+        continue;
+      }
+      absl::StrAppend(&s, "    ", pack, " ld", k,
+                      ";\n    {\n      const I at = ", offset(in.view, 0, "idx0"),
+                      ";\n      if (a.stride[", in.view, "][", last,
+                      "] == 0) {\n        #pragma unroll\n        for (int e = 0; e < ", e,
+                      "; ++e) ld", k, ".v[e] = ", ptr, "[at];\n      } else {\n        ld", k,
+                      " = *(const ", pack, "*)(", ptr, " + at);\n      }\n    }\n");
     }
     for (size_t o = 0; o < p_.output_dtypes.size(); ++o) {
       absl::StrAppend(&s, "    Pack<", storage(p_.output_dtypes[o]), ", ", e, "> out", o, ";\n");
@@ -476,14 +510,15 @@ class Renderer {
                       "])[g] = out", o, ";\n");
     }
     absl::StrAppend(
-        &s, "  }\n  // The tail (and everything, when unaligned), one element per thread.\n",
+        &s, "  }\n  // The tail (and everything, when not vectorizable), one element per thread.\n",
         scalar_pointwise_loop(absl::StrCat("vectors * ", e)));
     return s;
   }
 
   void pointwise(std::string& s) const {
     absl::StrAppend(&s, "  const I total = ", numel(0), ";\n");
-    const int e = vector_width();
+    // A rank-0 output is one element: nothing to vectorize.
+    const int e = rank(0) > 0 ? vector_width() : 0;
     absl::StrAppend(&s, e > 1 ? vector_pointwise(e) : scalar_pointwise_loop("(I)0"));
   }
 
