@@ -281,11 +281,14 @@ TEST_F(CudaEmulationTest, EveryCorpusKernelComputesWhatTheCpuComputes) {
 TEST_F(CudaEmulationTest, RandomProgramsComputeWhatTheCpuComputes) {
   const uint64_t base_seed = testing::test_seed();
   SCOPED_TRACE("KILN_TEST_SEED=" + std::to_string(base_seed));
+  // The differential test already gives CI's NVRTC stage a sample of random kernels.
+  jit::set_cuda_recording_paused(true);
   for (int p = 0; p < 200; ++p) {
     testing::ProgramGenerator generator(base_seed * 7919 + p);
     std::vector<Tensor> outputs = generator.generate(4 + p % 16);
     if (!outputs.empty()) add_case(outputs);
   }
+  jit::set_cuda_recording_paused(false);
   run_and_compare();
 }
 
