@@ -411,11 +411,16 @@ class Renderer {
   }
 
   // Elements per thread of the 16-byte path: E = 16 / the widest element loaded or stored.
-  // 0 (no vector path) when an index leaf needs every element's own multi-index.
+  // 0 (no vector path) when an index leaf needs every element's own multi-index, or a load
+  // goes through a general strided view (a transpose or slice, rarely vectorizable: its
+  // vector path would only double the kernel's size and compile time).
   int vector_width() const {
     int widest = 1;
     for (const Instr& in : p_.instrs) {
       if (in.kind == InstrKind::kIndexLeaf) return 0;
+      if (in.kind == InstrKind::kLoad && absl::EndsWith(p_.view_patterns[in.view], ":strided")) {
+        return 0;
+      }
       if (in.kind == InstrKind::kLoad)
         widest = std::max(widest, dtype_size(p_.input_dtypes[in.input]));
     }
@@ -423,8 +428,8 @@ class Renderer {
     return 16 / widest;
   }
 
-  // A load whose view is not the output's own layout (a broadcast bias, a slice): it reads
-  // through its strides from the group's first multi-index.
+  // A load whose view is not the output's own layout (a broadcast bias row or column): it
+  // reads through its strides from the group's first multi-index.
   bool indirect(const Instr& in) const {
     return in.kind == InstrKind::kLoad && !absl::EndsWith(p_.view_patterns[in.view], ":contiguous");
   }
@@ -439,8 +444,8 @@ class Renderer {
 
   // E consecutive outputs per thread, every load and store one aligned vector (Pack):
   //  - a contiguous load reads vector g of its input;
-  //  - an indirect load reads E consecutive elements at the group's first offset (its last
-  //    stride is 1) or one element for all E (its last stride is 0, a broadcast column).
+  //  - a broadcast load reads E consecutive elements at the group's first offset (its last
+  //    stride is 1, a bias row) or one element for all E (its last stride is 0, a column).
   // That needs 16-byte aligned pointers, groups that stay in one row (E divides the last
   // dimension) and, for indirect loads with last stride 1, offsets and strides that are
   // multiples of E. Otherwise (checked once per launch) every element takes the scalar loop,
@@ -785,6 +790,7 @@ class Renderer {
         "  const I tiles = M * N > 0 ? (", numel(0), ") / (M * N) * tiles_m * tiles_n : (I)0;\n",
         "  __shared__ ", staged, " tile_a[64][16 + 8];  // padded against bank conflicts\n",
         "  __shared__ ", staged, " tile_b[16][64 + 8];\n",
+        "  __shared__ float tile_out[64][64 + 1];\n",
         "  for (I tile = blockIdx.x; tile < tiles; tile += gridDim.x) {\n",
         "    const I b = tile / (tiles_m * tiles_n), rest = tile % (tiles_m * tiles_n);\n",
         "    const I m0 = rest / tiles_n * 64, n0 = rest % tiles_n * 64;\n    ",
@@ -800,7 +806,7 @@ class Renderer {
         "        const I k = k0 + kk, n = n0 + col;\n        float value = 0.0f;\n",
         stage(2, p_.anchor_operands[1], "k", "n", "k < depth && n < N", "tile_b[kk][col]"),
         "      }\n      __syncthreads();\n");
-    // Which output element accumulator acc[x][y] of this thread holds.
+    // Where in the 64x64 tile accumulator acc[x][y] of this thread belongs.
     std::string row, col;
     if (tensor_cores) {
       absl::StrAppend(
@@ -821,8 +827,8 @@ class Renderer {
           "                                pack2(tile_b[bk + 8][bc], tile_b[bk + 9][bc])};\n",
           "        ", bf16 ? "mma_bf16_16816" : "mma_f16_16816", "(acc[nt], fa, fb);\n      }\n");
       // Accumulator c_i of n-tile x: row g (i < 2) or g + 8, column 2t + (i & 1).
-      row = "(I)(((threadIdx.x >> 5) & 3) * 16 + ((threadIdx.x & 31) >> 2) + (y >= 2 ? 8 : 0))";
-      col = "(I)((threadIdx.x >> 7) * 32 + x * 8 + (threadIdx.x & 3) * 2 + (y & 1))";
+      row = "((threadIdx.x >> 5) & 3) * 16 + ((threadIdx.x & 31) >> 2) + (y >= 2 ? 8 : 0)";
+      col = "(threadIdx.x >> 7) * 32 + x * 8 + (threadIdx.x & 3) * 2 + (y & 1)";
     } else {
       absl::StrAppend(
           &s, "      const int tr = (threadIdx.x >> 4) * 4, tc = (threadIdx.x & 15) * 4;\n",
@@ -830,16 +836,21 @@ class Renderer {
           "        #pragma unroll\n        for (int x = 0; x < 4; ++x) {\n",
           "          #pragma unroll\n          for (int y = 0; y < 4; ++y) acc[x][y] += "
           "tile_a[tr + x][kk] * tile_b[kk][tc + y];\n        }\n      }\n");
-      row = "(I)((threadIdx.x >> 4) * 4 + x)";
-      col = "(I)((threadIdx.x & 15) * 4 + y)";
+      row = "(threadIdx.x >> 4) * 4 + x";
+      col = "(threadIdx.x & 15) * 4 + y";
     }
+    // The accumulators go through shared memory, so the epilogue is written once (not once
+    // per unrolled accumulator: that multiplied compile time) and its stores coalesce.
     absl::StrAppend(&s, "      __syncthreads();\n    }\n",
                     "    #pragma unroll\n    for (int x = 0; x < 4; ++x) {\n",
-                    "      #pragma unroll\n      for (int y = 0; y < 4; ++y) {\n",
-                    "        const I m = m0 + ", row, ", n = n0 + ", col, ";\n",
-                    "        if (m >= M || n >= N) continue;\n",
-                    "        const I flat = (b * M + m) * N + n;\n",
-                    epilogue(absl::StrCat("(", t, ")acc[x][y]"), "flat"), "      }\n    }\n  }\n");
+                    "      #pragma unroll\n      for (int y = 0; y < 4; ++y) tile_out[", row, "][",
+                    col, "] = acc[x][y];\n    }\n    __syncthreads();\n",
+                    "    for (int e = threadIdx.x; e < 64 * 64; e += blockDim.x) {\n",
+                    "      const I m = m0 + (e >> 6), n = n0 + (e & 63);\n",
+                    "      if (m >= M || n >= N) continue;\n",
+                    "      const I flat = (b * M + m) * N + n;\n",
+                    epilogue(absl::StrCat("(", t, ")tile_out[e >> 6][e & 63]"), "flat"), "    }\n",
+                    "    __syncthreads();\n  }\n");
   }
 
   // One thread per output element: a dot product over the shared dimension.

@@ -35,6 +35,20 @@ struct Loaded {
   Nvrtc api{};
 };
 
+// NVRTC opens libnvrtc-builtins for every compile and closes it after. Kept open, it is
+// loaded once instead of once per kernel, and threads that compiled never keep thread-local
+// storage of an unmapped library (which crashed LeakSanitizer's exit scan in CI).
+void keep_builtins_loaded(const Nvrtc& api) {
+  int major = 0, minor = 0;
+  if (api.version(&major, &minor) != 0) return;
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(api.version), &info) == 0 || info.dli_fname == nullptr) return;
+  const std::string path = info.dli_fname;
+  const std::string dir = path.substr(0, path.find_last_of('/') + 1);
+  (void)dlopen(absl::StrCat(dir, "libnvrtc-builtins.so.", major, ".", minor).c_str(),
+               RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+}
+
 const Loaded& load() {
   static const Loaded loaded = [] {
     Loaded l;
@@ -68,6 +82,7 @@ const Loaded& load() {
     l.api.ptx = reinterpret_cast<decltype(l.api.ptx)>(sym("nvrtcGetPTX"));
     l.api.destroy = reinterpret_cast<decltype(l.api.destroy)>(sym("nvrtcDestroyProgram"));
     l.api.error_string = reinterpret_cast<decltype(l.api.error_string)>(sym("nvrtcGetErrorString"));
+    if (l.status.ok()) keep_builtins_loaded(l.api);
     return l;
   }();
   return loaded;
