@@ -30,7 +30,9 @@ const std::vector<KernelSource>& block_kernels() {
     std::vector<KernelSource> out;
     const auto plan = kiln::jit::build_plan(trace);
     for (const auto& k : plan->kernels) {
-      out.push_back({k.program->name, kiln::runtime::cuda::render_cuda(*k.program)});
+      // As the backend compiles them: the 32-bit entry point only, at these sizes.
+      out.push_back({k.program->name, kiln::runtime::cuda::render_cuda(
+                                          *k.program, kiln::runtime::cuda::IndexWidths::k32)});
     }
     return out;
   }();
@@ -44,7 +46,8 @@ void Render(benchmark::State& state) {
   auto plan = kiln::jit::build_plan(trace);
   for (auto _ : state) {
     for (const auto& k : plan->kernels) {
-      benchmark::DoNotOptimize(kiln::runtime::cuda::render_cuda(*k.program));
+      benchmark::DoNotOptimize(
+          kiln::runtime::cuda::render_cuda(*k.program, kiln::runtime::cuda::IndexWidths::k32));
     }
   }
   state.counters["kernels"] = static_cast<double>(plan->kernels.size());

@@ -187,6 +187,23 @@ TEST(CudaCodegen, PointwiseKernelsMoveSixteenBytesPerAccess) {
   EXPECT_EQ(kernel_ptx(Tensor::rand({64, 64}, 3) * 2.0).find("st.global.v4"), std::string::npos);
 }
 
+// The backend compiles only the entry point a launch needs; each alone is a whole module.
+TEST(CudaCodegen, EachIndexWidthCompilesAlone) {
+  ASSERT_TRUE(runtime::cuda::nvrtc_available().ok());
+  Tensor x = Tensor::randn({8, 8}, 1).eval();
+  jit::Trace trace = jit::build_trace({detail::TensorAccess::node(softmax(x) * 2.0).get()});
+  const jit::KernelProgram& p = *jit::build_plan(trace)->kernels[0].program;
+  for (bool wide : {false, true}) {
+    const std::string source = runtime::cuda::render_cuda(
+        p, wide ? runtime::cuda::IndexWidths::k64 : runtime::cuda::IndexWidths::k32);
+    EXPECT_NE(source.find(runtime::cuda::entry_name(p, wide) + "("), std::string::npos);
+    EXPECT_EQ(source.find(runtime::cuda::entry_name(p, !wide) + "("), std::string::npos);
+    absl::StatusOr<std::string> cubin =
+        runtime::cuda::compile_to_cubin(source, runtime::cuda::entry_name(p, wide), 90);
+    EXPECT_TRUE(cubin.ok()) << cubin.status();
+  }
+}
+
 // f16 and bf16 matmuls (with their fused epilogue) run on tensor cores; f32 does not (the
 // choice docs/cuda.md records: no silent TF32).
 TEST(CudaCodegen, SixteenBitMatmulsUseTensorCores) {

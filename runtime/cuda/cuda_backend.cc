@@ -31,12 +31,6 @@ void throw_if_failed(CUresult result, const char* call, const std::string& conte
   if (!s.ok()) throw Error(absl::StrCat(context, ": ", s.message()));
 }
 
-// The two entry points of a generated module (one for a custom kernel).
-struct Functions {
-  CUfunction i32 = nullptr;
-  CUfunction i64 = nullptr;
-};
-
 // One GPU: its context, the stream all of Kiln's work goes to, the allocator and modules.
 class CudaDevice {
  public:
@@ -103,33 +97,35 @@ class CudaDevice {
   // only looks its functions up, so a plan hit never renders or compiles anything.
   void prepare(const jit::LaunchPlan& plan) {
     std::lock_guard<std::mutex> lock(modules_mutex_);
-    std::vector<std::shared_ptr<const jit::KernelProgram>> programs;
+    std::vector<std::pair<std::shared_ptr<const jit::KernelProgram>, bool>> wanted;
     std::vector<KernelSource> sources;
-    for (const jit::PlannedKernel& k : plan.kernels) {
-      if (loaded_.contains(k.program.get())) continue;
-      if (std::any_of(programs.begin(), programs.end(),
-                      [&](const auto& p) { return p.get() == k.program.get(); })) {
+    for (size_t k = 0; k < plan.kernels.size(); ++k) {
+      const std::shared_ptr<const jit::KernelProgram>& program = plan.kernels[k].program;
+      const bool wide = needs_wide_index(plan, k);
+      if (loaded_.contains(ModuleKey{program.get(), wide})) continue;
+      if (std::any_of(wanted.begin(), wanted.end(), [&](const auto& w) {
+            return w.first.get() == program.get() && w.second == wide;
+          })) {
         continue;
       }
-      programs.push_back(k.program);
-      sources.push_back(module_source(*k.program));
+      wanted.emplace_back(program, wide);
+      sources.push_back(module_source(*program, wide));
     }
-    if (programs.empty()) return;
+    if (wanted.empty()) return;
     std::vector<absl::StatusOr<CubinCache::Result>> cubins =
         compile_in_parallel(cubin_cache(), sources, arch_);
-    for (size_t i = 0; i < programs.size(); ++i) {
+    for (size_t i = 0; i < wanted.size(); ++i) {
       if (!cubins[i].ok()) throw_compile_error(sources[i], cubins[i].status());
       if (cubins[i]->source == CubinCache::Source::kDisk) jit::counters().disk_cache_hits += 1;
-      const bool generated = programs[i]->anchor != jit::AnchorKind::kCustomKernel;
-      loaded_.emplace(programs[i].get(),
-                      Loaded{programs[i], load(cubins[i]->cubin, sources[i].name, generated)});
+      loaded_.emplace(ModuleKey{wanted[i].first.get(), wanted[i].second},
+                      Loaded{wanted[i].first, load(cubins[i]->cubin, sources[i].name)});
     }
   }
 
-  // The functions of a kernel `prepare` loaded.
-  Functions functions(const jit::KernelProgram* program) {
+  // The entry point `prepare` loaded for kernel `k` of `plan`.
+  CUfunction function(const jit::LaunchPlan& plan, size_t k) {
     std::lock_guard<std::mutex> lock(modules_mutex_);
-    return loaded_.at(program).functions;
+    return loaded_.at(ModuleKey{plan.kernels[k].program.get(), needs_wide_index(plan, k)}).function;
   }
 
   // `args`: a pointer to each kernel argument's bytes.
@@ -166,9 +162,29 @@ class CudaDevice {
     return *cache;
   }
 
-  // A generated kernel's module, or a user's kernel after the argument struct it takes.
-  static KernelSource module_source(const jit::KernelProgram& p) {
-    if (p.anchor != jit::AnchorKind::kCustomKernel) return {p.name, render_cuda(p)};
+  // Whether kernel `k` needs the 64-bit entry point: some space or buffer it touches has
+  // 2^31 - 2^26 elements or more (kernel_args.h). A user's kernel has its own single entry.
+  static bool needs_wide_index(const jit::LaunchPlan& plan, size_t k) {
+    const jit::PlannedKernel& pk = plan.kernels[k];
+    if (pk.program->anchor == jit::AnchorKind::kCustomKernel) return false;
+    std::vector<int64_t> numels;
+    for (size_t i = 0; i < pk.launch.inputs.size(); ++i) {
+      numels.push_back(plan.node_bytes[pk.launch.inputs[i]] /
+                       dtype_size(pk.program->input_dtypes[i]));
+    }
+    for (size_t o = 0; o < pk.launch.outputs.size(); ++o) {
+      numels.push_back(plan.node_bytes[pk.launch.outputs[o]] /
+                       dtype_size(pk.program->output_dtypes[o]));
+    }
+    return !fits_32bit_index(pk.launch, numels);
+  }
+
+  // The module of a generated kernel with the one entry point a launch needs (the name is
+  // the entry's), or a user's kernel after the argument struct it takes.
+  static KernelSource module_source(const jit::KernelProgram& p, bool wide) {
+    if (p.anchor != jit::AnchorKind::kCustomKernel) {
+      return {entry_name(p, wide), render_cuda(p, wide ? IndexWidths::k64 : IndexWidths::k32)};
+    }
     const ops::CustomKernel* k = ops::custom_kernel(p.anchor_attrs.function);
     return {k->name, absl::StrCat(ops::kCustomKernelArgsSource, "\n", k->cuda_source, "\n")};
   }
@@ -182,30 +198,22 @@ class CudaDevice {
                              "): ", s.message()));
   }
 
-  // Loads a cubin; a generated module has the entries <name>_i32 and <name>_i64, a user's
-  // kernel the one entry <name>.
-  Functions load(const std::string& cubin, const std::string& name, bool generated) const {
+  // Loads a cubin and finds its entry point `entry`.
+  CUfunction load(const std::string& cubin, const std::string& entry) const {
     CUmodule module = nullptr;
     throw_if_failed(driver_api().module_load_data(&module, cubin.data()), "cuModuleLoadData",
-                    absl::StrCat(name_, " kernel ", name));
-    Functions f;
-    auto get = [&](CUfunction* out, const std::string& entry) {
-      throw_if_failed(driver_api().module_get_function(out, module, entry.c_str()),
-                      "cuModuleGetFunction", absl::StrCat(name_, " kernel ", entry));
-    };
-    if (generated) {
-      get(&f.i32, name + "_i32");
-      get(&f.i64, name + "_i64");
-    } else {
-      get(&f.i32, name);
-      f.i64 = f.i32;
-    }
+                    absl::StrCat(name_, " kernel ", entry));
+    CUfunction f = nullptr;
+    throw_if_failed(driver_api().module_get_function(&f, module, entry.c_str()),
+                    "cuModuleGetFunction", absl::StrCat(name_, " kernel ", entry));
     return f;
   }
 
+  // A loaded module: a program at one index width.
+  using ModuleKey = std::pair<const jit::KernelProgram*, bool>;
   struct Loaded {
     std::shared_ptr<const jit::KernelProgram> program;  // keeps the key alive
-    Functions functions;
+    CUfunction function;
   };
 
   int index_;
@@ -217,7 +225,7 @@ class CudaDevice {
   std::unique_ptr<DeviceAllocator> allocator_;
   std::mutex modules_mutex_;
   std::recursive_mutex stream_mutex_;
-  absl::flat_hash_map<const jit::KernelProgram*, Loaded> loaded_;  // kept for the process
+  absl::flat_hash_map<ModuleKey, Loaded> loaded_;  // kept for the process
 };
 
 class CudaBackend final : public Backend {
@@ -308,12 +316,6 @@ class CudaBackend final : public Backend {
   };
 
   Device here() const { return Device{DeviceType::CUDA, index_}; }
-
-  // The element size of slot `i`; a slot without a dtype counts bytes, which only errs
-  // toward the 64-bit entry point.
-  static int64_t element_size(const std::vector<DType>& dtypes, size_t i) {
-    return i < dtypes.size() ? dtype_size(dtypes[i]) : 1;
-  }
 
   static bool graphs_enabled() {
     static const bool enabled = [] {
@@ -406,26 +408,18 @@ class CudaBackend final : public Backend {
       const jit::PlannedKernel& pk = plan.kernels[k];
       const jit::KernelLaunch& l = pk.launch;
       std::vector<uint64_t> ins, outs;
-      std::vector<int64_t> numels;
-      for (size_t i = 0; i < l.inputs.size(); ++i) {
-        const int n = l.inputs[i];
-        ins.push_back(buffers.at(n)->device_pointer());
-        numels.push_back(plan.node_bytes[n] / element_size(pk.program->input_dtypes, i));
-      }
-      for (size_t o = 0; o < l.outputs.size(); ++o) {
-        const int n = l.outputs[o];
+      for (int n : l.inputs) ins.push_back(buffers.at(n)->device_pointer());
+      for (int n : l.outputs) {
         buffers[n] = allocate(plan.node_bytes[n]);
         outs.push_back(buffers[n]->device_pointer());
-        numels.push_back(plan.node_bytes[n] / element_size(pk.program->output_dtypes, o));
       }
       if (pk.program->anchor == jit::AnchorKind::kCustomKernel) {
-        launch_custom(pk.program.get(), l, ins, outs[0]);
+        launch_custom(device_.function(plan, k), pk.program.get(), l, ins, outs[0]);
       } else {
         std::vector<double> params;
         for (int p : l.params) params.push_back(plan_params[p]);
         std::vector<std::byte> block = pack_params(*pk.program, l, ins, outs, params);
-        const Functions f = device_.functions(pk.program.get());
-        const CUfunction entry = fits_32bit_index(l, numels) ? f.i32 : f.i64;
+        const CUfunction entry = device_.function(plan, k);
         const LaunchSchedule schedule = schedule_launches(*pk.program, l, device_.sm_count());
         std::shared_ptr<Buffer> scratch;
         if (schedule.scratch_bytes > 0) scratch = allocate(schedule.scratch_bytes);
@@ -441,7 +435,7 @@ class CudaBackend final : public Backend {
     }
   }
 
-  void launch_custom(const jit::KernelProgram* program, const jit::KernelLaunch& l,
+  void launch_custom(CUfunction f, const jit::KernelProgram* program, const jit::KernelLaunch& l,
                      const std::vector<uint64_t>& ins, uint64_t out) {
     const jit::KernelProgram& p = *program;
     const ops::CustomKernel* k = ops::custom_kernel(p.anchor_attrs.function);
@@ -454,9 +448,8 @@ class CudaBackend final : public Backend {
     const ops::CustomKernelLaunch geometry =
         k->launch(types, ops::ValueType{l.spaces[0], p.anchor_dtype});
     std::vector<std::byte> block = pack_custom_kernel_args(ins, shapes, out, l.spaces[0]);
-    const Functions f = device_.functions(program);
     void* args[] = {block.data()};
-    device_.launch(f.i32, geometry.grid, geometry.block, geometry.shared_bytes, args, k->name);
+    device_.launch(f, geometry.grid, geometry.block, geometry.shared_bytes, args, k->name);
   }
 
   int index_;

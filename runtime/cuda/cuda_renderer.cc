@@ -224,8 +224,8 @@ std::string binary(OpKind op, DType operands, const std::string& a, const std::s
 class Renderer {
  public:
   // Index arrays have the Params struct's rank, so the two always agree.
-  explicit Renderer(const KernelProgram& p)
-      : p_(p), layout_(params_layout(p)), rank_(layout_.rank) {}
+  Renderer(const KernelProgram& p, IndexWidths widths)
+      : p_(p), widths_(widths), layout_(params_layout(p)), rank_(layout_.rank) {}
 
   // The user's device functions this kernel calls, each once, after the preamble.
   void append_custom_functions(std::string& s) const {
@@ -281,10 +281,11 @@ class Renderer {
         break;
     }
     absl::StrAppend(&s, "}\n\n");
-    for (const char* width : {"i32", "i64"}) {
+    for (const bool wide : {false, true}) {
+      if (widths_ == (wide ? IndexWidths::k32 : IndexWidths::k64)) continue;
       absl::StrAppend(&s, "extern \"C\" __global__ void __launch_bounds__(", block_size(p_), ") ",
-                      p_.name, "_", width, "(const Params a, const Split split) { body<",
-                      std::string(width) == "i32" ? "int" : "long long", ">(a, split); }\n");
+                      entry_name(p_, wide), "(const Params a, const Split split) { body<",
+                      wide ? "long long" : "int", ">(a, split); }\n");
     }
     return s;
   }
@@ -913,6 +914,7 @@ class Renderer {
   }
 
   const KernelProgram& p_;
+  const IndexWidths widths_;
   const ParamsLayout layout_;
   const int rank_;
 };
@@ -946,6 +948,12 @@ int block_size(const jit::KernelProgram& program) {
   return 256;
 }
 
-std::string render_cuda(const jit::KernelProgram& program) { return Renderer(program).run(); }
+std::string render_cuda(const jit::KernelProgram& program, IndexWidths widths) {
+  return Renderer(program, widths).run();
+}
+
+std::string entry_name(const jit::KernelProgram& program, bool wide) {
+  return program.name + (wide ? "_i64" : "_i32");
+}
 
 }  // namespace kiln::runtime::cuda

@@ -17,7 +17,15 @@ namespace kiln::runtime::cuda {
 // cooperate within a block; pointwise, matmul and concat use one thread per element).
 int block_size(const jit::KernelProgram& program);
 
-std::string render_cuda(const jit::KernelProgram& program);
+// Which entry points a module holds. The backend compiles only the one a launch needs (the
+// 64-bit one is for tensors of 2^31 elements or more): each entry costs NVRTC time.
+enum class IndexWidths { kBoth, k32, k64 };
+
+std::string render_cuda(const jit::KernelProgram& program,
+                        IndexWidths widths = IndexWidths::kBoth);
+
+// "<name>_i32" or "<name>_i64".
+std::string entry_name(const jit::KernelProgram& program, bool wide);
 
 // Whether a matmul runs on tensor cores: both operands f16 or both bf16, neither a vector.
 bool matmul_uses_tensor_cores(const jit::KernelProgram& program);
