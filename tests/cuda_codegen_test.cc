@@ -192,7 +192,8 @@ TEST(CudaCodegen, EachIndexWidthCompilesAlone) {
   ASSERT_TRUE(runtime::cuda::nvrtc_available().ok());
   Tensor x = Tensor::randn({8, 8}, 1).eval();
   jit::Trace trace = jit::build_trace({detail::TensorAccess::node(softmax(x) * 2.0).get()});
-  const jit::KernelProgram& p = *jit::build_plan(trace)->kernels[0].program;
+  const std::shared_ptr<const jit::LaunchPlan> plan = jit::build_plan(trace);
+  const jit::KernelProgram& p = *plan->kernels[0].program;
   for (bool wide : {false, true}) {
     const std::string source = runtime::cuda::render_cuda(
         p, wide ? runtime::cuda::IndexWidths::k64 : runtime::cuda::IndexWidths::k32);
