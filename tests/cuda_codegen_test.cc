@@ -191,7 +191,8 @@ TEST(CudaCodegen, PointwiseKernelsMoveSixteenBytesPerAccess) {
 TEST(CudaCodegen, EachIndexWidthCompilesAlone) {
   ASSERT_TRUE(runtime::cuda::nvrtc_available().ok());
   Tensor x = Tensor::randn({8, 8}, 1).eval();
-  jit::Trace trace = jit::build_trace({detail::TensorAccess::node(softmax(x) * 2.0).get()});
+  const Tensor y = softmax(x) * 2.0;  // the trace points into its nodes: keep them alive
+  jit::Trace trace = jit::build_trace({detail::TensorAccess::node(y).get()});
   const std::shared_ptr<const jit::LaunchPlan> plan = jit::build_plan(trace);
   const jit::KernelProgram& p = *plan->kernels[0].program;
   for (bool wide : {false, true}) {
