@@ -114,7 +114,12 @@ int main(int argc, char** argv) {
       kiln::Compiled compiled = kiln::compile(mlp);
       const int calls = 200;
       auto per_call_us = [&](const std::function<void()>& call) {
-        return median_ms([&] { for (int i = 0; i < calls; ++i) call(); }, 5) * 1000.0 / calls;
+        return median_ms(
+                   [&] {
+                     for (int i = 0; i < calls; ++i) call();
+                   },
+                   5) *
+               1000.0 / calls;
       };
       const double eager = per_call_us([&] { mlp({x})[0].eval(); });
       const double replayed = per_call_us([&] { compiled({x}); });
