@@ -21,8 +21,7 @@ int block_size(const jit::KernelProgram& program);
 // 64-bit one is for tensors of 2^31 elements or more): each entry costs NVRTC time.
 enum class IndexWidths { kBoth, k32, k64 };
 
-std::string render_cuda(const jit::KernelProgram& program,
-                        IndexWidths widths = IndexWidths::kBoth);
+std::string render_cuda(const jit::KernelProgram& program, IndexWidths widths = IndexWidths::kBoth);
 
 // "<name>_i32" or "<name>_i64".
 std::string entry_name(const jit::KernelProgram& program, bool wide);
