@@ -1,9 +1,10 @@
 // Rendering Kernel IR as CUDA C++ for NVRTC. The source depends only on the program (ranks,
 // dtypes, broadcast pattern), never on sizes: shapes, strides, offsets and scalars arrive in
-// the kernel's parameter struct. Each module holds two entry points, <name>_i32 and
-// <name>_i64, for 32-bit index math where sizes allow and 64-bit otherwise. Both take
-// (Params, Split): Split (the preamble's) tells a reduction split over several blocks which
-// phase to run and where its partial results go; other kernels ignore it.
+// the kernel's parameter struct. A module holds the entry point <name>_i32 (32-bit index
+// math, where sizes allow), <name>_i64, or both. Each takes (Params, Split): Split (the
+// preamble's) tells a reduction split over several blocks which phase to run and where its
+// partial results go; other kernels ignore it. docs/cuda.md says which kernel each family
+// gets and when.
 #ifndef KILN_RUNTIME_CUDA_CUDA_RENDERER_H_
 #define KILN_RUNTIME_CUDA_CUDA_RENDERER_H_
 
