@@ -546,9 +546,9 @@ class Renderer {
   }
 
   // Reductions and arg-reductions, in one of two layouts (reduction_is_outer):
-  //  - inner (the last axis is reduced): a block per output, its threads striding along the
-  //    reduced extent (consecutive threads read consecutive elements), then warp shuffles
-  //    and shared memory combine them;
+  //  - inner (the last axis is reduced): a warp per output (8 per block), its lanes striding
+  //    along the reduced extent (consecutive lanes read consecutive elements), then warp
+  //    shuffles combine them: short rows waste no threads and no block barrier is needed;
   //  - outer (the last axis is kept): a block per 32 consecutive outputs, lane l of each of
   //    the 8 warps on output l, warp w on reduced positions w, w+8, ...: every warp load is
   //    32 consecutive elements; shared memory combines the 8 warps.
@@ -644,31 +644,20 @@ class Renderer {
           finish_output, "    }\n    __syncthreads();\n  }\n");
       return;
     }
+    // Inner: warp w of block b on outputs 8b + w, 8(b + gridDim.x) + w, ...; its lanes stride
+    // along the reduced extent, then fold through shuffles (no block barrier).
     absl::StrAppend(
-        &s, "  __shared__ ", acc, " shared_value[32];\n  __shared__ i64 shared_index[32];\n",
-        "  for (I o = blockIdx.x; o < outputs; o += gridDim.x) {\n", "    I idx1[", rank_,
-        "] = {0};\n    ", unravel_dims(kept, "o"), "\n    ", acc, " best = ", identity,
-        ";\n    i64 best_index = 9223372036854775807LL;\n",
-        "    for (I r = begin + threadIdx.x; r < end; r += blockDim.x) {\n", load_x, "    }\n");
-    if (sum) {
-      absl::StrAppend(&s, "    best = block_reduce<", acc, ">(best, [](", acc, " p, ", acc,
-                      " q) { return ", floating ? "p + q" : "wadd(p, q)", "; }, (", acc,
-                      ")0, shared_value);\n");
-    } else {
-      // Warp then block combination of (value, index) pairs through shared memory.
-      absl::StrAppend(
-          &s, "    for (int step = 16; step > 0; step >>= 1) {\n      const ", acc,
-          " other = __shfl_down_sync(0xffffffffu, best, step);\n",
-          "      const i64 other_index = __shfl_down_sync(0xffffffffu, best_index, step);\n      ",
-          fold_into("best", "best_index", "other", "other_index"), "\n    }\n",
-          "    if ((threadIdx.x & 31) == 0) { shared_value[threadIdx.x >> 5] = best; "
-          "shared_index[threadIdx.x >> 5] = best_index; }\n",
-          "    __syncthreads();\n    if (threadIdx.x == 0) {\n",
-          "      for (int w = 1; w < (int)((blockDim.x + 31) >> 5); ++w) ",
-          fold_into("best", "best_index", "shared_value[w]", "shared_index[w]"), "\n    }\n");
-    }
-    absl::StrAppend(&s, "    if (threadIdx.x == 0) {\n", finish_output,
-                    "    }\n    __syncthreads();\n  }\n");
+        &s, "  const int lane = threadIdx.x & 31;\n",
+        "  for (I o = (I)blockIdx.x * 8 + (threadIdx.x >> 5); o < outputs; o += (I)gridDim.x * 8) "
+        "{\n",
+        "    I idx1[", rank_, "] = {0};\n    ", unravel_dims(kept, "o"), "\n    ", acc,
+        " best = ", identity, ";\n    i64 best_index = 9223372036854775807LL;\n",
+        "    for (I r = begin + lane; r < end; r += 32) {\n", load_x, "    }\n",
+        "    for (int step = 16; step > 0; step >>= 1) {\n      const ", acc,
+        " other = __shfl_down_sync(0xffffffffu, best, step);\n",
+        "      const i64 other_index = __shfl_down_sync(0xffffffffu, best_index, step);\n      ",
+        fold_into("best", "best_index", "other", "other_index"), "\n    }\n",
+        "    if (lane == 0) {\n", finish_output, "    }\n  }\n");
   }
 
   // One block per row along the anchor axis. When the launch gives the block enough dynamic

@@ -20,7 +20,7 @@ int64_t reduced_extent(const jit::KernelLaunch& l) {
 // The blocks a kernel's work divides into before any cap.
 int64_t work_items(const jit::KernelProgram& p, const jit::KernelLaunch& l, int block) {
   const int64_t out = ops::numel(l.spaces[0]);
-  if (is_reduction(p)) return reduction_is_outer(p) ? (out + 31) / 32 : out;
+  if (is_reduction(p)) return reduction_is_outer(p) ? (out + 31) / 32 : (out + 7) / 8;
   if (matmul_is_tiled(p)) {  // a block per 64x64 tile of each matrix
     const int64_t m = l.spaces[1][l.spaces[1].size() - 2], n = l.spaces[2].back();
     if (m * n == 0) return 0;

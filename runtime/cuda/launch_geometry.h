@@ -27,7 +27,7 @@ struct LaunchSchedule {
 };
 
 // Grid-stride kernels get enough blocks to fill the GPU; kernels that give a block to each
-// output (inner reductions), 32 outputs (outer reductions) or row (norms) get one per item;
+// 8 outputs (inner reductions), 32 outputs (outer reductions) or row (norms) get one per item;
 // never more than 32 per SM. A reduction whose outputs give fewer than 4 blocks per SM and
 // whose extent is long splits the extent into chunks (at least 2048 elements each) over
 // gridDim.y, unless `allow_split` is false.
