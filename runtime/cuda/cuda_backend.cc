@@ -92,40 +92,41 @@ class CudaDevice {
     throw_if_failed(driver_api().stream_synchronize(stream_), "cuStreamSynchronize", name_);
   }
 
-  // Loads every kernel of `plan` not loaded yet: the new ones are rendered, then compiled
-  // together on all cores (memory and disk caches first), then loaded. After this a launch
-  // only looks its functions up, so a plan hit never renders or compiles anything.
-  void prepare(const jit::LaunchPlan& plan) {
+  // The entry point of every kernel of `plan`, in order. Kernels not loaded yet are
+  // rendered, then compiled together on all cores (memory and disk caches first), then
+  // loaded; on a plan hit this is one lookup per kernel, with nothing rendered or compiled.
+  std::vector<CUfunction> prepare(const jit::LaunchPlan& plan) {
     std::lock_guard<std::mutex> lock(modules_mutex_);
-    std::vector<std::pair<std::shared_ptr<const jit::KernelProgram>, bool>> wanted;
+    std::vector<ModuleKey> keys;
+    std::vector<std::shared_ptr<const jit::KernelProgram>> missing_programs;
+    std::vector<ModuleKey> missing;
     std::vector<KernelSource> sources;
     for (size_t k = 0; k < plan.kernels.size(); ++k) {
       const std::shared_ptr<const jit::KernelProgram>& program = plan.kernels[k].program;
-      const bool wide = needs_wide_index(plan, k);
-      if (loaded_.contains(ModuleKey{program.get(), wide})) continue;
-      if (std::any_of(wanted.begin(), wanted.end(), [&](const auto& w) {
-            return w.first.get() == program.get() && w.second == wide;
-          })) {
+      const ModuleKey key{program.get(), needs_wide_index(plan, k)};
+      keys.push_back(key);
+      if (loaded_.contains(key) ||
+          std::find(missing.begin(), missing.end(), key) != missing.end()) {
         continue;
       }
-      wanted.emplace_back(program, wide);
-      sources.push_back(module_source(*program, wide));
+      missing.push_back(key);
+      missing_programs.push_back(program);
+      sources.push_back(module_source(*program, key.second));
     }
-    if (wanted.empty()) return;
-    std::vector<absl::StatusOr<CubinCache::Result>> cubins =
-        compile_in_parallel(cubin_cache(), sources, arch_);
-    for (size_t i = 0; i < wanted.size(); ++i) {
-      if (!cubins[i].ok()) throw_compile_error(sources[i], cubins[i].status());
-      if (cubins[i]->source == CubinCache::Source::kDisk) jit::counters().disk_cache_hits += 1;
-      loaded_.emplace(ModuleKey{wanted[i].first.get(), wanted[i].second},
-                      Loaded{wanted[i].first, load(cubins[i]->cubin, sources[i].name)});
+    if (!missing.empty()) {
+      std::vector<absl::StatusOr<CubinCache::Result>> cubins =
+          compile_in_parallel(cubin_cache(), sources, arch_);
+      for (size_t i = 0; i < missing.size(); ++i) {
+        if (!cubins[i].ok()) throw_compile_error(sources[i], cubins[i].status());
+        if (cubins[i]->source == CubinCache::Source::kDisk) jit::counters().disk_cache_hits += 1;
+        loaded_.emplace(missing[i],
+                        Loaded{missing_programs[i], load(cubins[i]->cubin, sources[i].name)});
+      }
     }
-  }
-
-  // The entry point `prepare` loaded for kernel `k` of `plan`.
-  CUfunction function(const jit::LaunchPlan& plan, size_t k) {
-    std::lock_guard<std::mutex> lock(modules_mutex_);
-    return loaded_.at(ModuleKey{plan.kernels[k].program.get(), needs_wide_index(plan, k)}).function;
+    std::vector<CUfunction> functions;
+    functions.reserve(keys.size());
+    for (const ModuleKey& key : keys) functions.push_back(loaded_.at(key).function);
+    return functions;
   }
 
   // `args`: a pointer to each kernel argument's bytes.
@@ -236,12 +237,12 @@ class CudaBackend final : public Backend {
                                            const jit::PlanArguments& args) override {
     std::lock_guard<std::recursive_mutex> lock(device_.stream_mutex());
     device_.make_current();
-    device_.prepare(plan);
+    const std::vector<CUfunction> functions = device_.prepare(plan);
     Buffers buffers;
     for (size_t slot = 0; slot < plan.input_nodes.size(); ++slot) {
       buffers[plan.input_nodes[slot]] = place_on(args.inputs[slot], here());
     }
-    launch_kernels(plan, args.params, buffers, /*keep=*/nullptr);
+    launch_kernels(plan, functions, args.params, buffers, /*keep=*/nullptr);
     std::vector<std::shared_ptr<Buffer>> results;
     for (int o : plan.outputs) results.push_back(buffers.at(o));
     return results;
@@ -258,7 +259,7 @@ class CudaBackend final : public Backend {
     if (plan->kernels.size() < 2 || !graphs_enabled()) return run(*plan, args);
     std::lock_guard<std::recursive_mutex> lock(device_.stream_mutex());
     device_.make_current();
-    device_.prepare(*plan);
+    const std::vector<CUfunction> functions = device_.prepare(*plan);
     Graph& g = graph_for(plan);
     if (g.broken) return run(*plan, args);
     bool capture = g.exec == nullptr || g.params != args.params;
@@ -278,7 +279,7 @@ class CudaBackend final : public Backend {
     }
     if (capture) {
       try {
-        capture_graph(*plan, args.params, g);
+        capture_graph(*plan, functions, args.params, g);
       } catch (const Error& e) {
         // An untested driver or an unsupported launch must not break a working function:
         // this plan replays without a graph from now on, and says so once.
@@ -354,7 +355,8 @@ class CudaBackend final : public Backend {
   }
 
   // Records the plan's launches over the graph's slots into a new executable graph.
-  void capture_graph(const jit::LaunchPlan& plan, const std::vector<double>& params, Graph& g) {
+  void capture_graph(const jit::LaunchPlan& plan, const std::vector<CUfunction>& functions,
+                     const std::vector<double>& params, Graph& g) {
     destroy(g);
     g.owned.clear();
     Buffers buffers;
@@ -367,7 +369,7 @@ class CudaBackend final : public Backend {
     const int64_t launched_before = jit::counters().kernels_launched;
     CUgraph graph = nullptr;
     try {
-      launch_kernels(plan, params, buffers, &g.owned);
+      launch_kernels(plan, functions, params, buffers, &g.owned);
     } catch (...) {
       d.stream_end_capture(device_.stream(), &graph);
       if (graph != nullptr) d.graph_destroy(graph);
@@ -393,12 +395,14 @@ class CudaBackend final : public Backend {
         "cuMemcpyDtoDAsync", device_.name());
   }
 
-  // Launches every kernel of `plan`; `buffers` maps the plan's input nodes to their buffers
+  // Launches every kernel of `plan` (`functions`: their entry points, from prepare);
+  // `buffers` maps the plan's input nodes to their buffers
   // and receives every node it computes. Each kernel's intermediates are released after their
   // last reader (stream order makes reuse safe), unless `keep` collects every buffer written
   // (for a graph, whose replays write them again).
-  void launch_kernels(const jit::LaunchPlan& plan, const std::vector<double>& plan_params,
-                      Buffers& buffers, std::vector<std::shared_ptr<Buffer>>* keep) {
+  void launch_kernels(const jit::LaunchPlan& plan, const std::vector<CUfunction>& functions,
+                      const std::vector<double>& plan_params, Buffers& buffers,
+                      std::vector<std::shared_ptr<Buffer>>* keep) {
     auto allocate = [&](int64_t bytes) {
       std::shared_ptr<Buffer> b = device_.allocate(bytes);
       if (keep != nullptr) keep->push_back(b);
@@ -414,12 +418,11 @@ class CudaBackend final : public Backend {
         outs.push_back(buffers[n]->device_pointer());
       }
       if (pk.program->anchor == jit::AnchorKind::kCustomKernel) {
-        launch_custom(device_.function(plan, k), pk.program.get(), l, ins, outs[0]);
+        launch_custom(functions[k], pk.program.get(), l, ins, outs[0]);
       } else {
         std::vector<double> params;
         for (int p : l.params) params.push_back(plan_params[p]);
         std::vector<std::byte> block = pack_params(*pk.program, l, ins, outs, params);
-        const CUfunction entry = device_.function(plan, k);
         const LaunchSchedule schedule = schedule_launches(*pk.program, l, device_.sm_count());
         std::shared_ptr<Buffer> scratch;
         if (schedule.scratch_bytes > 0) scratch = allocate(schedule.scratch_bytes);
@@ -428,7 +431,8 @@ class CudaBackend final : public Backend {
           const int64_t grid[3] = {step.grid_x, step.grid_y, 1};
           const int threads[3] = {step.block, 1, 1};
           void* kernel_args[] = {block.data(), &split};
-          device_.launch(entry, grid, threads, step.shared_bytes, kernel_args, pk.program->name);
+          device_.launch(functions[k], grid, threads, step.shared_bytes, kernel_args,
+                         pk.program->name);
         }
       }
       for (int n : plan.release_after[k]) buffers.erase(n);
