@@ -671,6 +671,10 @@ class Renderer {
     const std::string t = reg(p_.anchor_dtype);
     const int operand = p_.anchor_operands[0];
     const std::string cached = reg(p_.instrs[operand].dtype);
+    std::vector<int> row_dims;  // every dim but the axis: which row
+    for (int d = 0; d < rank(1); ++d) {
+      if (d != axis) row_dims.push_back(d);
+    }
     absl::StrAppend(
         &s, "  __shared__ double shared[32];\n  const I extent = (I)a.shape[1][", axis,
         "];\n  const I rows = (", numel(1), ") / (extent > 0 ? extent : (I)1);\n",
@@ -679,13 +683,7 @@ class Renderer {
         "* const row_cache = dynamic_shared<", cached, ">();\n",
         "  const bool persistent = (u64)dynamic_shared_bytes() >= (u64)extent * sizeof(", cached,
         ");\n", "  for (I row = blockIdx.x; row < rows; row += gridDim.x) {\n", "    I idx1[",
-        rank_, "] = {0};\n    { I rest = row;");
-    for (int d = rank(1) - 1; d >= 0; --d) {
-      if (d == axis) continue;
-      absl::StrAppend(&s, " idx1[", d, "] = rest % (I)a.shape[1][", d, "]; rest /= (I)a.shape[1][",
-                      d, "];");
-    }
-    absl::StrAppend(&s, " }\n");
+        rank_, "] = {0};\n    ", unravel_dims(row_dims, "row"), "\n");
     // Pass 1's value at k: from global memory through the prologue, kept in the cache.
     auto x_from_memory = [&](const std::string& k) {
       return absl::StrCat("      idx1[", axis, "] = ", k, ";\n", space_code(1, "idx1"),
