@@ -96,8 +96,8 @@ int compile_cuda(const std::string& dir, std::map<std::string, std::string>& fla
   const auto start = std::chrono::steady_clock::now();
   int cubins = 0;
   std::string failure;
+  kiln::runtime::cuda::CubinCache memory_only("", 0);  // the key holds the arch
   for (int arch : archs) {
-    kiln::runtime::cuda::CubinCache memory_only("", 0);
     auto results = kiln::runtime::cuda::compile_in_parallel(memory_only, kernels, arch);
     for (size_t i = 0; i < results.size(); ++i) {
       if (results[i].ok()) {

@@ -33,6 +33,18 @@ int64_t work_items(const jit::KernelProgram& p, const jit::KernelLaunch& l, int 
   return (out + block - 1) / block;
 }
 
+constexpr int kDefaultSharedLimit = 48 * 1024;
+
+// A row norm's row, if it fits in kDefaultSharedLimit; nothing for other kernels.
+int dynamic_shared_bytes(const jit::KernelProgram& p, const jit::KernelLaunch& l) {
+  if (p.anchor != jit::AnchorKind::kRowNorm) return 0;
+  // The cache holds the operand's register type: float for f16, bf16 and f32, else 8 bytes.
+  const DType operand = p.instrs[p.anchor_operands[0]].dtype;
+  const int64_t element = is_floating(operand) && operand != DType::F64 ? 4 : 8;
+  const int64_t bytes = l.spaces[1][p.anchor_attrs.axis] * element;
+  return bytes <= kDefaultSharedLimit ? static_cast<int>(bytes) : 0;
+}
+
 }  // namespace
 
 LaunchSchedule schedule_launches(const jit::KernelProgram& p, const jit::KernelLaunch& l,
@@ -64,15 +76,6 @@ LaunchSchedule schedule_launches(const jit::KernelProgram& p, const jit::KernelL
   schedule.steps = {partials, combine};
   schedule.scratch_bytes = chunks * outputs * 16;  // a value and an index per chunk and output
   return schedule;
-}
-
-int dynamic_shared_bytes(const jit::KernelProgram& p, const jit::KernelLaunch& l) {
-  if (p.anchor != jit::AnchorKind::kRowNorm) return 0;
-  // The cache holds the operand's register type: float for f16, bf16 and f32, else 8 bytes.
-  const DType operand = p.instrs[p.anchor_operands[0]].dtype;
-  const int64_t element = is_floating(operand) && operand != DType::F64 ? 4 : 8;
-  const int64_t bytes = l.spaces[1][p.anchor_attrs.axis] * element;
-  return bytes <= kDefaultSharedLimit ? static_cast<int>(bytes) : 0;
 }
 
 }  // namespace kiln::runtime::cuda

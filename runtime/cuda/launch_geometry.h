@@ -27,18 +27,15 @@ struct LaunchSchedule {
 };
 
 // Grid-stride kernels get enough blocks to fill the GPU; kernels that give a block to each
-// 8 outputs (inner reductions), 32 outputs (outer reductions) or row (norms) get one per item;
+// 8 outputs (inner reductions), 32 outputs (outer reductions), row (norms) or 64x64 tile
+// (tiled matmuls) get one per item;
 // never more than 32 per SM. A reduction whose outputs give fewer than 4 blocks per SM and
 // whose extent is long splits the extent into chunks (at least 2048 elements each) over
-// gridDim.y, unless `allow_split` is false.
+// gridDim.y, unless `allow_split` is false. A row norm's block gets its whole row as dynamic
+// shared memory when it fits in the 48 KiB every GPU allows without opting in (the kernel
+// then reads the row from global memory once), else none (it reads the row once per pass).
 LaunchSchedule schedule_launches(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                                  int sm_count, bool allow_split = true);
-
-// The dynamic shared memory a block gets: a row norm's whole row when it fits in the 48 KiB
-// every GPU allows without opting in (the kernel then reads the row from global memory
-// once), else none (it reads the row once per pass).
-int dynamic_shared_bytes(const jit::KernelProgram& program, const jit::KernelLaunch& launch);
-inline constexpr int kDefaultSharedLimit = 48 * 1024;
 
 }  // namespace kiln::runtime::cuda
 
