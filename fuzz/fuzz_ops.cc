@@ -7,12 +7,14 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jit/node.h"
 #include "jit/pending_graph.h"
 #include "kiln/kiln.h"
 #include "ops/reference_graph.h"
+#include "ops/value_type.h"
 
 namespace {
 
@@ -26,6 +28,24 @@ std::vector<int64_t> small_shape(FuzzedDataProvider& in) {
   std::vector<int64_t> shape(in.ConsumeIntegralInRange<int>(0, 3));
   for (int64_t& d : shape) d = in.ConsumeIntegralInRange<int64_t>(0, 4);
   return shape;
+}
+
+// `shape` with 1-dims inserted at fuzzer-chosen places up to a rank from 0 to a few past
+// ops::kMaxRank, so views of every legal rank and the rank limit itself are exercised.
+std::vector<int64_t> with_many_ones(FuzzedDataProvider& in, std::vector<int64_t> shape) {
+  const size_t rank = in.ConsumeIntegralInRange<size_t>(0, kiln::ops::kMaxRank + 4);
+  while (shape.size() < rank) {
+    shape.insert(shape.begin() + in.ConsumeIntegralInRange<size_t>(0, shape.size()), 1);
+  }
+  return shape;
+}
+
+// A fuzzer-chosen permutation of `rank` axes.
+std::vector<int> permutation(FuzzedDataProvider& in, int rank) {
+  std::vector<int> axes(rank);
+  for (int i = 0; i < rank; ++i) axes[i] = i;
+  for (int i = rank - 1; i > 0; --i) std::swap(axes[i], axes[in.ConsumeIntegralInRange<int>(0, i)]);
+  return axes;
 }
 
 Tensor new_leaf(FuzzedDataProvider& in) {
@@ -47,7 +67,7 @@ Tensor apply_random_op(FuzzedDataProvider& in, const std::vector<Tensor>& pool) 
   };
   const Tensor& a = pick();
   const int axis = in.ConsumeIntegralInRange<int>(-3, 3);
-  switch (in.ConsumeIntegralInRange<int>(0, 21)) {
+  switch (in.ConsumeIntegralInRange<int>(0, 23)) {
     case 0:
       return kiln::exp(a);
     case 1:
@@ -92,6 +112,10 @@ Tensor apply_random_op(FuzzedDataProvider& in, const std::vector<Tensor>& pool) 
                      in.ConsumeIntegralInRange<int64_t>(0, 3));
     case 20:
       return a.broadcast_to(small_shape(in));
+    case 21:
+      return a.reshape(with_many_ones(in, a.shape()));
+    case 22:
+      return a.permute(permutation(in, a.ndim()));
     default:
       return kiln::mean(a, {}, false);
   }

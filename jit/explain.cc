@@ -6,7 +6,7 @@
 #include "jit/trace.h"
 #include "kiln/debug.h"
 #include "kiln/error.h"
-#include "runtime/cuda/cuda_renderer.h"
+#include "runtime/backend.h"
 
 namespace kiln {
 
@@ -35,12 +35,16 @@ std::string explain_plan(const std::vector<Tensor>& outputs, ExplainDetail detai
   std::shared_ptr<const jit::LaunchPlan> plan = jit::find_or_build_plan(trace, device, &hit);
   std::string out = plan->description;
   if (detail == ExplainDetail::kPlan) return out;
+  // The device source, rendered by the registry's renderer for dumps (CUDA C++), even on a
+  // machine where that device cannot run.
+  const runtime::SourceRenderer* renderer =
+      detail == ExplainDetail::kCuda ? runtime::dump_source_renderer() : nullptr;
   for (size_t k = 0; k < plan->kernels.size(); ++k) {
     const jit::KernelProgram& p = *plan->kernels[k].program;
     absl::StrAppend(&out, "\n-- kernel ", k, ": ", p.name, " (Kernel IR)\n", p.to_string());
-    if (detail == ExplainDetail::kCuda) {
-      absl::StrAppend(&out, "\n-- kernel ", k, ": ", p.name, " (CUDA C++)\n",
-                      runtime::cuda::render_cuda(p));
+    if (renderer != nullptr) {
+      absl::StrAppend(&out, "\n-- kernel ", k, ": ", p.name, " (", renderer->language(), ")\n",
+                      renderer->render(p));
     }
   }
   return out;

@@ -1,6 +1,7 @@
 #include "jit/lowering.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -256,7 +257,7 @@ class Lowerer {
         }
         return r;
       }
-      default: {  // Slice
+      case OpKind::Slice: {
         int axis = n.attrs->axis;
         if (n.attrs->step == 1 && n.attrs->start == 0 && n.attrs->stop == from[axis]) return m;
         if (m.flat) {
@@ -273,7 +274,13 @@ class Lowerer {
         r.base[axis] = m.base[axis] * n.attrs->step + n.attrs->start;
         return r;
       }
+        KILN_LEAF_OPS(KILN_OP_CASE)
+        KILN_UNARY_OPS(KILN_OP_CASE)
+        KILN_BINARY_OPS(KILN_OP_CASE)
+        KILN_STRUCTURED_OPS(KILN_OP_CASE)
+        break;
     }
+    throw std::logic_error(absl::StrCat("internal error: ", ops::op_name(n.op), " is not a view"));
   }
 
   // The instruction computing `node` in `space`, indexed through `map`.
@@ -321,8 +328,19 @@ class Lowerer {
         return value(n.args[0], space, view_arg_map(n, node, space, map));
       case OpClass::kCast:
         return cast(value(n.args[0], space, map), n.type->dtype);
-      default:
+      case OpClass::kUnary:  // elementwise: below
+      case OpClass::kBinary:
+      case OpClass::kWhere:
+      case OpClass::kCustom:
         break;
+      case OpClass::kReduce:  // anchors: reached only as the group's anchor, above
+      case OpClass::kArgReduce:
+      case OpClass::kMatmul:
+      case OpClass::kConcat:
+      case OpClass::kRowNorm:
+      case OpClass::kCustomKernel:
+        throw std::logic_error(
+            absl::StrCat("internal error: ", ops::op_name(n.op), " inlined as elementwise"));
     }
     // Elementwise: operands cast to the dtype the op computes in.
     std::vector<int> operands;
@@ -355,9 +373,20 @@ class Lowerer {
         in.kind = InstrKind::kCustom;
         in.function = n.attrs->function;
         break;
-      default:
+      case OpClass::kWhere:
         in.kind = InstrKind::kWhere;
         break;
+      case OpClass::kLeaf:  // handled above
+      case OpClass::kCast:
+      case OpClass::kView:
+      case OpClass::kReduce:
+      case OpClass::kArgReduce:
+      case OpClass::kMatmul:
+      case OpClass::kConcat:
+      case OpClass::kRowNorm:
+      case OpClass::kCustomKernel:
+        throw std::logic_error(
+            absl::StrCat("internal error: ", ops::op_name(n.op), " is not elementwise"));
     }
     in.a = operands[0];
     if (operands.size() > 1) in.b = operands[1];

@@ -92,7 +92,6 @@ class HeaderParser {
         ++digits;
       }
       if (digits == 0) return fail("'shape' must hold non-negative integers");
-      if (dims.size() >= 64) return fail("'shape' has more than 64 dimensions");
       dims.push_back(d);
       skip_space();
       if (eat(',')) continue;

@@ -14,7 +14,7 @@
 #include "jit/planner.h"
 #include "jit/stats_counters.h"
 #include "runtime/atomic_file.h"
-#include "runtime/cuda/cuda_renderer.h"
+#include "runtime/backend.h"
 
 namespace kiln::jit {
 namespace {
@@ -71,15 +71,18 @@ std::string describe(const Trace& trace, const FusionPlan& fusion, const LaunchP
 
 std::atomic<bool> recording_paused{false};
 
-// KILN_RECORD_CUDA_DIR: every new program's CUDA source, one file each, named by its hash,
-// so `kiln compile-cuda DIR` can compile everything a run planned (scripts/test.sh does).
+// KILN_RECORD_CUDA_DIR: every new program's CUDA source (the registry's renderer for dumps),
+// one file each, named by its hash, so `kiln compile-cuda DIR` can compile everything a run
+// planned (scripts/test.sh does).
 void record_cuda_source(const KernelProgram& program) {
-  const std::string source = runtime::cuda::render_cuda(program);
+  const runtime::SourceRenderer* renderer = runtime::dump_source_renderer();
+  if (renderer == nullptr) return;
+  const std::string source = renderer->render(program);
   const std::string dir = env_options().record_cuda_dir;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  const std::string path =
-      absl::StrFormat("%s/%s_%016x.cu", dir, program.name, absl::HashOf(source));
+  const std::string path = absl::StrFormat("%s/%s_%016x%s", dir, program.name, absl::HashOf(source),
+                                           renderer->file_extension());
   if (std::filesystem::exists(path, ec)) return;
   (void)runtime::write_file_atomically(path, [&](std::ostream& out) { out << source; });
 }

@@ -314,9 +314,16 @@ AnchorKind anchor_kind(ops::OpKind op) {
       return AnchorKind::kConcat;
     case OpClass::kCustomKernel:
       return AnchorKind::kCustomKernel;
-    default:
+    case OpClass::kLeaf:
+    case OpClass::kUnary:
+    case OpClass::kBinary:
+    case OpClass::kWhere:
+    case OpClass::kCast:
+    case OpClass::kView:
+    case OpClass::kCustom:
       return AnchorKind::kNone;
   }
+  return AnchorKind::kNone;  // not reached: every class is named above
 }
 
 FusionPlan plan_fusion(const Trace& trace, const std::vector<int>& forced) {

@@ -13,7 +13,7 @@
 #include "jit/npy_file.h"
 #include "jit/trace_export.h"
 #include "runtime/atomic_file.h"
-#include "runtime/cuda/cuda_renderer.h"
+#include "runtime/backend.h"
 
 namespace kiln::jit {
 namespace {
@@ -65,12 +65,16 @@ void dump_sync_plan(std::string* folder, const LaunchPlan& plan) {
   }
   if (env_options().dump_plan) std::ofstream(fs::path(*folder) / "plan.txt") << plan.description;
   if (!env_options().dump_kernels) return;
+  // Each kernel's device source too (CUDA C++), whether or not that device can run here.
+  const runtime::SourceRenderer* renderer = runtime::dump_source_renderer();
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const PlannedKernel& pk = plan.kernels[k];
     std::ofstream(fs::path(*folder) / "kernels" / absl::StrCat(k, "_", pk.program->name, ".txt"))
         << pk.program->to_string();
-    std::ofstream(fs::path(*folder) / "kernels" / absl::StrCat(k, "_", pk.program->name, ".cu"))
-        << runtime::cuda::render_cuda(*pk.program);
+    if (renderer == nullptr) continue;
+    std::ofstream(fs::path(*folder) / "kernels" /
+                  absl::StrCat(k, "_", pk.program->name, renderer->file_extension()))
+        << renderer->render(*pk.program);
   }
 }
 

@@ -10,7 +10,7 @@
 #include "jit/record.h"
 #include "jit/sync.h"
 #include "kiln/error.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/backend.h"
 
 namespace kiln {
 namespace {
@@ -109,7 +109,7 @@ const Tensor& Tensor::eval() const {
   return *this;
 }
 
-void synchronize() { runtime::cuda::synchronize_all(); }
+void synchronize() { runtime::synchronize_all_devices(); }
 
 void eval(const std::vector<Tensor>& outputs) {
   std::vector<detail::Node*> nodes;

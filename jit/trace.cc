@@ -44,7 +44,11 @@ void append_structure(ops::OpKind op, const ops::ValueType& type, const ops::Att
     case ops::OpClass::kCustomKernel:
       out.push_back(a.function);
       break;
-    default:
+    case ops::OpClass::kLeaf:  // values and seeds are parameters, not part of the key
+    case ops::OpClass::kUnary:
+    case ops::OpClass::kBinary:
+    case ops::OpClass::kWhere:
+    case ops::OpClass::kMatmul:
       break;
   }
 }
@@ -169,16 +173,11 @@ class TraceBuilder {
 }  // namespace
 
 int param_count(ops::OpKind op) {
-  switch (op) {
-    case ops::OpKind::Constant:
-    case ops::OpKind::Rand:
-    case ops::OpKind::Randn:
-    case ops::OpKind::LayerNorm:
-    case ops::OpKind::RmsNorm:
-      return 1;
-    default:
-      return 0;
-  }
+  // A constant's value, a random leaf's seed, a norm's epsilon.
+  const bool has_scalar = op == ops::OpKind::Constant || op == ops::OpKind::Rand ||
+                          op == ops::OpKind::Randn || op == ops::OpKind::LayerNorm ||
+                          op == ops::OpKind::RmsNorm;
+  return has_scalar ? 1 : 0;
 }
 
 Trace build_trace(const std::vector<Node*>& outputs) { return TraceBuilder().build(outputs); }

@@ -91,7 +91,10 @@ json attrs_to_json(OpKind op, const ops::Attrs& a) {
     case OpClass::kCustomKernel:
       if (const ops::CustomKernel* k = ops::custom_kernel(a.function)) j["kernel"] = k->name;
       break;
-    default:
+    case OpClass::kUnary:  // no attributes
+    case OpClass::kBinary:
+    case OpClass::kWhere:
+    case OpClass::kMatmul:
       break;
   }
   return j;
@@ -157,7 +160,10 @@ absl::StatusOr<ops::Attrs> attrs_from_json(OpKind op, const json& j) {
     case OpClass::kCustomKernel:
       if (s.ok()) s = read_registered(j, "kernel", "define_kernel", a.function);
       break;
-    default:
+    case OpClass::kUnary:  // no attributes
+    case OpClass::kBinary:
+    case OpClass::kWhere:
+    case OpClass::kMatmul:
       break;
   }
   if (!s.ok()) return s;

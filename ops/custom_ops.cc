@@ -7,7 +7,7 @@
 #include "kiln/custom.h"
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
-#include "runtime/cuda/nvrtc_compiler.h"
+#include "runtime/backend.h"
 
 namespace kiln {
 namespace {
@@ -25,14 +25,19 @@ std::string check_kernel_source(const ElementwiseFunction& f) {
                       absl::StrJoin(args, ", "), ");\n}\n");
 }
 
+// OK when CUDA's registered renderer compiles `source` (NVRTC), or cannot check it here (no
+// CUDA toolkit: nothing can run it).
+absl::Status check_cuda(const std::string& source, const std::string& name) {
+  const runtime::SourceRenderer* cuda = runtime::source_renderer(DeviceType::CUDA);
+  return cuda == nullptr ? absl::OkStatus() : cuda->check(source, name);
+}
+
 void check_cuda_source(const ElementwiseFunction& f) {
-  if (!runtime::cuda::nvrtc_available().ok()) return;  // no CUDA toolkit: nothing can run it
-  absl::StatusOr<std::string> cubin = runtime::cuda::compile_to_cubin(
-      check_kernel_source(f), absl::StrCat("kiln_check_", f.name), 80);
-  if (!cubin.ok()) {
+  absl::Status s = check_cuda(check_kernel_source(f), absl::StrCat("kiln_check_", f.name));
+  if (!s.ok()) {
     throw Error(absl::StrCat("[define_elementwise] '", f.name,
                              "': the CUDA source does not compile as a __device__ float ", f.name,
-                             "(", f.arity, " floats): ", cubin.status().message()));
+                             "(", f.arity, " floats): ", s.message()));
   }
 }
 
@@ -126,14 +131,10 @@ CustomKernel define_kernel(const KernelFunction& k) {
   if (absl::Status s = ops::check_custom_kernel(def); !s.ok()) {
     throw Error(absl::StrCat("[define_kernel] '", name, "': ", s.message()));
   }
-  if (runtime::cuda::nvrtc_available().ok()) {
-    absl::StatusOr<std::string> cubin =
-        runtime::cuda::compile_to_cubin(kernel_check_source(k), name, 80);
-    if (!cubin.ok()) {
-      throw Error(absl::StrCat("[define_kernel] '", name,
-                               "': the CUDA source does not compile as a kernel ", name,
-                               "(KilnKernelArgs): ", cubin.status().message()));
-    }
+  if (absl::Status s = check_cuda(kernel_check_source(k), name); !s.ok()) {
+    throw Error(absl::StrCat("[define_kernel] '", name,
+                             "': the CUDA source does not compile as a kernel ", name,
+                             "(KilnKernelArgs): ", s.message()));
   }
   absl::StatusOr<int> id = ops::register_custom_kernel(std::move(def));
   if (!id.ok()) throw Error(absl::StrCat("[define_kernel] '", name, "': ", id.status().message()));

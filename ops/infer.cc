@@ -134,6 +134,12 @@ absl::StatusOr<ValueType> infer_custom_kernel(const std::vector<ValueType>& in,
   if (static_cast<int>(in.size()) != k->arity) {
     return fail(absl::StrCat("takes ", k->arity, " inputs, got ", in.size()));
   }
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i].shape.size() > 8) {  // KilnKernelArgs holds 8 dims per input
+      return fail(absl::StrCat(operand_name(OpKind::CustomKernel, i), " has rank ",
+                               in[i].shape.size(), "; a custom kernel takes at most 8 dimensions"));
+    }
+  }
   absl::StatusOr<ValueType> out = k->infer(in);
   if (!out.ok()) return fail(std::string(out.status().message()));
   for (int64_t d : out->shape) {
@@ -444,8 +450,9 @@ DType compute_dtype(OpKind op, const std::vector<DType>& operands) {
   return dt;
 }
 
-absl::StatusOr<ValueType> infer_output(OpKind op, const std::vector<ValueType>& inputs,
-                                       Attrs& attrs) {
+namespace {
+
+absl::StatusOr<ValueType> infer_any(OpKind op, const std::vector<ValueType>& inputs, Attrs& attrs) {
   const OpInfo& info = op_info(op);
   if (info.arity >= 0 && static_cast<int>(inputs.size()) != info.arity) {
     return op_error(op, inputs, absl::StrCat("takes ", info.arity, " inputs, got ", inputs.size()));
@@ -488,6 +495,20 @@ absl::StatusOr<ValueType> infer_output(OpKind op, const std::vector<ValueType>& 
       return infer_row_norm(op, inputs, attrs);
   }
   return op_error(op, inputs, "unknown op class");
+}
+
+}  // namespace
+
+absl::StatusOr<ValueType> infer_output(OpKind op, const std::vector<ValueType>& inputs,
+                                       Attrs& attrs) {
+  absl::StatusOr<ValueType> out = infer_any(op, inputs, attrs);
+  // Every op's output shape passes here, so no op makes a rank no device can index.
+  if (out.ok()) {
+    if (absl::Status s = check_rank(out->shape); !s.ok()) {
+      return op_error(op, inputs, std::string(s.message()));
+    }
+  }
+  return out;
 }
 
 }  // namespace kiln::ops

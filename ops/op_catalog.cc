@@ -6,7 +6,7 @@ namespace kiln::ops {
 namespace {
 
 constexpr OpInfo kOps[] = {
-#define KILN_OP_INFO(e, name, cls, arity) {OpKind::e, name, OpClass::cls, arity},
+#define KILN_OP_INFO(e, name, cls, arity) {OpKind::e, name, OpClass::cls, arity, #e},
     KILN_OPS(KILN_OP_INFO)
 #undef KILN_OP_INFO
 };
@@ -28,17 +28,8 @@ const OpInfo* all_ops(int* count) {
 }
 
 bool is_comparison(OpKind op) {
-  switch (op) {
-    case OpKind::Eq:
-    case OpKind::Ne:
-    case OpKind::Lt:
-    case OpKind::Le:
-    case OpKind::Gt:
-    case OpKind::Ge:
-      return true;
-    default:
-      return false;
-  }
+  return op == OpKind::Eq || op == OpKind::Ne || op == OpKind::Lt || op == OpKind::Le ||
+         op == OpKind::Gt || op == OpKind::Ge;
 }
 
 }  // namespace kiln::ops

@@ -7,7 +7,6 @@
 #include "ops/custom_functions.h"
 #include "ops/element_access.h"
 #include "ops/infer.h"
-#include "ops/philox.h"
 #include "ops/scalar_math.h"
 
 namespace kiln::ops {
@@ -85,16 +84,18 @@ void eval_leaf(OpKind op, const Attrs& attrs, const ValueType& out, Buffer& resu
         store_int(result, dt, i, i);
         break;
       case OpKind::Rand:
-        store_double(result, dt, i, uniform_from_bits(philox_block(i, attrs.seed)[0], bits));
+        store_double(result, dt, i, math::rand_uniform(i, attrs.seed, bits));
         break;
-      default: {  // Randn: Box-Muller on two uniforms of the element's own block.
-        std::array<uint32_t, 4> block = philox_block(i, attrs.seed);
-        double u1 = (static_cast<double>(block[0] >> 8) + 1.0) / 16777216.0;  // (0, 1]
-        double u2 = static_cast<double>(block[1] >> 8) / 16777216.0;          // [0, 1)
-        double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-        store_double(result, dt, i, z);
+      case OpKind::Randn:
+        store_double(result, dt, i, math::rand_normal(i, attrs.seed));
         break;
-      }
+      case OpKind::Input:
+        break;  // an input is bound, never evaluated (reference_graph.cc)
+        KILN_UNARY_OPS(KILN_OP_CASE)
+        KILN_BINARY_OPS(KILN_OP_CASE)
+        KILN_STRUCTURED_OPS(KILN_OP_CASE)
+        KILN_VIEW_OPS(KILN_OP_CASE)
+        math::not_of_kind(op, "leaf");
     }
   }
 }
@@ -160,26 +161,23 @@ void eval_elementwise(OpKind op, const ValueType& out, const std::vector<HostVal
       } else {
         store_int(result, out.dtype, i, load_i(pick, off[pick]));
       }
-    } else if (op == OpKind::LogicalNot) {
-      store_int(result, out.dtype, i, !truth(0, off[0]));
-    } else if (op == OpKind::LogicalAnd || op == OpKind::LogicalOr) {
-      bool a = truth(0, off[0]);
-      bool b = truth(1, off[1]);
-      store_int(result, out.dtype, i, op == OpKind::LogicalAnd ? (a && b) : (a || b));
-    } else if (is_comparison(op)) {
-      bool r = floating ? compare(op, load(0, off[0]), load(1, off[1]))
-                        : compare(op, load_i(0, off[0]), load_i(1, off[1]));
-      store_int(result, out.dtype, i, r);
+    } else if (op == OpKind::LogicalNot || op == OpKind::LogicalAnd || op == OpKind::LogicalOr) {
+      // Logical ops see each operand as a truth value (NaN is true), whatever its dtype.
+      const int64_t a = truth(0, off[0]);
+      store_int(result, out.dtype, i,
+                cls == OpClass::kUnary ? math::apply_unary(op, a)
+                                       : math::apply_binary<int64_t>(op, a, truth(1, off[1])));
     } else if (cls == OpClass::kUnary) {
       if (floating) {
-        store_double(result, out.dtype, i, unary_float(op, load(0, off[0])));
+        store_double(result, out.dtype, i, math::apply_unary(op, load(0, off[0])));
       } else {
-        store_int(result, out.dtype, i, unary_int(op, load_i(0, off[0])));
+        store_int(result, out.dtype, i, math::apply_unary(op, load_i(0, off[0])));
       }
     } else if (floating) {
-      store_double(result, out.dtype, i, binary_float(op, load(0, off[0]), load(1, off[1])));
+      // A comparison gives 0 or 1, stored as bool.
+      store_double(result, out.dtype, i, math::apply_binary(op, load(0, off[0]), load(1, off[1])));
     } else {
-      store_int(result, out.dtype, i, binary_int(op, load_i(0, off[0]), load_i(1, off[1])));
+      store_int(result, out.dtype, i, math::apply_binary(op, load_i(0, off[0]), load_i(1, off[1])));
     }
   });
 }
@@ -262,7 +260,7 @@ void eval_reduce(OpKind op, const ValueType& out, const HostValue& in, const Att
                      int64_t v = load_int(*in.buffer, dt, off[0]);
                      int64_t& a = acc_i[o];
                      if (op == OpKind::Sum) {
-                       a = wrap_add(a, v);
+                       a = math::wrapping_add(a, v);
                      } else if (!seen[o]) {
                        a = v;
                      } else {
@@ -353,8 +351,9 @@ void eval_matmul(const ValueType& out, const std::vector<HostValue>& in, Buffer&
         } else {
           int64_t acc = 0;
           for (int64_t p = 0; p < k; ++p) {
-            acc = wrap_add(acc, wrap_mul(load_int(*in[0].buffer, da, off[0] + i * k + p),
-                                         load_int(*in[1].buffer, db, off[1] + p * n + j)));
+            acc = math::wrapping_add(
+                acc, math::wrapping_mul(load_int(*in[0].buffer, da, off[0] + i * k + p),
+                                        load_int(*in[1].buffer, db, off[1] + p * n + j)));
           }
           store_int(result, compute, o, acc);
         }

@@ -1,178 +1,128 @@
-// The scalar definition of every elementwise op: what one element of the output is, given
-// one element of each input. The reference evaluator calls these; generated kernels must
-// agree with them.
-//
-// Floating ops are defined on double (values of narrower dtypes are computed exactly enough
-// in double and rounded once on store). Integer ops are defined on int64 with two's
-// complement wrap-around (an I32 result keeps the low 32 bits), so overflow is never UB.
+// The host's view of ops/scalar_math.inc: every elementwise op's functor in kiln::math, and
+// the dispatch from an OpKind to its functor. The reference evaluator calls the functors on
+// double, the CPU executor on its float, double and int64 registers; the CUDA renderer emits
+// calls to the same functors by name (OpInfo::enum_name), in modules that carry the .inc as
+// source.
 #ifndef KILN_OPS_SCALAR_MATH_H_
 #define KILN_OPS_SCALAR_MATH_H_
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
 
 #include "ops/op_catalog.h"
 
-namespace kiln::ops {
+namespace kiln::math {
 
-// x * Phi(x), through erfc so that very negative x loses nothing to cancellation.
-// One element of a floating unary op, in double (the reference) or float (fused kernels).
+#define KILN_SCALAR inline
+#include "ops/scalar_math.inc"
+#undef KILN_SCALAR
+
+// A tag for "no functor": the op handed to a dispatcher is not of its kind (an internal
+// error: callers check the op's class first).
+[[noreturn]] inline void not_of_kind(ops::OpKind op, const char* kind) {
+  throw std::logic_error(std::string("internal error: ") + ops::op_name(op) + " is not a " + kind +
+                         " op");
+}
+
+// Calls f(kiln::math::<Op>{}) for unary op `op` and returns what f returns.
+template <class F>
+decltype(auto) with_unary_functor(ops::OpKind op, F&& f) {
+  switch (op) {
+#define KILN_UNARY_CASE(e, name, cls, arity) \
+  case ops::OpKind::e:                       \
+    return f(e{});
+    KILN_UNARY_OPS(KILN_UNARY_CASE)
+#undef KILN_UNARY_CASE
+    KILN_LEAF_OPS(KILN_OP_CASE)
+    KILN_BINARY_OPS(KILN_OP_CASE)
+    KILN_STRUCTURED_OPS(KILN_OP_CASE)
+    KILN_VIEW_OPS(KILN_OP_CASE)
+    break;
+  }
+  not_of_kind(op, "unary");
+}
+
+// Calls f(kiln::math::<Op>{}) for binary op `op` and returns what f returns.
+template <class F>
+decltype(auto) with_binary_functor(ops::OpKind op, F&& f) {
+  switch (op) {
+#define KILN_BINARY_CASE(e, name, cls, arity) \
+  case ops::OpKind::e:                        \
+    return f(e{});
+    KILN_BINARY_OPS(KILN_BINARY_CASE)
+#undef KILN_BINARY_CASE
+    KILN_LEAF_OPS(KILN_OP_CASE)
+    KILN_UNARY_OPS(KILN_OP_CASE)
+    KILN_STRUCTURED_OPS(KILN_OP_CASE)
+    KILN_VIEW_OPS(KILN_OP_CASE)
+    break;
+  }
+  not_of_kind(op, "binary");
+}
+
+// Whether elementwise op `op` keeps integer dtypes (neg of an i32 is an i32) rather than
+// computing integers in f32 (exp of an i32 is an f32).
+inline bool keeps_integers(ops::OpKind op) {
+  auto integers = [](auto functor) { return decltype(functor)::kIntegers; };
+  return ops::op_class(op) == ops::OpClass::kUnary ? with_unary_functor(op, integers)
+                                                   : with_binary_functor(op, integers);
+}
+
+// Whether elementwise op `op` gives bool (comparisons and logical ops).
+inline bool gives_bool(ops::OpKind op) {
+  auto bools = [](auto functor) { return decltype(functor)::kBoolResult; };
+  return ops::op_class(op) == ops::OpClass::kUnary ? with_unary_functor(op, bools)
+                                                   : with_binary_functor(op, bools);
+}
+
+// One element of unary op `op` on a register of type T (float, double or int64_t). For an
+// integer register, an op without integer meaning is an internal error.
+template <class T>
+auto apply_unary(ops::OpKind op, T x) {
+  using Result = T;
+  return with_unary_functor(op, [&](auto fn) -> Result {
+    using Fn = decltype(fn);
+    if constexpr (std::is_floating_point_v<T> || Fn::kIntegers) {
+      return static_cast<Result>(fn(x));
+    } else {
+      not_of_kind(op, "integer unary");
+    }
+  });
+}
+
+// One element of binary op `op` on registers of type T; comparisons and logical ops give 0
+// or 1 in T.
+template <class T>
+T apply_binary(ops::OpKind op, T a, T b) {
+  return with_binary_functor(op, [&](auto fn) -> T {
+    using Fn = decltype(fn);
+    if constexpr (std::is_floating_point_v<T> || Fn::kIntegers) {
+      return static_cast<T>(fn(a, b));
+    } else {
+      not_of_kind(op, "integer binary");
+    }
+  });
+}
+
+}  // namespace kiln::math
+
+// TRANSITIONAL (removed once the CPU executor calls kiln::math directly).
+namespace kiln::ops {
 template <class T>
 T unary_float(OpKind op, T x) {
-  switch (op) {
-    case OpKind::Neg:
-      return -x;
-    case OpKind::Abs:
-      return std::fabs(x);
-    case OpKind::Exp:
-      return std::exp(x);
-    case OpKind::Log:
-      return std::log(x);
-    case OpKind::Sqrt:
-      return std::sqrt(x);
-    case OpKind::Rsqrt:
-      return T(1) / std::sqrt(x);
-    case OpKind::Sin:
-      return std::sin(x);
-    case OpKind::Cos:
-      return std::cos(x);
-    case OpKind::Tanh:
-      return std::tanh(x);
-    case OpKind::Sigmoid:
-      return T(1) / (T(1) + std::exp(-x));
-    case OpKind::Relu:
-      return x > 0 ? x : (std::isnan(x) ? x : T(0));
-    case OpKind::Gelu:
-      // x * Phi(x), through erfc so that very negative x loses nothing to cancellation.
-      return T(0.5) * x * std::erfc(-x * T(0.70710678118654752440));
-    case OpKind::Silu:
-      return x / (T(1) + std::exp(-x));
-    case OpKind::Erf:
-      return std::erf(x);
-    case OpKind::Floor:
-      return std::floor(x);
-    case OpKind::Ceil:
-      return std::ceil(x);
-    case OpKind::Reciprocal:
-      return T(1) / x;
-    case OpKind::Square:
-      return x * x;
-    default:
-      return std::numeric_limits<T>::quiet_NaN();
-  }
+  return math::apply_unary(op, x);
 }
-
-// Wrapping int64 arithmetic through uint64 (defined behaviour on overflow).
-inline int64_t wrap_add(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-}
-inline int64_t wrap_sub(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-}
-inline int64_t wrap_mul(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-}
-
-// Integer power by squaring; a negative exponent gives 0 unless the base is 1 or -1 (the
-// exact result truncated toward zero).
-inline int64_t int_pow(int64_t base, int64_t exponent) {
-  if (exponent < 0) {
-    if (base == 1) return 1;
-    if (base == -1) return (exponent % 2 == 0) ? 1 : -1;
-    return 0;
-  }
-  int64_t result = 1;
-  while (exponent > 0) {
-    if (exponent & 1) result = wrap_mul(result, base);
-    base = wrap_mul(base, base);
-    exponent >>= 1;
-  }
-  return result;
-}
-
-inline int64_t unary_int(OpKind op, int64_t x) {
-  switch (op) {
-    case OpKind::Neg:
-      return wrap_sub(0, x);
-    case OpKind::Abs:
-      return x < 0 ? wrap_sub(0, x) : x;
-    case OpKind::Relu:
-      return x > 0 ? x : 0;
-    case OpKind::Square:
-      return wrap_mul(x, x);
-    case OpKind::Floor:
-    case OpKind::Ceil:
-      return x;
-    case OpKind::LogicalNot:
-      return x == 0;
-    default:
-      return 0;
-  }
-}
-
-inline double binary_float(OpKind op, double a, double b) {
-  switch (op) {
-    case OpKind::Add:
-      return a + b;
-    case OpKind::Sub:
-      return a - b;
-    case OpKind::Mul:
-      return a * b;
-    case OpKind::Div:
-      return a / b;
-    case OpKind::Pow:
-      return std::pow(a, b);
-    case OpKind::Maximum:
-      return (std::isnan(a) || std::isnan(b)) ? std::numeric_limits<double>::quiet_NaN()
-                                              : (a > b ? a : b);
-    case OpKind::Minimum:
-      return (std::isnan(a) || std::isnan(b)) ? std::numeric_limits<double>::quiet_NaN()
-                                              : (a < b ? a : b);
-    default:
-      return std::numeric_limits<double>::quiet_NaN();
-  }
-}
-
-inline int64_t binary_int(OpKind op, int64_t a, int64_t b) {
-  switch (op) {
-    case OpKind::Add:
-      return wrap_add(a, b);
-    case OpKind::Sub:
-      return wrap_sub(a, b);
-    case OpKind::Mul:
-      return wrap_mul(a, b);
-    case OpKind::Pow:
-      return int_pow(a, b);
-    case OpKind::Maximum:
-      return a > b ? a : b;
-    case OpKind::Minimum:
-      return a < b ? a : b;
-    default:
-      return 0;
-  }
-}
-
+inline int64_t unary_int(OpKind op, int64_t x) { return math::apply_unary<int64_t>(op, x); }
+inline double binary_float(OpKind op, double a, double b) { return math::apply_binary(op, a, b); }
+inline int64_t binary_int(OpKind op, int64_t a, int64_t b) { return math::apply_binary(op, a, b); }
 template <class T>
 bool compare(OpKind op, T a, T b) {
-  switch (op) {
-    case OpKind::Eq:
-      return a == b;
-    case OpKind::Ne:
-      return a != b;
-    case OpKind::Lt:
-      return a < b;
-    case OpKind::Le:
-      return a <= b;
-    case OpKind::Gt:
-      return a > b;
-    case OpKind::Ge:
-      return a >= b;
-    default:
-      return false;
-  }
+  return math::apply_binary(op, a, b) != 0;
 }
-
+inline int64_t wrap_add(int64_t a, int64_t b) { return math::wrapping_add(a, b); }
 }  // namespace kiln::ops
 
 #endif  // KILN_OPS_SCALAR_MATH_H_

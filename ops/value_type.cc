@@ -16,7 +16,18 @@ std::string format_type(const ValueType& type) {
   return absl::StrCat(dtype_name(type.dtype), format_shape(type.shape));
 }
 
+absl::Status check_rank(const Shape& shape) {
+  if (shape.size() <= static_cast<size_t>(kMaxRank)) return absl::OkStatus();
+  // A shape this long is mostly noise in a message: its first dims say which one it is.
+  constexpr size_t kShown = 8;
+  const Shape head(shape.begin(), shape.begin() + kShown);
+  return absl::InvalidArgumentError(absl::StrCat("rank ", shape.size(), " exceeds Kiln's limit of ",
+                                                 kMaxRank, " dimensions (shape [",
+                                                 absl::StrJoin(head, ", "), ", ...])"));
+}
+
 absl::StatusOr<int64_t> checked_numel(const Shape& shape) {
+  if (absl::Status s = check_rank(shape); !s.ok()) return s;
   // Bounded so that numel * 8 bytes still fits in int64.
   constexpr int64_t kMaxElements = std::numeric_limits<int64_t>::max() / 8;
   int64_t count = 1;

@@ -13,6 +13,16 @@ namespace kiln::ops {
 
 using Shape = std::vector<int64_t>;
 
+// The most dimensions a shape may have. Every device must index a view of any legal rank:
+// the CPU executor unravels positions into per-dimension index arrays, and a generated CUDA
+// kernel receives each iteration space's sizes and each view's strides in its by-value
+// Params struct (runtime/cuda/kernel_args.h), which CUDA caps at 32 KB of kernel
+// parameters: at 32 dims a kernel reading 64 views (jit/planner.h's kMaxKernelSources)
+// needs about 17 KB. Shapes above the limit are rejected where they are created
+// (checked_numel) or inferred (infer_output), never computed. Custom kernels take at most 8
+// dims (KilnKernelArgs, ops/custom_functions.h; checked by their inference).
+inline constexpr int kMaxRank = 32;
+
 struct ValueType {
   Shape shape;
   DType dtype = DType::F32;
@@ -20,8 +30,11 @@ struct ValueType {
 
 std::string format_shape(const Shape& shape);    // "[2, 3]"
 std::string format_type(const ValueType& type);  // "f32[2, 3]"
-// Element count, or an error when a dim is negative or the count overflows int64 (or the
-// byte size of the largest dtype would).
+// An error when `shape` has more than kMaxRank dims: "rank 70 exceeds Kiln's limit of 32
+// dimensions (shape [2, 2, 3, 1, ...])".
+absl::Status check_rank(const Shape& shape);
+// Element count, or an error when the rank exceeds kMaxRank, a dim is negative or the count
+// overflows int64 (or the byte size of the largest dtype would).
 absl::StatusOr<int64_t> checked_numel(const Shape& shape);
 int64_t numel(const Shape& shape);  // for shapes already checked
 // Row-major strides in elements.

@@ -1,10 +1,29 @@
-// Devices behind one interface: a Backend runs a launch plan over a trace's inputs.
+// Devices behind one interface, and the registry that finds a device's backend.
+//
+// Each DeviceType registers a BackendFactory: how many devices of that type are usable here
+// (or why none is), how to make the Backend that runs plans on one of them, and optionally a
+// SourceRenderer, which renders kernels in the device's language and checks user source
+// without needing a usable device (so KILN_DUMP=kernels and explain_plan show CUDA C++ on a
+// machine without a GPU). jit/ and ops/ reach devices only through this header:
+//
+//   runtime::backend_for(device).run(plan, args);         // one Backend per device, cached
+//   runtime::dump_source_renderer()->render(program);     // the source dumps show
+//   runtime::source_renderer(DeviceType::CUDA)->check(source, name);
+//
+// The built-in devices (CPU, and CUDA, which is always built and finds its driver at run
+// time) are registered explicitly by register_builtin_backends() (runtime/device.cc) on the
+// registry's first use, not by static initializers, which a static library may drop.
 #ifndef KILN_RUNTIME_BACKEND_H_
 #define KILN_RUNTIME_BACKEND_H_
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "jit/kernel_ir.h"
 #include "jit/launch_plan.h"
 #include "kiln/dtype.h"
 #include "runtime/buffer.h"
@@ -26,10 +45,68 @@ class Backend {
       const std::shared_ptr<const jit::LaunchPlan>& plan, const jit::PlanArguments& args) {
     return run(*plan, args);
   }
+
+  // Waits until all work queued on the device has finished (a no-op where run() is
+  // synchronous, as on the CPU).
+  virtual void synchronize() {}
 };
+
+// A device's kernel language, usable without the device (no GPU, driver or compiler needed
+// to render; check() skips what it cannot compile here).
+class SourceRenderer {
+ public:
+  virtual ~SourceRenderer() = default;
+  // The language's name, as explain_plan's headings show it ("CUDA C++").
+  virtual std::string language() const = 0;
+  // The extension of a kernel's source file in dumps, with its dot (".cu").
+  virtual std::string file_extension() const = 0;
+  // The source of `program` in the language.
+  virtual std::string render(const jit::KernelProgram& program) const = 0;
+  // OK when user `source`, a module named `name`, compiles for the device, or when no
+  // compiler for it is available here; otherwise the compiler's message.
+  virtual absl::Status check(const std::string& source, const std::string& name) const = 0;
+};
+
+// What a device type provides to the registry.
+struct BackendFactory {
+  std::string name;  // "CUDA", for messages
+  // How many devices of the type can run kernels here, or why none can (no driver, no GPU).
+  // Asked once, on first need.
+  std::function<absl::StatusOr<int>()> device_count;
+  // The backend for device `index`, which is below device_count(); called once per device.
+  std::function<std::unique_ptr<Backend>(int index)> make;
+  // Optional: the device's kernel language.
+  std::shared_ptr<const SourceRenderer> renderer;
+};
+
+// Registers (or replaces) the factory for `type`. Backends already made for `type` stay.
+void register_backend(DeviceType type, BackendFactory factory);
+
+// Registers the built-in devices; the registry calls it once, before its first use.
+void register_builtin_backends();
+
+// OK when `d` can run kernels; otherwise why not: kUnimplemented when no backend is
+// registered for its type, the type's reason when none of its devices is usable, and
+// kOutOfRange (naming the index and how many devices there are) for an index past them.
+absl::Status device_usable(Device d);
 
 // The backend that executes on device `d`; throws kiln::Error if it is not usable.
 Backend& backend_for(Device d);
+
+// Waits for every device that has a backend (Kiln has used it); a no-op when none has.
+void synchronize_all_devices();
+
+// The renderer registered for `type`, or nullptr when it has none.
+const SourceRenderer* source_renderer(DeviceType type);
+
+// The renderer whose source KILN_DUMP=kernels and explain_plan show: the first DeviceType
+// (in enum order) with one, or nullptr when none has. It needs no usable device.
+const SourceRenderer* dump_source_renderer();
+
+// The device that `setting` names (KILN_DEVICE's syntax: "cpu", "cuda", "cuda:N" or "auto",
+// which picks cuda:0 when CUDA is usable, else the CPU). Throws kiln::Error, naming the
+// setting, when it is not of that syntax or names a device that is not usable.
+Device device_from_setting(const std::string& setting);
 
 // The CPU device: runs each kernel's Kernel IR with the tiled, multithreaded executor.
 std::unique_ptr<Backend> make_cpu_backend();

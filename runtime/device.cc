@@ -1,9 +1,10 @@
-// Device selection: KILN_DEVICE, the default device, and the backend for each device.
+// Device selection: KILN_DEVICE, the default device, and the built-in backends.
 #include <cstdlib>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "kiln/dtype.h"
@@ -14,36 +15,19 @@
 namespace kiln {
 namespace {
 
-// Whether CUDA device 0 can run kernels (checked once: the driver, a GPU, NVRTC).
-bool cuda_usable() {
-  static const bool usable = runtime::cuda::cuda_available().ok();
-  return usable;
-}
-
-std::string cuda_unusable_reason() {
-  absl::Status s = runtime::cuda::cuda_available();
-  return s.ok() ? "" : std::string(s.message());
-}
-
-Device device_from_environment() {
-  const char* env = std::getenv("KILN_DEVICE");
-  std::string choice = env == nullptr ? "auto" : env;
-  if (choice.empty() || choice == "auto") {
-    return cuda_usable() ? Device{DeviceType::CUDA, 0} : Device{DeviceType::CPU, 0};
-  }
-  if (choice == "cpu") return Device{DeviceType::CPU, 0};
-  if (choice == "cuda" || choice.rfind("cuda:", 0) == 0) {
-    if (!cuda_usable()) {
-      throw Error("KILN_DEVICE=" + choice + " but no CUDA device is usable (" +
-                  cuda_unusable_reason() + "); set KILN_DEVICE=cpu or auto");
-    }
-    return Device{DeviceType::CUDA, 0};
-  }
-  throw Error("KILN_DEVICE='" + choice + "' is not one of cpu, cuda, auto");
-}
-
 std::mutex device_mutex;
 std::optional<Device> chosen_device;
+
+// The index N of "cuda:N", or nullopt when N is not a non-negative decimal integer.
+std::optional<int> parse_index(std::string_view text) {
+  if (text.empty() || text.size() > 9) return std::nullopt;
+  int index = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    index = index * 10 + (c - '0');
+  }
+  return index;
+}
 
 }  // namespace
 
@@ -53,13 +37,16 @@ std::string device_name(Device d) {
 
 Device default_device() {
   std::lock_guard<std::mutex> lock(device_mutex);
-  if (!chosen_device) chosen_device = device_from_environment();
+  if (!chosen_device) {
+    const char* env = std::getenv("KILN_DEVICE");
+    chosen_device = runtime::device_from_setting(env == nullptr ? "auto" : env);
+  }
   return *chosen_device;
 }
 
 void set_default_device(Device d) {
-  if (d.type == DeviceType::CUDA && !cuda_usable()) {
-    throw Error("set_default_device(" + device_name(d) + "): no CUDA device is usable");
+  if (absl::Status s = runtime::device_usable(d); !s.ok()) {
+    throw Error(absl::StrCat("set_default_device(", device_name(d), "): ", s.message()));
   }
   std::lock_guard<std::mutex> lock(device_mutex);
   chosen_device = d;
@@ -67,20 +54,41 @@ void set_default_device(Device d) {
 
 namespace runtime {
 
-Backend& backend_for(Device d) {
-  static std::unique_ptr<Backend> cpu = make_cpu_backend();
-  if (d.type == DeviceType::CPU) return *cpu;
-  if (!cuda_usable()) {
-    throw Error(
-        absl::StrCat("device ", device_name(d), " is not usable: ", cuda_unusable_reason()));
+void register_builtin_backends() {
+  BackendFactory cpu;
+  cpu.name = "CPU";
+  cpu.device_count = []() -> absl::StatusOr<int> { return 1; };
+  cpu.make = [](int) { return make_cpu_backend(); };
+  register_backend(DeviceType::CPU, std::move(cpu));
+  register_backend(DeviceType::CUDA, cuda::cuda_backend_factory());
+}
+
+Device device_from_setting(const std::string& setting) {
+  const Device cuda0{DeviceType::CUDA, 0};
+  if (setting.empty() || setting == "auto") {
+    return device_usable(cuda0).ok() ? cuda0 : Device{DeviceType::CPU, 0};
   }
-  static std::mutex mutex;
-  static std::map<int, std::unique_ptr<Backend>>* cuda =
-      new std::map<int, std::unique_ptr<Backend>>();
-  std::lock_guard<std::mutex> lock(mutex);
-  std::unique_ptr<Backend>& backend = (*cuda)[d.index];
-  if (backend == nullptr) backend = cuda::make_cuda_backend(d.index);
-  return *backend;
+  if (setting == "cpu") return Device{DeviceType::CPU, 0};
+  const bool indexed = setting.rfind("cuda:", 0) == 0;
+  if (!indexed && setting != "cuda") {
+    throw Error("KILN_DEVICE='" + setting + "' is not one of cpu, cuda, cuda:N, auto");
+  }
+  Device d = cuda0;
+  if (indexed) {
+    std::optional<int> index = parse_index(std::string_view(setting).substr(5));
+    if (!index) {
+      throw Error("KILN_DEVICE='" + setting +
+                  "': the CUDA device index must be a non-negative integer, as in cuda:0");
+    }
+    d.index = *index;
+  }
+  absl::Status s = device_usable(d);
+  if (s.ok()) return d;
+  if (s.code() == absl::StatusCode::kOutOfRange) {
+    throw Error(absl::StrCat("KILN_DEVICE=", setting, ": ", s.message()));
+  }
+  throw Error(absl::StrCat("KILN_DEVICE=", setting, " but no CUDA device is usable (", s.message(),
+                           "); set KILN_DEVICE=cpu or auto"));
 }
 
 }  // namespace runtime

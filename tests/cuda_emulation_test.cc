@@ -21,12 +21,10 @@
 #include "runtime/cuda/launch_geometry.h"
 #include "test_util.h"
 #include "tests/cuda_emulation/emulated_kernels.h"
+#include "tests/cuda_emulation/run_emulated.h"
 
 namespace kiln {
 namespace {
-
-// The emulated GPU's SM count: small, so grid-stride loops and the block cap are exercised.
-constexpr int kEmulatedSms = 2;
 
 // Shapes large enough for several blocks per kernel, several iterations per grid-stride
 // loop, rows longer than a block, and every warp of a block.
@@ -156,9 +154,9 @@ class CudaEmulationTest : public testing::ScratchDirTest {
     const auto built = std::chrono::steady_clock::now();
     int64_t checked = 0;
     for (const Case& c : cases_) {
-      for (const Variant& v :
-           {Variant{false, true, true}, Variant{false, false, false}, Variant{true, true, true}}) {
-        const std::vector<std::shared_ptr<runtime::Buffer>> got = run_plan(*kernels, c, v);
+      for (const Variant& v : testing::emulation_variants()) {
+        const std::vector<std::shared_ptr<runtime::Buffer>> got =
+            testing::run_emulated_plan(*kernels, *c.plan, c.args, c.modules, v);
         for (size_t o = 0; o < c.results.size(); ++o) checked += compare(c, o, *got[o], v);
       }
       if (HasFailure()) break;
@@ -176,18 +174,7 @@ class CudaEmulationTest : public testing::ScratchDirTest {
   std::set<jit::AnchorKind> families_;
 
  private:
-  // How a plan runs: the 64- or 32-bit entry points, with or without the dynamic shared
-  // memory the backend gives (row norms take another path without it), with or without
-  // reductions split over several blocks per output.
-  struct Variant {
-    bool wide;
-    bool shared;
-    bool split;
-    std::string name() const {
-      return absl::StrCat(wide ? "i64" : "i32", " entry, ", shared ? "with" : "no",
-                          " dynamic shared memory, ", split ? "split" : "unsplit", " reductions");
-    }
-  };
+  using Variant = testing::EmulationVariant;
 
   // Output `o` of `c` against the CPU backend; the elements compared.
   static int64_t compare(const Case& c, size_t o, const runtime::Buffer& got, const Variant& v) {
@@ -224,44 +211,6 @@ class CudaEmulationTest : public testing::ScratchDirTest {
       }
     }
     return static_cast<int64_t>(want.size());
-  }
-
-  // Runs `c`'s plan through the emulated kernels; returns the outputs' buffers.
-  static std::vector<std::shared_ptr<runtime::Buffer>> run_plan(
-      const testing::EmulatedKernels& kernels, const Case& c, const Variant& v) {
-    std::map<int, std::shared_ptr<runtime::Buffer>> buffers;
-    for (size_t slot = 0; slot < c.plan->input_nodes.size(); ++slot) {
-      buffers[c.plan->input_nodes[slot]] = c.args.inputs[slot];
-    }
-    for (size_t k = 0; k < c.plan->kernels.size(); ++k) {
-      const jit::PlannedKernel& pk = c.plan->kernels[k];
-      std::vector<uint64_t> ins, outs;
-      for (int n : pk.launch.inputs) {
-        ins.push_back(reinterpret_cast<uint64_t>(buffers.at(n)->data()));
-      }
-      for (int n : pk.launch.outputs) {
-        auto b = std::make_shared<runtime::Buffer>(c.plan->node_bytes[n]);
-        std::memset(b->data(), 0xff, static_cast<size_t>(b->nbytes()));  // poison
-        outs.push_back(reinterpret_cast<uint64_t>(b->data()));
-        buffers[n] = b;
-      }
-      std::vector<double> params;
-      for (int p : pk.launch.params) params.push_back(c.args.params[p]);
-      std::vector<std::byte> block =
-          runtime::cuda::pack_params(*pk.program, pk.launch, ins, outs, params);
-      const runtime::cuda::LaunchSchedule schedule =
-          runtime::cuda::schedule_launches(*pk.program, pk.launch, kEmulatedSms, v.split);
-      std::vector<std::byte> scratch(static_cast<size_t>(schedule.scratch_bytes), std::byte{0xff});
-      for (const runtime::cuda::LaunchStep& step : schedule.steps) {
-        const runtime::cuda::SplitArgs split{reinterpret_cast<uint64_t>(scratch.data()),
-                                             step.chunks, step.phase};
-        kernels.launch(c.modules[k], v.wide, block.data(), &split, step.grid_x, step.grid_y,
-                       step.block, v.shared ? step.shared_bytes : 0);
-      }
-    }
-    std::vector<std::shared_ptr<runtime::Buffer>> out;
-    for (int n : c.plan->outputs) out.push_back(buffers.at(n));
-    return out;
   }
 
   std::vector<Case> cases_;

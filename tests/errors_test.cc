@@ -1,7 +1,9 @@
 // Every bad call throws kiln::Error naming the op, the shapes/dtypes and what was expected;
 // a failed op records nothing and leaves every existing tensor valid.
+#include <fstream>
 #include <limits>
 
+#include "absl/strings/str_join.h"
 #include "kiln/nn.h"
 #include "test_util.h"
 
@@ -115,6 +117,47 @@ TEST(Errors, FailedOpsRecordNothingAndLeaveTensorsValid) {
   std::vector<float> got = pending.to_vector<float>();
   for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(got[i], std::exp(static_cast<float>(i + 1)) + 1);
   EXPECT_EQ(a.to_vector<float>()[5], 6.0f);
+}
+
+// Shapes above ops::kMaxRank are refused wherever a shape comes from outside: trace files
+// (inputs and inferred nodes), .npy and .safetensors headers.
+class ErrorsInFiles : public testing::ScratchDirTest {};
+
+TEST_F(ErrorsInFiles, ShapesAboveTheRankLimit) {
+  std::vector<int64_t> ones(70, 1);
+  const std::string dims = absl::StrJoin(ones, ", ");
+  expect_error(
+      [&] {
+        load_trace(R"({"format": "kiln.trace", "version": 1, "nodes": [
+          {"id": 0, "op": "input", "name": "x", "dtype": "f32", "shape": [)" +
+                   dims + R"(]}], "outputs": [0]})");
+      },
+      {"trace: node 0", "rank 70", "limit of 32 dimensions"});
+  expect_error(
+      [&] {
+        load_trace(R"({"format": "kiln.trace", "version": 1, "nodes": [
+          {"id": 0, "op": "input", "name": "x", "dtype": "f32", "shape": [1]},
+          {"id": 1, "op": "reshape", "args": [0], "attrs": {"shape": [)" +
+                   dims + R"(]}, "dtype": "f32", "shape": [)" + dims + R"(]}], "outputs": [1]})");
+      },
+      {"trace: node 1", "[reshape]", "rank 70", "limit of 32 dimensions"});
+
+  std::string header =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (" + absl::StrJoin(ones, ",") + "), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::ofstream(path("a.npy"), std::ios::binary)
+      << std::string("\x93NUMPY\x01\x00", 8) << static_cast<char>(header.size() & 0xff)
+      << static_cast<char>(header.size() >> 8) << header << std::string(4, '\0');
+  expect_error([&] { load_npy(path("a.npy")); }, {"a.npy", "rank 70", "limit of 32"});
+
+  const std::string json =
+      R"({"w": {"dtype": "F32", "shape": [)" + dims + R"(], "data_offsets": [0, 4]}})";
+  std::string length(8, '\0');
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+  std::ofstream(path("a.safetensors"), std::ios::binary) << length << json << std::string(4, '\0');
+  expect_error([&] { load_safetensors(path("a.safetensors")); },
+               {"tensor 'w'", "rank 70", "limit of 32"});
 }
 
 }  // namespace

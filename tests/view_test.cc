@@ -1,8 +1,11 @@
 // Views: reshape, permute, transpose, broadcast_to, unsqueeze, squeeze, slice; and
 // non-contiguous views feeding every kind of op.
+#include <algorithm>
 #include <numeric>
+#include <random>
 
 #include "kiln/nn.h"
+#include "ops/value_type.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -99,6 +102,70 @@ TEST(View, NonContiguousViewsFeedEveryOpKind) {
     std::vector<double> from_copy = testing::values(uses[u](copy));
     ASSERT_EQ(from_view.size(), from_copy.size());
     for (size_t i = 0; i < from_view.size(); ++i) EXPECT_EQ(from_view[i], from_copy[i]);
+  }
+}
+
+// A rank-70 view of 12 elements used to crash the CPU executor (a fixed 64-entry index
+// array); ranks above ops::kMaxRank are now refused by inference, naming the op, the rank
+// and the limit, and the failed op records nothing.
+TEST(View, Rank70PermutedViewIsAClearErrorNotACrash) {
+  Tensor x = Tensor::from_vector(iota_floats(12), {12});
+  std::vector<int64_t> shape70(70, 1);
+  shape70[0] = 2, shape70[1] = 2, shape70[2] = 3;
+  std::vector<int> reversed(70);
+  std::iota(reversed.rbegin(), reversed.rend(), 0);
+  testing::expect_error(
+      [&] { x.reshape(shape70).permute(reversed); },
+      {"[reshape]", "rank 70", "limit of 32 dimensions", "[2, 2, 3, 1,", "x: f32[12]"});
+  testing::expect_error([&] { x.broadcast_to(shape70); }, {"[broadcast_to]", "rank 70"});
+  testing::expect_error([&] { Tensor::from_vector(iota_floats(12), shape70); },
+                        {"[from_vector]", "rank 70", "limit of 32"});
+  testing::expect_error([&] { Tensor::zeros(shape70); }, {"[constant]", "rank 70"});
+  std::vector<int64_t> at_limit(ops::kMaxRank, 1);
+  at_limit[0] = 12;
+  Tensor y = x.reshape(at_limit) * 2;  // pending
+  const std::string before = dump_trace({y}, DumpFormat::Text);
+  testing::expect_error([&] { y.unsqueeze(0); }, {"rank 33", "limit of 32"});
+  testing::expect_error([&] { y + Tensor::zeros(std::vector<int64_t>(ops::kMaxRank + 1, 1)); },
+                        {"rank 33"});
+  EXPECT_EQ(dump_trace({y}, DumpFormat::Text), before);  // the failed ops recorded nothing
+  EXPECT_EQ(y.ndim(), ops::kMaxRank);
+  EXPECT_EQ(x.to_vector<float>(), iota_floats(12));
+  std::vector<float> doubled = iota_floats(12);
+  for (float& v : doubled) v *= 2;
+  EXPECT_EQ(y.to_vector<float>(), doubled);
+}
+
+// A rank of exactly ops::kMaxRank works end to end: a permuted (non-contiguous) view of it
+// feeds an op, and every element lands where the permutation says.
+TEST(View, MaxRankPermutedViewComputes) {
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE(testing::test_seed());
+  const int rank = ops::kMaxRank;
+  std::vector<int64_t> shape(rank, 1);
+  shape[0] = 2, shape[1] = 2, shape[2] = 3, shape[rank - 1] = 2;  // 24 elements
+  std::vector<int> perm(rank);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int64_t> out_shape(rank);
+  for (int k = 0; k < rank; ++k) out_shape[k] = shape[perm[k]];
+  Tensor x = Tensor::from_vector(iota_floats(24), {24});
+  Tensor y = x.reshape(shape).permute(perm) + 1;
+  ASSERT_EQ(y.shape(), out_shape);
+  std::vector<float> got = y.to_vector<float>();
+  ASSERT_EQ(got.size(), 24u);
+  // Output element i: unravel i over out_shape; input index d is out index k where
+  // perm[k] == d; ravel that over `shape`. x holds its own flat index, so that plus 1.
+  for (int64_t i = 0; i < 24; ++i) {
+    std::vector<int64_t> out_idx(rank), in_idx(rank);
+    for (int64_t k = rank - 1, rest = i; k >= 0; --k) {
+      out_idx[k] = rest % out_shape[k];
+      rest /= out_shape[k];
+    }
+    for (int k = 0; k < rank; ++k) in_idx[perm[k]] = out_idx[k];
+    int64_t flat = 0;
+    for (int d = 0; d < rank; ++d) flat = flat * shape[d] + in_idx[d];
+    EXPECT_EQ(got[i], static_cast<float>(flat + 1)) << "element " << i;
   }
 }
 

@@ -102,7 +102,7 @@ struct Device {
 
 std::string device_name(Device d);  // "cpu", "cuda:0"
 
-// KILN_DEVICE=cpu|cuda|auto (default auto: CUDA if usable, else CPU). Asking for CUDA where
+// KILN_DEVICE=cpu|cuda|cuda:N|auto (default auto: CUDA if usable, else CPU). Asking for CUDA where
 // none is usable throws kiln::Error.
 Device default_device();
 void set_default_device(Device d);

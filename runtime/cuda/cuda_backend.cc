@@ -69,14 +69,6 @@ class CudaDevice {
     return devices().emplace_back(index);
   }
 
-  static bool exists(int index) {
-    std::lock_guard<std::mutex> lock(registry_mutex());
-    for (const CudaDevice& d : devices()) {
-      if (d.index_ == index) return true;
-    }
-    return false;
-  }
-
   void make_current() const {
     throw_if_failed(driver_api().ctx_set_current(context_), "cuCtxSetCurrent", name_);
   }
@@ -232,6 +224,12 @@ class CudaDevice {
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int index) : index_(index), device_(CudaDevice::get(index)) {}
+
+  void synchronize() override {
+    std::lock_guard<std::recursive_mutex> lock(device_.stream_mutex());
+    device_.make_current();
+    device_.synchronize();
+  }
 
   std::vector<std::shared_ptr<Buffer>> run(const jit::LaunchPlan& plan,
                                            const jit::PlanArguments& args) override {
@@ -461,18 +459,22 @@ class CudaBackend final : public Backend {
   absl::flat_hash_map<const jit::LaunchPlan*, Graph> graphs_;  // guarded by the stream mutex
 };
 
-}  // namespace
-
-void synchronize_all() {
-  // Devices are created on first use; synchronize those that exist.
-  for (int index = 0; index < 16; ++index) {
-    if (!CudaDevice::exists(index)) continue;
-    CudaDevice& d = CudaDevice::get(index);
-    std::lock_guard<std::recursive_mutex> lock(d.stream_mutex());
-    d.make_current();
-    d.synchronize();
+// CUDA C++ for dumps and explain_plan; needs no GPU. Custom source is checked by NVRTC for
+// sm_80 where NVRTC loads (a machine without it cannot run the source anyway).
+class CudaSourceRenderer final : public SourceRenderer {
+ public:
+  std::string language() const override { return "CUDA C++"; }
+  std::string file_extension() const override { return ".cu"; }
+  std::string render(const jit::KernelProgram& program) const override {
+    return render_cuda(program);
   }
-}
+  absl::Status check(const std::string& source, const std::string& name) const override {
+    if (!nvrtc_available().ok()) return absl::OkStatus();
+    return compile_to_cubin(source, name, 80).status();
+  }
+};
+
+}  // namespace
 
 absl::Status cuda_available() {
   absl::StatusOr<std::vector<DeviceInfo>> devices = query_devices();
@@ -484,6 +486,20 @@ absl::Status cuda_available() {
 
 std::unique_ptr<Backend> make_cuda_backend(int device_index) {
   return std::make_unique<CudaBackend>(device_index);
+}
+
+BackendFactory cuda_backend_factory() {
+  BackendFactory f;
+  f.name = "CUDA";
+  f.device_count = []() -> absl::StatusOr<int> {
+    if (absl::Status s = cuda_available(); !s.ok()) return s;
+    absl::StatusOr<std::vector<DeviceInfo>> devices = query_devices();
+    if (!devices.ok()) return devices.status();
+    return static_cast<int>(devices->size());
+  };
+  f.make = make_cuda_backend;
+  f.renderer = std::make_shared<CudaSourceRenderer>();
+  return f;
 }
 
 std::shared_ptr<Buffer> copy_to_host(const Buffer& device_buffer) {

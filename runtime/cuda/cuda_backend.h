@@ -19,10 +19,13 @@ namespace kiln::runtime::cuda {
 // OK when CUDA device 0 can run kernels: the driver loads, a GPU is there, NVRTC loads.
 absl::Status cuda_available();
 
+// The backend for GPU `device_index` (below the number of GPUs the driver sees).
 std::unique_ptr<Backend> make_cuda_backend(int device_index);
 
-// Waits for every device Kiln has used (a no-op when none).
-void synchronize_all();
+// CUDA's entry in the backend registry: the GPUs the driver sees (when cuda_available()),
+// make_cuda_backend, and a renderer of CUDA C++ (cuda_renderer.h) that checks custom source
+// with NVRTC for sm_80 where NVRTC loads.
+BackendFactory cuda_backend_factory();
 
 // Copies between host and device memory (synchronizing the device's stream first).
 std::shared_ptr<Buffer> copy_to_host(const Buffer& device_buffer);

@@ -1,0 +1,196 @@
+// Reduce kernels: sum/mean/max/min and argmax/argmin of the anchor's operand over the
+// reduced axes.
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "ops/scalar_math.h"
+#include "runtime/cpu/kernel_families.h"
+#include "runtime/cpu/thread_pool.h"
+#include "runtime/cpu/tile_evaluator.h"
+
+namespace kiln::runtime::cpu {
+namespace {
+
+using jit::KernelLaunch;
+using jit::KernelProgram;
+using ops::OpKind;
+using ops::Shape;
+
+// Whether `axes` (sorted) are exactly the last axes of a rank-`rank` space.
+bool trailing_axes(const std::vector<int>& axes, int rank) {
+  if (axes.empty()) return false;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] != rank - static_cast<int>(axes.size()) + static_cast<int>(i)) return false;
+  }
+  return true;
+}
+
+// A contiguous run summed in double with eight independent accumulators (the additions
+// pipeline and vectorize; double keeps the result as accurate as a sequential sum).
+template <class T>
+double sum_in_double(const T* x, int64_t n) {
+  double acc[8] = {};
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    for (int j = 0; j < 8; ++j) acc[j] += static_cast<double>(x[k + j]);
+  }
+  for (; k < n; ++k) acc[0] += static_cast<double>(x[k]);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// Sum/mean/max/min (and argmax/argmin) of operand 0 over the reduced axes, into `result`.
+template <class Acc, class Result>
+void reduce(const KernelProgram& program, const KernelLaunch& launch,
+            const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
+            Result* result) {
+  const Shape& space = launch.spaces[1];
+  const int64_t out_n = ops::numel(launch.spaces[0]);
+  const std::vector<int>& axes = program.anchor_attrs.axes;
+  const bool arg = program.anchor == jit::AnchorKind::kArgReduce;
+  // Output position of each input element (reduced dims stride 0), and, for arg-reductions,
+  // its index along the axis.
+  jit::ViewParams to_out, along_axis;
+  {
+    Shape kept;
+    for (size_t d = 0; d < space.size(); ++d) {
+      bool reduced = arg ? static_cast<int>(d) == program.anchor_attrs.axis
+                         : std::find(axes.begin(), axes.end(), static_cast<int>(d)) != axes.end();
+      if (!reduced) kept.push_back(space[d]);
+    }
+    std::vector<int64_t> ks = ops::contiguous_strides(kept);
+    size_t k = 0;
+    for (size_t d = 0; d < space.size(); ++d) {
+      bool reduced = arg ? static_cast<int>(d) == program.anchor_attrs.axis
+                         : std::find(axes.begin(), axes.end(), static_cast<int>(d)) != axes.end();
+      to_out.strides.push_back(reduced ? 0 : ks[k++]);
+      along_axis.strides.push_back(arg && reduced ? 1 : 0);
+    }
+  }
+  const OpKind op = program.anchor_op;
+  const bool is_sum = op == OpKind::Sum || op == OpKind::Mean;
+  const bool want_max = op == OpKind::Max || op == OpKind::Argmax;
+  if constexpr (std::is_floating_point_v<Acc>) {
+    // Floating sums over the trailing axes: each output is one contiguous run of the
+    // operand, so rows go to threads whole and add with independent accumulators instead
+    // of scattering every element into its output.
+    const int64_t extent = out_n == 0 ? 0 : ops::numel(space) / out_n;
+    if (!arg && is_sum && trailing_axes(axes, static_cast<int>(space.size())) && extent > 0 &&
+        extent <= (int64_t{1} << 16)) {
+      const int operand = program.anchor_operands[0];
+      parallel_for(out_n, std::max<int64_t>(1, 16384 / extent), [&](int64_t r0, int64_t r1) {
+        TileEvaluator ev(program, launch, inputs, params, nullptr);
+        for (int64_t r = r0; r < r1; ++r) {
+          ev.run(1, r * extent, extent);
+          double total = 0;
+          ev.visit(operand, [&](auto* v) { total = sum_in_double(v, extent); });
+          result[r] =
+              static_cast<Result>(op == OpKind::Mean ? total / static_cast<double>(extent) : total);
+        }
+      });
+      return;
+    }
+  }
+  struct Partial {
+    std::vector<Acc> value;
+    std::vector<int64_t> index;
+    std::vector<char> seen;
+  };
+  const int64_t total = ops::numel(space);
+  const int64_t tiles = (total + kTile - 1) / kTile;
+  const int threads =
+      static_cast<int>(std::min<int64_t>(worker_count(), std::max<int64_t>(1, tiles / 16)));
+  std::vector<Partial> partials(threads);
+  const int operand = program.anchor_operands[0];
+  auto better = [&](Acc v, Acc best) {
+    if constexpr (std::is_floating_point_v<Acc>) {
+      if (std::isnan(best)) return false;
+      if (std::isnan(v)) return true;
+    }
+    return want_max ? v > best : v < best;
+  };
+  parallel_for(threads, 1, [&](int64_t w0, int64_t w1) {
+    for (int64_t w = w0; w < w1; ++w) {
+      Partial& part = partials[w];
+      part.value.assign(out_n, Acc{});
+      part.index.assign(arg ? out_n : 0, 0);
+      part.seen.assign(out_n, 0);
+      TileEvaluator ev(program, launch, inputs, params, nullptr);
+      std::vector<int64_t> out_off(kTile), axis_off(kTile);
+      const int64_t per = (tiles + threads - 1) / threads;
+      for (int64_t t = w * per; t < std::min(tiles, (w + 1) * per); ++t) {
+        const int64_t begin = t * kTile, n = std::min(kTile, total - begin);
+        ev.run(1, begin, n);
+        view_offsets(space, to_out, begin, n, out_off.data());
+        if (arg) view_offsets(space, along_axis, begin, n, axis_off.data());
+        auto accumulate = [&](auto* v) {
+          for (int64_t e = 0; e < n; ++e) {
+            const int64_t o = out_off[e];
+            const Acc x = static_cast<Acc>(v[e]);
+            if (is_sum) {
+              if constexpr (std::is_floating_point_v<Acc>) {
+                part.value[o] += x;
+              } else {
+                part.value[o] = ops::wrap_add(part.value[o], x);
+              }
+            } else if (!part.seen[o] || better(x, part.value[o])) {
+              part.value[o] = x;
+              if (arg) part.index[o] = axis_off[e];
+            }
+            part.seen[o] = 1;
+          }
+        };
+        ev.visit(operand, accumulate);
+      }
+    }
+  });
+  // Merge in thread order: earlier threads hold earlier elements, so ties keep the first.
+  Partial& merged = partials[0];
+  for (int w = 1; w < threads; ++w) {
+    for (int64_t o = 0; o < out_n; ++o) {
+      const Partial& part = partials[w];
+      if (!part.seen[o]) continue;
+      if (is_sum) {
+        if constexpr (std::is_floating_point_v<Acc>) {
+          merged.value[o] += part.value[o];
+        } else {
+          merged.value[o] = ops::wrap_add(merged.value[o], part.value[o]);
+        }
+      } else if (!merged.seen[o] || better(part.value[o], merged.value[o])) {
+        merged.value[o] = part.value[o];
+        if (arg) merged.index[o] = part.index[o];
+      }
+      merged.seen[o] = 1;
+    }
+  }
+  const int64_t extent = out_n == 0 ? 0 : total / out_n;
+  for (int64_t o = 0; o < out_n; ++o) {
+    if (arg) {
+      result[o] = static_cast<Result>(merged.index[o]);
+    } else if (op == OpKind::Mean) {
+      result[o] =
+          static_cast<Result>(static_cast<double>(merged.value[o]) / static_cast<double>(extent));
+    } else {
+      result[o] = static_cast<Result>(merged.value[o]);
+    }
+  }
+}
+
+}  // namespace
+
+void run_reduce(const KernelProgram& program, const KernelLaunch& launch,
+                const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
+                const std::vector<double>& params) {
+  run_anchored(program, launch, inputs, outputs, params, [&](auto* result) {
+    using T = std::remove_pointer_t<decltype(result)>;
+    const RegisterClass operand = register_class(program.instrs[program.anchor_operands[0]].dtype);
+    if (operand == RegisterClass::kInt) {
+      reduce<int64_t, T>(program, launch, inputs, params, result);
+    } else {
+      reduce<double, T>(program, launch, inputs, params, result);
+    }
+  });
+}
+
+}  // namespace kiln::runtime::cpu

@@ -1,0 +1,152 @@
+// Row norm kernels: softmax, log_softmax, layer_norm and rms_norm along one axis.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "runtime/cpu/kernel_families.h"
+#include "runtime/cpu/simd_math.h"
+#include "runtime/cpu/thread_pool.h"
+#include "runtime/cpu/tile_evaluator.h"
+
+namespace kiln::runtime::cpu {
+namespace {
+
+using jit::KernelLaunch;
+using jit::KernelProgram;
+using ops::OpKind;
+using ops::Shape;
+
+// Sums over a row with eight independent accumulators, so the additions pipeline (and, for
+// unit stride, vectorize). f32 rows add in f32 within blocks of 512 elements and in double
+// across blocks: the error stays near double's while the work stays in SIMD registers.
+template <class T, class F>
+double row_sum(const T* x, int64_t n, int64_t stride, F&& term) {
+  double total = 0;
+  constexpr int64_t kBlock = 512;
+  for (int64_t begin = 0; begin < n; begin += kBlock) {
+    const int64_t end = std::min(n, begin + kBlock);
+    T acc[8] = {};
+    int64_t k = begin;
+    for (; k + 8 <= end; k += 8) {
+      for (int j = 0; j < 8; ++j) acc[j] += term(x[(k + j) * stride]);
+    }
+    for (; k < end; ++k) acc[0] += term(x[k * stride]);
+    total += static_cast<double>((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+             static_cast<double>((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  }
+  return total;
+}
+
+template <class T>
+T row_max(const T* x, int64_t n, int64_t stride) {
+  T acc[8];
+  std::fill_n(acc, 8, -std::numeric_limits<T>::infinity());
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    for (int j = 0; j < 8; ++j)
+      acc[j] = x[(k + j) * stride] > acc[j] ? x[(k + j) * stride] : acc[j];
+  }
+  for (; k < n; ++k) acc[0] = x[k * stride] > acc[0] ? x[k * stride] : acc[0];
+  return *std::max_element(acc, acc + 8);
+}
+
+// One row of a row norm: `x` holds the row (contiguous), `y` receives the result.
+template <class T>
+void norm_row(OpKind op, const T* x, T* y, int64_t extent, int64_t stride, const T* w, const T* b,
+              double eps, T* scratch) {
+  if (op == OpKind::Softmax || op == OpKind::LogSoftmax) {
+    T max = row_max(x, extent, stride);  // NaN is skipped here and poisons the sum below
+    if (std::isinf(max)) max = 0;
+    for (int64_t k = 0; k < extent; ++k) scratch[k] = x[k * stride] - max;
+    if constexpr (std::is_same_v<T, float>) {
+      simd_exp(scratch, scratch, static_cast<size_t>(extent));
+    } else {
+      for (int64_t k = 0; k < extent; ++k) scratch[k] = std::exp(scratch[k]);
+    }
+    const double total = row_sum(scratch, extent, 1, [](T v) { return v; });
+    if (op == OpKind::Softmax) {
+      const T scale = static_cast<T>(1.0 / total);
+      for (int64_t k = 0; k < extent; ++k) y[k * stride] = scratch[k] * scale;
+    } else {
+      const T shift = max + static_cast<T>(std::log(total));
+      for (int64_t k = 0; k < extent; ++k) y[k * stride] = x[k * stride] - shift;
+    }
+    return;
+  }
+  const double mean = op == OpKind::LayerNorm ? row_sum(x, extent, stride, [](T v) { return v; }) /
+                                                    static_cast<double>(extent)
+                                              : 0.0;
+  const double sq = row_sum(x, extent, stride, [center = static_cast<T>(mean)](T v) {
+    return (v - center) * (v - center);
+  });
+  const T scale = static_cast<T>(1.0 / std::sqrt(sq / static_cast<double>(extent) + eps));
+  const T shift = static_cast<T>(op == OpKind::LayerNorm ? mean : 0.0);
+  if (op == OpKind::LayerNorm) {
+    for (int64_t k = 0; k < extent; ++k)
+      y[k * stride] = (x[k * stride] - shift) * scale * w[k] + b[k];
+  } else {
+    for (int64_t k = 0; k < extent; ++k) y[k * stride] = x[k * stride] * scale * w[k];
+  }
+}
+
+// softmax / log_softmax / layer_norm / rms_norm along the anchor axis, in T. Rows along the
+// last axis are computed one at a time straight from the prologue, so x is read once.
+template <class T>
+void row_norm(const KernelProgram& program, const KernelLaunch& launch,
+              const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
+              T* result) {
+  std::vector<T> w, b;
+  if (program.anchor_operands.size() > 1) {
+    w = evaluate_operand<T>(program, launch, inputs, params, 1);
+  }
+  if (program.anchor_operands.size() > 2) {
+    b = evaluate_operand<T>(program, launch, inputs, params, 2);
+  }
+  const Shape& shape = launch.spaces[1];
+  const int axis = program.anchor_attrs.axis;
+  int64_t outer = 1, extent = shape.empty() ? 1 : shape[axis], inner = 1;
+  for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
+    if (d < axis) outer *= shape[d];
+    if (d > axis) inner *= shape[d];
+  }
+  if (extent == 0) return;
+  const double eps = program.anchor_param >= 0 ? params[program.anchor_param] : 0.0;
+  const int operand = program.anchor_operands[0];
+  if (inner == 1) {
+    parallel_for(outer, std::max<int64_t>(1, 16384 / extent), [&](int64_t r0, int64_t r1) {
+      TileEvaluator ev(program, launch, inputs, params, nullptr);
+      std::vector<T> scratch(extent);
+      for (int64_t r = r0; r < r1; ++r) {
+        ev.run(1, r * extent, extent);
+        // Lowering casts the operand to the anchor's dtype, whose register class is T.
+        const T* x = ev.template values<T>(operand);
+        norm_row<T>(program.anchor_op, x, result + r * extent, extent, 1, w.data(), b.data(), eps,
+                    scratch.data());
+      }
+    });
+    return;
+  }
+  std::vector<T> x = evaluate_operand<T>(program, launch, inputs, params, 0);
+  parallel_for(outer * inner, 64, [&](int64_t r0, int64_t r1) {
+    std::vector<T> scratch(extent);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t base = (r / inner) * extent * inner + (r % inner);
+      norm_row<T>(program.anchor_op, x.data() + base, result + base, extent, inner, w.data(),
+                  b.data(), eps, scratch.data());
+    }
+  });
+}
+
+}  // namespace
+
+void run_row_norm(const KernelProgram& program, const KernelLaunch& launch,
+                  const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
+                  const std::vector<double>& params) {
+  run_anchored(program, launch, inputs, outputs, params, [&](auto* result) {
+    using T = std::remove_pointer_t<decltype(result)>;
+    if constexpr (std::is_floating_point_v<T>) row_norm<T>(program, launch, inputs, params, result);
+  });
+}
+
+}  // namespace kiln::runtime::cpu

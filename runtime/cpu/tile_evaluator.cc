@@ -1,0 +1,530 @@
+#include "runtime/cpu/tile_evaluator.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <string>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "kiln/error.h"
+#include "ops/custom_functions.h"
+#include "ops/element_access.h"
+#include "ops/philox.h"
+#include "ops/scalar_math.h"
+#include "runtime/cpu/simd_math.h"
+#include "runtime/cpu/thread_pool.h"
+
+namespace kiln::runtime::cpu {
+namespace {
+
+using jit::Instr;
+using jit::InstrKind;
+using jit::KernelLaunch;
+using jit::KernelProgram;
+using ops::OpKind;
+using ops::Shape;
+
+// Rounds a value held in a register to what `dt` can hold.
+inline float round_float(DType dt, float v) {
+  if (dt == DType::F16) return static_cast<float>(Half(v));
+  if (dt == DType::BF16) return static_cast<float>(BFloat16(v));
+  return v;
+}
+
+// Converts one value between dtypes under the cast rules (docs/semantics.md).
+// A 16-bit float value may carry f32 precision inside a kernel; converting it to another
+// dtype first rounds it to what it is (as an astype of a stored value would see).
+template <class To, class From>
+To convert(From v, DType from, DType to) {
+  if constexpr (std::is_same_v<From, float>) v = round_float(from, v);
+  if constexpr (std::is_same_v<To, int64_t>) {
+    if constexpr (std::is_floating_point_v<From>) {
+      if (to == DType::Bool) return (v != 0 || std::isnan(v)) ? 1 : 0;
+      if (to == DType::I32) return ops::saturate_to<int32_t>(static_cast<double>(v));
+      return ops::saturate_to<int64_t>(static_cast<double>(v));
+    } else {
+      return wrap_int(to, v);
+    }
+  } else if constexpr (std::is_same_v<To, float>) {
+    return round_float(to, static_cast<float>(v));
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+// Reads n elements of a buffer of dtype `dt` into a register of class T; element e is at
+// offset index(e). One switch per tile; the loop inlines `index`.
+template <class T, class Index>
+void load_with(const Buffer& b, DType dt, int64_t n, T* out, Index index) {
+  auto run = [&](auto* src, auto&& to_value) {
+    for (int64_t e = 0; e < n; ++e) out[e] = to_value(src[index(e)]);
+  };
+  switch (dt) {
+    case DType::Bool:
+      return run(b.as<uint8_t>(), [](uint8_t v) { return static_cast<T>(v != 0); });
+    case DType::I32:
+      return run(b.as<int32_t>(), [](int32_t v) { return static_cast<T>(v); });
+    case DType::I64:
+      return run(b.as<int64_t>(), [](int64_t v) { return static_cast<T>(v); });
+    case DType::F16:
+      return run(b.as<Half>(), [](Half v) { return static_cast<T>(static_cast<float>(v)); });
+    case DType::BF16:
+      return run(b.as<BFloat16>(),
+                 [](BFloat16 v) { return static_cast<T>(static_cast<float>(v)); });
+    case DType::F32:
+      return run(b.as<float>(), [](float v) { return static_cast<T>(v); });
+    case DType::F64:
+      return run(b.as<double>(), [](double v) { return static_cast<T>(v); });
+  }
+}
+
+// Writes n register values into a buffer of dtype `dt` at [begin, begin + n), converted as
+// a store converts them.
+template <class T>
+void store_values(Buffer& b, DType dt, int64_t begin, int64_t n, const T* in) {
+  auto run = [&](auto* dst, auto&& convert_one) {
+    for (int64_t e = 0; e < n; ++e) dst[begin + e] = convert_one(in[e]);
+  };
+  switch (dt) {
+    case DType::Bool:
+      return run(b.as<uint8_t>(), [](T v) -> uint8_t {
+        if constexpr (std::is_floating_point_v<T>) return (v != 0 || std::isnan(v)) ? 1 : 0;
+        return v != 0;
+      });
+    case DType::I32:
+      return run(b.as<int32_t>(), [](T v) -> int32_t {
+        if constexpr (std::is_floating_point_v<T>) return ops::saturate_to<int32_t>(v);
+        return static_cast<int32_t>(v);
+      });
+    case DType::I64:
+      return run(b.as<int64_t>(), [](T v) -> int64_t {
+        if constexpr (std::is_floating_point_v<T>) return ops::saturate_to<int64_t>(v);
+        return v;
+      });
+    case DType::F16:
+      return run(b.as<Half>(), [](T v) { return Half(static_cast<float>(v)); });
+    case DType::BF16:
+      return run(b.as<BFloat16>(), [](T v) { return BFloat16(static_cast<float>(v)); });
+    case DType::F32:
+      return run(b.as<float>(), [](T v) { return static_cast<float>(v); });
+    case DType::F64:
+      return run(b.as<double>(), [](T v) { return static_cast<double>(v); });
+  }
+}
+
+// The per-op loops over a tile: unary_loop (with unary_loop_scalar), binary_loop and
+// compare_loop.
+
+template <class T>
+void unary_loop_scalar(OpKind op, const T* a, T* out, int64_t n);
+
+// f32 transcendental functions go through Highway; the rest vectorize as plain loops.
+template <class T>
+void unary_loop(OpKind op, const T* a, T* out, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    const size_t count = static_cast<size_t>(n);
+    switch (op) {
+      case OpKind::Exp:
+        return simd_exp(a, out, count);
+      case OpKind::Log:
+        return simd_log(a, out, count);
+      case OpKind::Tanh:
+        return simd_tanh(a, out, count);
+      case OpKind::Sin:
+        return simd_sin(a, out, count);
+      case OpKind::Cos:
+        return simd_cos(a, out, count);
+      case OpKind::Sigmoid:
+      case OpKind::Silu: {
+        for (int64_t e = 0; e < n; ++e) out[e] = -a[e];
+        simd_exp(out, out, count);
+        if (op == OpKind::Sigmoid) {
+          for (int64_t e = 0; e < n; ++e) out[e] = 1.0f / (1.0f + out[e]);
+        } else {
+          for (int64_t e = 0; e < n; ++e) out[e] = a[e] / (1.0f + out[e]);
+        }
+        return;
+      }
+      default:
+        break;
+    }
+  }
+  unary_loop_scalar<T>(op, a, out, n);
+}
+
+template <class T>
+void unary_loop_scalar(OpKind op, const T* a, T* out, int64_t n) {
+  // One switch per tile; the loop body is a single known function, so it vectorizes.
+#define KILN_UNARY_CASE(kind)                                                         \
+  case OpKind::kind:                                                                  \
+    for (int64_t e = 0; e < n; ++e) out[e] = ops::unary_float<T>(OpKind::kind, a[e]); \
+    return;
+  switch (op) {
+    KILN_UNARY_CASE(Neg)
+    KILN_UNARY_CASE(Abs)
+    KILN_UNARY_CASE(Exp)
+    KILN_UNARY_CASE(Log)
+    KILN_UNARY_CASE(Sqrt)
+    KILN_UNARY_CASE(Rsqrt)
+    KILN_UNARY_CASE(Sin)
+    KILN_UNARY_CASE(Cos)
+    KILN_UNARY_CASE(Tanh)
+    KILN_UNARY_CASE(Sigmoid)
+    KILN_UNARY_CASE(Relu)
+    KILN_UNARY_CASE(Gelu)
+    KILN_UNARY_CASE(Silu)
+    KILN_UNARY_CASE(Erf)
+    KILN_UNARY_CASE(Floor)
+    KILN_UNARY_CASE(Ceil)
+    KILN_UNARY_CASE(Reciprocal)
+    KILN_UNARY_CASE(Square)
+    default:
+      for (int64_t e = 0; e < n; ++e) out[e] = std::numeric_limits<T>::quiet_NaN();
+  }
+#undef KILN_UNARY_CASE
+}
+
+template <class T>
+void binary_loop(OpKind op, const T* a, const T* b, T* out, int64_t n) {
+  switch (op) {
+    case OpKind::Add:
+      for (int64_t e = 0; e < n; ++e) out[e] = a[e] + b[e];
+      return;
+    case OpKind::Sub:
+      for (int64_t e = 0; e < n; ++e) out[e] = a[e] - b[e];
+      return;
+    case OpKind::Mul:
+      for (int64_t e = 0; e < n; ++e) out[e] = a[e] * b[e];
+      return;
+    case OpKind::Div:
+      for (int64_t e = 0; e < n; ++e) out[e] = a[e] / b[e];
+      return;
+    case OpKind::Pow:
+      for (int64_t e = 0; e < n; ++e) out[e] = std::pow(a[e], b[e]);
+      return;
+    case OpKind::Maximum:
+      for (int64_t e = 0; e < n; ++e) {
+        out[e] = (std::isnan(a[e]) || std::isnan(b[e])) ? std::numeric_limits<T>::quiet_NaN()
+                                                        : (a[e] > b[e] ? a[e] : b[e]);
+      }
+      return;
+    case OpKind::Minimum:
+      for (int64_t e = 0; e < n; ++e) {
+        out[e] = (std::isnan(a[e]) || std::isnan(b[e])) ? std::numeric_limits<T>::quiet_NaN()
+                                                        : (a[e] < b[e] ? a[e] : b[e]);
+      }
+      return;
+    default:
+      return;
+  }
+}
+
+template <class T>
+void compare_loop(OpKind op, const T* a, const T* b, int64_t* out, int64_t n) {
+  for (int64_t e = 0; e < n; ++e) out[e] = ops::compare(op, a[e], b[e]);
+}
+
+}  // namespace
+
+void view_offsets(const Shape& shape, const jit::ViewParams& v, int64_t begin, int64_t n,
+                  int64_t* out) {
+  const int rank = static_cast<int>(shape.size());
+  if (rank == 0) {
+    std::fill(out, out + n, v.offset);
+    return;
+  }
+  // The position's index per dim, kept inline for the usual ranks; no rank is too large.
+  absl::InlinedVector<int64_t, 8> idx(rank);
+  int64_t rest = begin;
+  int64_t base = v.offset;
+  for (int d = rank - 1; d >= 0; --d) {
+    idx[d] = shape[d] == 0 ? 0 : rest % shape[d];
+    rest = shape[d] == 0 ? 0 : rest / shape[d];
+    base += idx[d] * v.strides[d];
+  }
+  const int last = rank - 1;
+  const int64_t stride = v.strides[last];
+  int64_t e = 0;
+  while (e < n) {
+    int64_t run = std::min(n - e, shape[last] - idx[last]);
+    for (int64_t k = 0; k < run; ++k) out[e + k] = base + k * stride;
+    e += run;
+    base += run * stride;
+    idx[last] += run;
+    if (idx[last] < shape[last]) continue;
+    base -= shape[last] * stride;
+    idx[last] = 0;
+    for (int d = last - 1; d >= 0; --d) {
+      ++idx[d];
+      base += v.strides[d];
+      if (idx[d] < shape[d]) break;
+      base -= shape[d] * v.strides[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+TileEvaluator::TileEvaluator(const KernelProgram& program, const KernelLaunch& launch,
+                             const std::vector<const Buffer*>& inputs,
+                             const std::vector<double>& params, const void* anchor)
+    : program_(program), launch_(launch), inputs_(inputs), params_(params), anchor_(anchor) {
+  const size_t n = program_.instrs.size();
+  regs_.f.resize(n);
+  regs_.d.resize(n);
+  regs_.i.resize(n);
+  regs_.offsets.resize(launch_.views.size());
+  for (size_t v = 0; v < launch_.views.size(); ++v) {
+    contiguous_.push_back(program_.view_patterns[v].find(":contiguous") != std::string::npos ||
+                          is_row_major(launch_.views[v], v));
+  }
+}
+
+bool TileEvaluator::is_row_major(const jit::ViewParams& view, size_t v) const {
+  for (size_t i = 0; i < program_.instrs.size(); ++i) {
+    const Instr& in = program_.instrs[i];
+    if (in.view != static_cast<int>(v)) continue;
+    const Shape& space = launch_.spaces[in.space];
+    std::vector<int64_t> strides = ops::contiguous_strides(space);
+    for (size_t d = 0; d < space.size(); ++d) {
+      if (space[d] != 1 && strides[d] != view.strides[d]) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+void TileEvaluator::run(int space, int64_t begin, int64_t n) {
+  for (size_t k = 0; k < program_.instrs.size(); ++k) {
+    if (program_.instrs[k].space == space) eval(static_cast<int>(k), begin, n);
+  }
+}
+
+void TileEvaluator::store(int instr, Buffer& out, DType dt, int64_t begin, int64_t n) {
+  visit(instr, [&](const auto* values) { store_values(out, dt, begin, n, values); });
+}
+
+const int64_t* TileEvaluator::offsets(int view, int space, int64_t begin, int64_t n) {
+  auto& v = regs_.offsets[view];
+  if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+  view_offsets(launch_.spaces[space], launch_.views[view], begin, n, v.data());
+  return v.data();
+}
+
+int64_t TileEvaluator::contiguous_start(int view, int64_t begin) const {
+  if (!contiguous_[view]) return -1;
+  return launch_.views[view].offset + begin;
+}
+
+void TileEvaluator::eval(int k, int64_t begin, int64_t n) {
+  const Instr& in = program_.instrs[k];
+  const RegisterClass c = register_class(in.dtype);
+  switch (in.kind) {
+    case InstrKind::kLoad: {
+      const int64_t start = contiguous_start(in.view, begin);
+      if (start >= 0) {
+        dispatch(c, [&](auto t) {
+          using T = decltype(t);
+          load_with<T>(*inputs_[in.input], program_.input_dtypes[in.input], n, alloc<T>(k, n),
+                       [start](int64_t e) { return start + e; });
+        });
+        return;
+      }
+      const int64_t* off = offsets(in.view, in.space, begin, n);
+      dispatch(c, [&](auto t) {
+        using T = decltype(t);
+        load_with<T>(*inputs_[in.input], program_.input_dtypes[in.input], n, alloc<T>(k, n),
+                     [off](int64_t e) { return off[e]; });
+      });
+      return;
+    }
+    case InstrKind::kParam: {
+      double v = params_[in.param];
+      dispatch(c, [&](auto t) {
+        using T = decltype(t);
+        T value = convert<T>(v, DType::F64, in.dtype);
+        std::fill_n(alloc<T>(k, n), n, value);
+      });
+      return;
+    }
+    case InstrKind::kIndexLeaf:
+      return eval_index_leaf(k, in, begin, n);
+    case InstrKind::kAnchor:
+      dispatch(c, [&](auto t) {
+        using T = decltype(t);
+        const T* src = static_cast<const T*>(anchor_) + begin;
+        std::copy(src, src + n, alloc<T>(k, n));
+      });
+      return;
+    case InstrKind::kCast:
+      return eval_cast(k, in, n);
+    case InstrKind::kUnary:
+      eval_unary(k, in, n);
+      return round_to_dtype(k, in.dtype, n);
+    case InstrKind::kBinary:
+      eval_binary(k, in, n);
+      return round_to_dtype(k, in.dtype, n);
+    case InstrKind::kCustom: {
+      // Operands are F32 registers; the user's C++ definition runs over the whole tile.
+      const float* operands[ops::kMaxCustomArity] = {};
+      int arity = 0;
+      for (int operand : {in.a, in.b, in.c}) {
+        if (operand >= 0) operands[arity++] = regs_.get<float>(operand);
+      }
+      const ops::CustomFunction* f = ops::custom_function(in.function);
+      float* out = alloc<float>(k, n);
+      try {
+        f->cpu(n, operands, out);
+      } catch (const std::exception& e) {
+        throw Error(absl::StrCat("[custom ", f->name, "] its C++ definition failed: ", e.what()));
+      }
+      return;
+    }
+    case InstrKind::kWhere:
+      dispatch(c, [&](auto t) {
+        using T = decltype(t);
+        const int64_t* cond = regs_.get<int64_t>(in.a);
+        const T* a = regs_.get<T>(in.b);
+        const T* b = regs_.get<T>(in.c);
+        T* out = alloc<T>(k, n);
+        for (int64_t e = 0; e < n; ++e) out[e] = cond[e] ? a[e] : b[e];
+      });
+      return;
+  }
+}
+
+void TileEvaluator::round_to_dtype(int k, DType dt, int64_t n) {
+  round_all(dt, regs_.get<float>(k), n);
+}
+
+void TileEvaluator::eval_index_leaf(int k, const Instr& in, int64_t begin, int64_t n) {
+  const int64_t* off = offsets(in.view, in.space, begin, n);
+  const uint64_t seed = in.param >= 0 ? std::bit_cast<uint64_t>(params_[in.param]) : 0;
+  const int bits = in.dtype == DType::F16 ? 11 : (in.dtype == DType::BF16 ? 8 : 24);
+  auto value_at = [&](int64_t i) -> double {
+    if (in.op == OpKind::Rand) {
+      return ops::uniform_from_bits(ops::philox_block(i, seed)[0], bits);
+    }
+    std::array<uint32_t, 4> block = ops::philox_block(i, seed);
+    double u1 = (static_cast<double>(block[0] >> 8) + 1.0) / 16777216.0;
+    double u2 = static_cast<double>(block[1] >> 8) / 16777216.0;
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  };
+  dispatch(register_class(in.dtype), [&](auto t) {
+    using T = decltype(t);
+    T* out = alloc<T>(k, n);
+    for (int64_t e = 0; e < n; ++e) {
+      if (in.op == OpKind::Arange) {
+        out[e] = convert<T>(off[e], DType::I64, in.dtype);
+      } else {
+        out[e] = convert<T>(value_at(off[e]), DType::F64, in.dtype);
+      }
+    }
+  });
+}
+
+void TileEvaluator::eval_cast(int k, const Instr& in, int64_t n) {
+  const DType from = program_.instrs[in.a].dtype;
+  dispatch(register_class(from), [&](auto s) {
+    using S = decltype(s);
+    const S* a = regs_.get<S>(in.a);
+    dispatch(register_class(in.dtype), [&](auto t) {
+      using T = decltype(t);
+      T* out = alloc<T>(k, n);
+      if constexpr (std::is_same_v<S, float> && std::is_same_v<T, float>) {
+        // Between f16, bf16 and f32: round to the source, then to the target (what
+        // convert does), one vectorizable loop each.
+        std::copy(a, a + n, out);
+        round_all(from, out, n);
+        round_all(in.dtype, out, n);
+        return;
+      }
+      for (int64_t e = 0; e < n; ++e) out[e] = convert<T>(a[e], from, in.dtype);
+    });
+  });
+}
+
+void TileEvaluator::eval_unary(int k, const Instr& in, int64_t n) {
+  if (register_class(in.dtype) != RegisterClass::kInt) {
+    dispatch(register_class(in.dtype), [&](auto t) {
+      using T = decltype(t);
+      if constexpr (!std::is_same_v<T, int64_t>) {
+        unary_loop<T>(in.op, regs_.get<T>(in.a), alloc<T>(k, n), n);
+      }
+    });
+    return;
+  }
+  const int64_t* a = regs_.get<int64_t>(in.a);
+  int64_t* out = alloc<int64_t>(k, n);
+  for (int64_t e = 0; e < n; ++e) out[e] = wrap_int(in.dtype, ops::unary_int(in.op, a[e]));
+}
+
+void TileEvaluator::eval_binary(int k, const Instr& in, int64_t n) {
+  const RegisterClass operands = register_class(program_.instrs[in.a].dtype);
+  if (ops::is_comparison(in.op)) {
+    dispatch(operands, [&](auto t) {
+      using T = decltype(t);
+      compare_loop<T>(in.op, regs_.get<T>(in.a), regs_.get<T>(in.b), alloc<int64_t>(k, n), n);
+    });
+    return;
+  }
+  if (in.op == OpKind::LogicalAnd || in.op == OpKind::LogicalOr) {
+    const int64_t* a = regs_.get<int64_t>(in.a);
+    const int64_t* b = regs_.get<int64_t>(in.b);
+    int64_t* out = alloc<int64_t>(k, n);
+    for (int64_t e = 0; e < n; ++e) {
+      out[e] = in.op == OpKind::LogicalAnd ? (a[e] && b[e]) : (a[e] || b[e]);
+    }
+    return;
+  }
+  if (operands == RegisterClass::kInt) {
+    const int64_t* a = regs_.get<int64_t>(in.a);
+    const int64_t* b = regs_.get<int64_t>(in.b);
+    int64_t* out = alloc<int64_t>(k, n);
+    for (int64_t e = 0; e < n; ++e) out[e] = wrap_int(in.dtype, ops::binary_int(in.op, a[e], b[e]));
+    return;
+  }
+  dispatch(operands, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (!std::is_same_v<T, int64_t>) {
+      binary_loop<T>(in.op, regs_.get<T>(in.a), regs_.get<T>(in.b), alloc<T>(k, n), n);
+    }
+  });
+}
+
+template <class T>
+std::vector<T> evaluate_operand(const KernelProgram& program, const KernelLaunch& launch,
+                                const std::vector<const Buffer*>& inputs,
+                                const std::vector<double>& params, int k) {
+  const int space = k + 1;
+  const int instr = program.anchor_operands[k];
+  const int64_t total = ops::numel(launch.spaces[space]);
+  std::vector<T> values(total);
+  const int64_t tiles = (total + kTile - 1) / kTile;
+  parallel_for(tiles, 16, [&](int64_t t0, int64_t t1) {
+    TileEvaluator ev(program, launch, inputs, params, nullptr);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t begin = t * kTile, n = std::min(kTile, total - begin);
+      ev.run(space, begin, n);
+      ev.visit(instr, [&](const auto* src) {
+        for (int64_t e = 0; e < n; ++e) values[begin + e] = static_cast<T>(src[e]);
+      });
+    }
+  });
+  return values;
+}
+
+template std::vector<float> evaluate_operand<float>(const KernelProgram&, const KernelLaunch&,
+                                                    const std::vector<const Buffer*>&,
+                                                    const std::vector<double>&, int);
+template std::vector<double> evaluate_operand<double>(const KernelProgram&, const KernelLaunch&,
+                                                      const std::vector<const Buffer*>&,
+                                                      const std::vector<double>&, int);
+template std::vector<int64_t> evaluate_operand<int64_t>(const KernelProgram&, const KernelLaunch&,
+                                                        const std::vector<const Buffer*>&,
+                                                        const std::vector<double>&, int);
+
+}  // namespace kiln::runtime::cpu

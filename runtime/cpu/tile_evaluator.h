@@ -1,0 +1,167 @@
+// The CPU executor's tile evaluator: computes the Kernel IR instructions of one iteration
+// space over a tile of flat positions at a time, each instruction over the whole tile (so
+// fused values stay in cache), into per-instruction registers. Every kernel family
+// (kernel_families.h) builds on it.
+#ifndef KILN_RUNTIME_CPU_TILE_EVALUATOR_H_
+#define KILN_RUNTIME_CPU_TILE_EVALUATOR_H_
+
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "jit/kernel_ir.h"
+#include "kiln/dtype.h"
+#include "ops/value_type.h"
+#include "runtime/buffer.h"
+
+namespace kiln::runtime::cpu {
+
+// Flat positions per tile.
+inline constexpr int64_t kTile = 2048;
+
+// The register class a dtype computes in: f16/bf16/f32 in float, f64 in double, integers and
+// bool in int64.
+enum class RegisterClass { kFloat, kDouble, kInt };
+
+// The register class `dt` computes in.
+inline RegisterClass register_class(DType dt) {
+  if (dt == DType::F64) return RegisterClass::kDouble;
+  return is_floating(dt) ? RegisterClass::kFloat : RegisterClass::kInt;
+}
+
+// Rounds n float-register values to what `dt` holds, one loop per dtype so that each
+// vectorizes (f32 values are left as they are).
+inline void round_all(DType dt, float* v, int64_t n) {
+  if (dt == DType::BF16) {
+    for (int64_t e = 0; e < n; ++e) v[e] = static_cast<float>(BFloat16(v[e]));
+  } else if (dt == DType::F16) {
+    for (int64_t e = 0; e < n; ++e) v[e] = static_cast<float>(Half(v[e]));
+  }
+}
+
+// Wraps an int64 register value to what integer or bool dtype `dt` holds.
+inline int64_t wrap_int(DType dt, int64_t v) {
+  if (dt == DType::I32) return static_cast<int32_t>(v);
+  if (dt == DType::Bool) return v != 0;
+  return v;
+}
+
+// Writes to `out` the offsets of strided view `v` for flat positions [begin, begin + n) of
+// `shape`. Any rank.
+void view_offsets(const ops::Shape& shape, const jit::ViewParams& v, int64_t begin, int64_t n,
+                  int64_t* out);
+
+// One space's registers for one tile, per thread.
+struct Registers {
+  std::vector<std::vector<float>> f;
+  std::vector<std::vector<double>> d;
+  std::vector<std::vector<int64_t>> i;
+  std::vector<std::vector<int64_t>> offsets;  // per view
+
+  // The register vector of `instr` for its class T.
+  template <class T>
+  std::vector<T>& of(int instr) {
+    if constexpr (std::is_same_v<T, float>) return f[instr];
+    if constexpr (std::is_same_v<T, double>) return d[instr];
+    if constexpr (std::is_same_v<T, int64_t>) return i[instr];
+  }
+  // The values of `instr` for its class T.
+  template <class T>
+  T* get(int instr) {
+    return of<T>(instr).data();
+  }
+};
+
+// Evaluates the instructions of one space over tiles of it. One per thread.
+class TileEvaluator {
+ public:
+  // `anchor` is the anchor's result (read by kAnchor instructions), or null.
+  TileEvaluator(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
+                const void* anchor);
+
+  // Computes every instruction of `space` for its flat positions [begin, begin + n).
+  void run(int space, int64_t begin, int64_t n);
+
+  // The values of `instr` from the last run of its space; T is its register class.
+  template <class T>
+  const T* values(int instr) {
+    return regs_.get<T>(instr);
+  }
+
+  // Stores `instr` (space 0) into `out` of dtype `dt` at [begin, begin + n).
+  void store(int instr, Buffer& out, DType dt, int64_t begin, int64_t n);
+
+  // Calls f with `instr`'s register as a typed pointer (float, double or int64).
+  template <class F>
+  void visit(int instr, F&& f) {
+    switch (register_class(program_.instrs[instr].dtype)) {
+      case RegisterClass::kFloat:
+        return f(static_cast<const float*>(regs_.get<float>(instr)));
+      case RegisterClass::kDouble:
+        return f(static_cast<const double*>(regs_.get<double>(instr)));
+      case RegisterClass::kInt:
+        return f(static_cast<const int64_t*>(regs_.get<int64_t>(instr)));
+    }
+  }
+
+ private:
+  // A view is row-major over its space when its strides are the space's own strides.
+  bool is_row_major(const jit::ViewParams& view, size_t v) const;
+
+  // The register of `instr` for class T, grown to at least n values.
+  template <class T>
+  T* alloc(int instr, int64_t n) {
+    auto& v = regs_.of<T>(instr);
+    if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+    return v.data();
+  }
+
+  // Calls f with a value of the C++ type of register class c.
+  template <class F>
+  void dispatch(RegisterClass c, F&& f) {
+    switch (c) {
+      case RegisterClass::kFloat:
+        return f(float{});
+      case RegisterClass::kDouble:
+        return f(double{});
+      case RegisterClass::kInt:
+        return f(int64_t{});
+    }
+  }
+
+  // Offsets of `view` for flat positions [begin, begin + n) of `space`.
+  const int64_t* offsets(int view, int space, int64_t begin, int64_t n);
+  // Where a view walks its buffer contiguously (the common case), the first offset of the
+  // tile; -1 otherwise.
+  int64_t contiguous_start(int view, int64_t begin) const;
+
+  // Computes instruction k for flat positions [begin, begin + n) of its space.
+  void eval(int k, int64_t begin, int64_t n);
+  // Each f16/bf16 op rounds its result to 16 bits, as if stored: fusing ops never changes
+  // what they compute (only float-versus-double rounding differs from the reference).
+  void round_to_dtype(int k, DType dt, int64_t n);
+  void eval_index_leaf(int k, const jit::Instr& in, int64_t begin, int64_t n);
+  void eval_cast(int k, const jit::Instr& in, int64_t n);
+  void eval_unary(int k, const jit::Instr& in, int64_t n);
+  void eval_binary(int k, const jit::Instr& in, int64_t n);
+
+  const jit::KernelProgram& program_;
+  const jit::KernelLaunch& launch_;
+  const std::vector<const Buffer*>& inputs_;
+  const std::vector<double>& params_;
+  const void* anchor_;
+  Registers regs_;
+  std::vector<bool> contiguous_;  // per view
+};
+
+// Evaluates anchor operand `k` over its whole space (space k + 1) into a contiguous array
+// of class T, on all cores. Defined for float, double and int64_t.
+template <class T>
+std::vector<T> evaluate_operand(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                                const std::vector<const Buffer*>& inputs,
+                                const std::vector<double>& params, int k);
+
+}  // namespace kiln::runtime::cpu
+
+#endif  // KILN_RUNTIME_CPU_TILE_EVALUATOR_H_

@@ -1,0 +1,37 @@
+// The kernel families render_cuda dispatches to (docs/cuda.md says which kernel each gets
+// and when). Each returns the statements of `body<I>(const Params& a, const Split& split)`,
+// the function every entry point of the module calls; the custom kernel, a user's whole
+// kernel, returns the module itself.
+#ifndef KILN_RUNTIME_CUDA_FAMILY_RENDERERS_H_
+#define KILN_RUNTIME_CUDA_FAMILY_RENDERERS_H_
+
+#include <string>
+
+#include "jit/kernel_ir.h"
+#include "runtime/cuda/kernel_writer.h"
+
+namespace kiln::runtime::cuda {
+
+// Pointwise programs (no anchor): vectorized 16-byte loads and stores where the layout
+// allows, one thread per element otherwise.
+std::string render_pointwise(const KernelWriter& w);
+
+// Reductions and arg-reductions: a warp per output (inner) or a block per 32 outputs
+// (outer), optionally split over gridDim.y.
+std::string render_reduction(const KernelWriter& w);
+
+// Softmax, log_softmax, layer_norm and rms_norm: a block per row.
+std::string render_row_norm(const KernelWriter& w);
+
+// Matmuls: tiled through shared memory (tensor cores or f32), or a thread per output.
+std::string render_matmul(const KernelWriter& w);
+
+// Concat: a thread per output element.
+std::string render_concat(const KernelWriter& w);
+
+// A user's custom kernel: the whole module, its own source after the argument struct.
+std::string render_custom_kernel(const jit::KernelProgram& program);
+
+}  // namespace kiln::runtime::cuda
+
+#endif  // KILN_RUNTIME_CUDA_FAMILY_RENDERERS_H_

@@ -1,0 +1,357 @@
+#include "runtime/cuda/kernel_writer.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ops/custom_functions.h"
+
+namespace kiln::runtime::cuda {
+
+using jit::Instr;
+using jit::InstrKind;
+using ops::OpKind;
+
+// The register type a dtype computes in (as on the CPU: f16/bf16/f32 in float, f64 in
+// double, integers and bool in 64-bit integers).
+std::string register_type(DType dt) {
+  if (dt == DType::F64) return "double";
+  return is_floating(dt) ? "float" : "i64";
+}
+
+// The C type an element of dtype `dt` is stored as in memory.
+std::string storage_type(DType dt) {
+  switch (dt) {
+    case DType::Bool:
+      return "unsigned char";
+    case DType::I32:
+      return "int";
+    case DType::I64:
+      return "i64";
+    case DType::F16:
+    case DType::BF16:
+      return "unsigned short";
+    case DType::F32:
+      return "float";
+    case DType::F64:
+      return "double";
+  }
+  return "?";
+}
+
+// `v` (a register of dtype `from`) converted to dtype `to`, under the cast rules.
+std::string cast(DType from, DType to, const std::string& v) {
+  const bool from_float = is_floating(from);
+  switch (to) {
+    case DType::F16:
+      return absl::StrCat("round_f16((float)(", v, "))");
+    case DType::BF16:
+      return absl::StrCat("round_bf16((float)(", v, "))");
+    case DType::F32:
+      return absl::StrCat("(float)(", v, ")");
+    case DType::F64:
+      return absl::StrCat("(double)(", v, ")");
+    case DType::Bool:
+      return from_float ? absl::StrCat("(i64)((", v, ") != 0 || (", v, ") != (", v, "))")
+                        : absl::StrCat("(i64)((", v, ") != 0)");
+    case DType::I32:
+      return from_float ? absl::StrCat("sat_i32((double)(", v, "))")
+                        : absl::StrCat("wrap_i32(", v, ")");
+    case DType::I64:
+      return from_float ? absl::StrCat("sat_i64((double)(", v, "))") : v;
+  }
+  return v;
+}
+
+// Assigns register value `v` (of dtype `dt`) to a stored element.
+std::string to_storage(DType dt, const std::string& element, const std::string& v) {
+  switch (dt) {
+    case DType::F16:
+      return absl::StrCat(element, " = f32_to_f16(", v, ");");
+    case DType::BF16:
+      return absl::StrCat(element, " = f32_to_bf16(", v, ");");
+    default:
+      return absl::StrCat(element, " = (", storage_type(dt), ")(", v, ");");
+  }
+}
+
+namespace {
+
+// The value of a register after an op of dtype `dt`: as if stored (docs/fusion.md): f16
+// and bf16 round to 16 bits, i32 wraps and bool is 0 or 1, exactly as on the CPU.
+std::string round_to_dtype(DType dt, const std::string& v) {
+  switch (dt) {
+    case DType::F16:
+      return absl::StrCat("round_f16(", v, ")");
+    case DType::BF16:
+      return absl::StrCat("round_bf16(", v, ")");
+    case DType::I32:
+      return absl::StrCat("wrap_i32(", v, ")");
+    case DType::Bool:
+      return absl::StrCat("(i64)((", v, ") != 0)");
+    default:
+      return v;
+  }
+}
+
+// The register value of a stored element (an lvalue or value of storage type).
+std::string from_storage(DType dt, const std::string& element) {
+  switch (dt) {
+    case DType::F16:
+      return absl::StrCat("f16_to_f32(", element, ")");
+    case DType::BF16:
+      return absl::StrCat("bf16_to_f32(", element, ")");
+    case DType::Bool:
+      return absl::StrCat("(i64)(", element, " != 0)");
+    default:
+      return absl::StrCat("(", register_type(dt), ")", element);
+  }
+}
+
+// The register value of element `off` of the array of dtype `dt` at `ptr`.
+std::string load(DType dt, const std::string& ptr, const std::string& off) {
+  return from_storage(dt, absl::StrCat("((const ", storage_type(dt), "*)", ptr, ")[", off, "]"));
+}
+
+// Stores register value `v` as element `off` of the array of dtype `dt` at `ptr`.
+std::string store(DType dt, const std::string& ptr, const std::string& off, const std::string& v) {
+  return to_storage(dt, absl::StrCat("((", storage_type(dt), "*)", ptr, ")[", off, "]"), v);
+}
+
+// The value of unary op `op` on register `x` of dtype `dt`, before rounding to its dtype.
+std::string unary(OpKind op, DType dt, const std::string& x) {
+  if (!is_floating(dt)) {
+    switch (op) {
+      case OpKind::Neg:
+        return absl::StrCat("wsub(0, ", x, ")");
+      case OpKind::Abs:
+        return absl::StrCat("(", x, " < 0 ? wsub(0, ", x, ") : ", x, ")");
+      case OpKind::Relu:
+        return absl::StrCat("(", x, " > 0 ? ", x, " : (i64)0)");
+      case OpKind::Square:
+        return absl::StrCat("wmul(", x, ", ", x, ")");
+      case OpKind::LogicalNot:
+        return absl::StrCat("(i64)(", x, " == 0)");
+      default:  // floor, ceil of integers
+        return x;
+    }
+  }
+  const bool f = dt != DType::F64;
+  auto fn = [&](const char* name) { return absl::StrCat(name, f ? "f(" : "(", x, ")"); };
+  const std::string one = f ? "1.0f" : "1.0";
+  switch (op) {
+    case OpKind::Neg:
+      return absl::StrCat("(-", x, ")");
+    case OpKind::Abs:
+      return fn("fabs");
+    case OpKind::Exp:
+      return fn("exp");
+    case OpKind::Log:
+      return fn("log");
+    case OpKind::Sqrt:
+      return fn("sqrt");
+    case OpKind::Rsqrt:
+      return absl::StrCat("(", one, " / ", fn("sqrt"), ")");
+    case OpKind::Sin:
+      return fn("sin");
+    case OpKind::Cos:
+      return fn("cos");
+    case OpKind::Tanh:
+      return fn("tanh");
+    case OpKind::Sigmoid:
+      return absl::StrCat("(", one, " / (", one, " + ", f ? "expf(-" : "exp(-", x, ")))");
+    case OpKind::Relu:
+      return absl::StrCat("(", x, " > 0 ? ", x, " : (", x, " != ", x, " ? ", x, " : 0))");
+    case OpKind::Gelu:
+      return absl::StrCat("(0.5", f ? "f" : "", " * ", x, " * ", f ? "erfcf(-" : "erfc(-", x,
+                          " * 0.70710678118654752440", f ? "f" : "", "))");
+    case OpKind::Silu:
+      return absl::StrCat("(", x, " / (", one, " + ", f ? "expf(-" : "exp(-", x, ")))");
+    case OpKind::Erf:
+      return fn("erf");
+    case OpKind::Floor:
+      return fn("floor");
+    case OpKind::Ceil:
+      return fn("ceil");
+    case OpKind::Reciprocal:
+      return absl::StrCat("(", one, " / ", x, ")");
+    case OpKind::Square:
+      return absl::StrCat("(", x, " * ", x, ")");
+    default:
+      return "0";
+  }
+}
+
+// The value of binary op `op` on registers `a` and `b` of dtype `operands`, before rounding.
+std::string binary(OpKind op, DType operands, const std::string& a, const std::string& b) {
+  const bool fl = is_floating(operands);
+  switch (op) {
+    case OpKind::Add:
+      return fl ? absl::StrCat("(", a, " + ", b, ")") : absl::StrCat("wadd(", a, ", ", b, ")");
+    case OpKind::Sub:
+      return fl ? absl::StrCat("(", a, " - ", b, ")") : absl::StrCat("wsub(", a, ", ", b, ")");
+    case OpKind::Mul:
+      return fl ? absl::StrCat("(", a, " * ", b, ")") : absl::StrCat("wmul(", a, ", ", b, ")");
+    case OpKind::Div:
+      return absl::StrCat("(", a, " / ", b, ")");
+    case OpKind::Pow:
+      return fl ? absl::StrCat(operands == DType::F64 ? "pow(" : "powf(", a, ", ", b, ")")
+                : absl::StrCat("ipow(", a, ", ", b, ")");
+    case OpKind::Maximum:
+      return absl::StrCat("nanmax(", a, ", ", b, ")");
+    case OpKind::Minimum:
+      return absl::StrCat("nanmin(", a, ", ", b, ")");
+    case OpKind::Eq:
+      return absl::StrCat("(i64)(", a, " == ", b, ")");
+    case OpKind::Ne:
+      return absl::StrCat("(i64)(", a, " != ", b, ")");
+    case OpKind::Lt:
+      return absl::StrCat("(i64)(", a, " < ", b, ")");
+    case OpKind::Le:
+      return absl::StrCat("(i64)(", a, " <= ", b, ")");
+    case OpKind::Gt:
+      return absl::StrCat("(i64)(", a, " > ", b, ")");
+    case OpKind::Ge:
+      return absl::StrCat("(i64)(", a, " >= ", b, ")");
+    case OpKind::LogicalAnd:
+      return absl::StrCat("(i64)(", a, " && ", b, ")");
+    case OpKind::LogicalOr:
+      return absl::StrCat("(i64)(", a, " || ", b, ")");
+    default:
+      return "0";
+  }
+}
+
+}  // namespace
+
+KernelWriter::KernelWriter(const jit::KernelProgram& program)
+    : p_(program), layout_(params_layout(program)), rank_(layout_.rank) {}
+
+std::string KernelWriter::unravel(int space, const std::string& idx,
+                                  const std::string& flat) const {
+  std::string s = absl::StrCat("I ", idx, "[", rank_, "] = {0};\n    { I rest = ", flat, ";");
+  for (int d = rank(space) - 1; d >= 0; --d) {
+    absl::StrAppend(&s, " ", idx, "[", d, "] = rest % (I)a.shape[", space, "][", d,
+                    "]; rest /= (I)a.shape[", space, "][", d, "];");
+  }
+  return s + " }\n";
+}
+
+std::string KernelWriter::unravel_dims(const std::vector<int>& dims,
+                                       const std::string& flat) const {
+  std::string s = absl::StrCat("{ I rest = ", flat, ";");
+  for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
+    absl::StrAppend(&s, " idx1[", *it, "] = rest % (I)a.shape[1][", *it,
+                    "]; rest /= (I)a.shape[1][", *it, "];");
+  }
+  return s + " }";
+}
+
+std::string KernelWriter::numel(int space) const {
+  std::vector<std::string> dims;
+  dims.reserve(rank(space));
+  for (int d = 0; d < rank(space); ++d) {
+    dims.push_back(absl::StrCat("(I)a.shape[", space, "][", d, "]"));
+  }
+  return dims.empty() ? "(I)1" : absl::StrJoin(dims, " * ");
+}
+
+std::string KernelWriter::flatten(int space, const std::string& idx) const {
+  std::string s = "(I)0";
+  for (int d = 0; d < rank(space); ++d) {
+    s = absl::StrCat("(", s, " * (I)a.shape[", space, "][", d, "] + ", idx, "[", d, "])");
+  }
+  return s;
+}
+
+std::string KernelWriter::offset(int view, int space, const std::string& idx) const {
+  std::string s = absl::StrCat("((I)a.offset[", view, "]");
+  for (int d = 0; d < rank(space); ++d) {
+    absl::StrAppend(&s, " + ", idx, "[", d, "] * (I)a.stride[", view, "][", d, "]");
+  }
+  return s + ")";
+}
+
+std::string KernelWriter::space_code(int space, const std::string& idx,
+                                     const std::string& lane) const {
+  std::string s;
+  for (size_t k = 0; k < p_.instrs.size(); ++k) {
+    const Instr& in = p_.instrs[k];
+    if (in.space != space) continue;
+    std::string v = absl::StrCat("v", k);
+    std::string expr;
+    auto operand = [&](int i) { return absl::StrCat("v", i); };
+    switch (in.kind) {
+      case InstrKind::kLoad:
+        expr = lane.empty() ? load(p_.input_dtypes[in.input], absl::StrCat("a.in[", in.input, "]"),
+                                   offset(in.view, space, idx))
+                            : from_storage(p_.input_dtypes[in.input],
+                                           absl::StrCat("ld", k, ".v[", lane, "]"));
+        break;
+      case InstrKind::kParam:
+        expr = cast(DType::F64, in.dtype, absl::StrCat("a.p[", in.param, "]"));
+        break;
+      case InstrKind::kIndexLeaf: {
+        const std::string off = offset(in.view, space, idx);
+        if (in.op == OpKind::Arange) {
+          expr = cast(DType::I64, in.dtype, absl::StrCat("(i64)", off));
+        } else {
+          const std::string seed = absl::StrCat("(u64)__double_as_longlong(a.p[", in.param, "])");
+          const int bits = in.dtype == DType::F16 ? 11 : (in.dtype == DType::BF16 ? 8 : 24);
+          expr = cast(DType::F64, in.dtype,
+                      in.op == OpKind::Rand
+                          ? absl::StrCat("rand_uniform((u64)", off, ", ", seed, ", ", bits, ")")
+                          : absl::StrCat("rand_normal((u64)", off, ", ", seed, ")"));
+        }
+        break;
+      }
+      case InstrKind::kUnary:
+        expr = round_to_dtype(in.dtype, unary(in.op, p_.instrs[in.a].dtype, operand(in.a)));
+        break;
+      case InstrKind::kBinary: {
+        const DType operands = p_.instrs[in.a].dtype;
+        expr = binary(in.op, operands, operand(in.a), operand(in.b));
+        if (!ops::is_comparison(in.op)) expr = round_to_dtype(in.dtype, expr);
+        break;
+      }
+      case InstrKind::kWhere:
+        expr = absl::StrCat("(", operand(in.a), " ? ", operand(in.b), " : ", operand(in.c), ")");
+        break;
+      case InstrKind::kCast:
+        expr = cast(p_.instrs[in.a].dtype, in.dtype, operand(in.a));
+        break;
+      case InstrKind::kAnchor:
+        expr = "anchor_value";
+        break;
+      case InstrKind::kCustom: {
+        std::vector<std::string> args;
+        for (int o : {in.a, in.b, in.c}) {
+          if (o >= 0) args.push_back(operand(o));
+        }
+        expr = absl::StrCat(ops::custom_function(in.function)->name, "(", absl::StrJoin(args, ", "),
+                            ")");
+        break;
+      }
+    }
+    absl::StrAppend(&s, "      const ", register_type(in.dtype), " ", v, " = ", expr, ";\n");
+  }
+  return s;
+}
+
+std::string KernelWriter::stores(const std::string& flat) const {
+  std::string s;
+  for (const jit::Store& st : p_.stores) {
+    absl::StrAppend(&s, "      ",
+                    store(p_.output_dtypes[st.output], absl::StrCat("a.out[", st.output, "]"), flat,
+                          cast(p_.instrs[st.value].dtype, p_.output_dtypes[st.output],
+                               absl::StrCat("v", st.value))),
+                    "\n");
+  }
+  return s;
+}
+
+std::string KernelWriter::epilogue(const std::string& value, const std::string& flat) const {
+  return absl::StrCat("      const ", register_type(p_.anchor_dtype),
+                      " anchor_value = ", round_to_dtype(p_.anchor_dtype, value), ";\n      ",
+                      unravel(0, "idx0", flat), space_code(0, "idx0"), stores(flat));
+}
+
+}  // namespace kiln::runtime::cuda

@@ -1,0 +1,72 @@
+// The part of rendering Kernel IR as CUDA C++ that every kernel family shares: how a dtype
+// is held in registers and in memory, how each op is spelled, and, for one program, the index
+// math over the Params struct and the code of each iteration space's instructions. The
+// family renderers (render_*.cc) lay out the threads and loops around it.
+#ifndef KILN_RUNTIME_CUDA_KERNEL_WRITER_H_
+#define KILN_RUNTIME_CUDA_KERNEL_WRITER_H_
+
+#include <string>
+#include <vector>
+
+#include "jit/kernel_ir.h"
+#include "runtime/cuda/kernel_args.h"
+
+namespace kiln::runtime::cuda {
+
+// The register type a dtype computes in (as on the CPU: f16/bf16/f32 in float, f64 in
+// double, integers and bool in 64-bit integers).
+std::string register_type(DType dt);
+
+// The C type an element of dtype `dt` is stored as in memory.
+std::string storage_type(DType dt);
+
+// `v` (a register of dtype `from`) converted to dtype `to`, under the cast rules.
+std::string cast(DType from, DType to, const std::string& v);
+
+// Assigns register value `v` (of dtype `dt`) to a stored element.
+std::string to_storage(DType dt, const std::string& element, const std::string& v);
+
+// Writes the code of one kernel program. Every index array it declares or reads (idx0,
+// idx1, ..., out) has the Params struct's rank, so the two always agree; space s's shape is
+// a.shape[s], view v's strides and offset a.stride[v] and a.offset[v], all read as the
+// index type I.
+class KernelWriter {
+ public:
+  explicit KernelWriter(const jit::KernelProgram& program);
+
+  const jit::KernelProgram& program() const { return p_; }
+  const ParamsLayout& layout() const { return layout_; }
+  // The length of every index array (the Params struct's rank).
+  int index_rank() const { return rank_; }
+  // The rank of iteration space `space`.
+  int rank(int space) const { return p_.space_ranks[space]; }
+
+  // Declares `idx` as the multi-index of flat position `flat` in `space`.
+  std::string unravel(int space, const std::string& idx, const std::string& flat) const;
+  // Declares nothing: sets idx1[d] for `dims` (innermost last) from the flat index `flat`.
+  std::string unravel_dims(const std::vector<int>& dims, const std::string& flat) const;
+  // The number of elements of `space`.
+  std::string numel(int space) const;
+  // Flat row-major index of multi-index `idx` in `space`.
+  std::string flatten(int space, const std::string& idx) const;
+  // The element offset of multi-index `idx` (of `space`) in view `view`.
+  std::string offset(int view, int space, const std::string& idx) const;
+
+  // Declares v<k> for every instruction of `space`, indexed by `idx`.
+  // With `lane` set (the vectorized pointwise path), load k reads element `lane` of the
+  // thread's registers ld<k> instead of memory.
+  std::string space_code(int space, const std::string& idx, const std::string& lane = "") const;
+  // Stores every output's value at flat position `flat` of space 0.
+  std::string stores(const std::string& flat) const;
+  // The epilogue for one element of space 0 whose anchor value is `value`.
+  std::string epilogue(const std::string& value, const std::string& flat) const;
+
+ private:
+  const jit::KernelProgram& p_;
+  const ParamsLayout layout_;
+  const int rank_;
+};
+
+}  // namespace kiln::runtime::cuda
+
+#endif  // KILN_RUNTIME_CUDA_KERNEL_WRITER_H_

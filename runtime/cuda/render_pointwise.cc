@@ -1,0 +1,140 @@
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/cuda/family_renderers.h"
+
+namespace kiln::runtime::cuda {
+namespace {
+
+using jit::Instr;
+using jit::InstrKind;
+using jit::KernelProgram;
+
+// Elements per thread of the 16-byte path: E = 16 / the widest element loaded or stored.
+// 0 (no vector path) when an index leaf needs every element's own multi-index, or a load
+// goes through a general strided view (a transpose or slice, rarely vectorizable: its
+// vector path would only double the kernel's size and compile time).
+int vector_width(const KernelProgram& p) {
+  int widest = 1;
+  for (const Instr& in : p.instrs) {
+    if (in.kind == InstrKind::kIndexLeaf) return 0;
+    if (in.kind == InstrKind::kLoad && absl::EndsWith(p.view_patterns[in.view], ":strided")) {
+      return 0;
+    }
+    if (in.kind == InstrKind::kLoad)
+      widest = std::max(widest, dtype_size(p.input_dtypes[in.input]));
+  }
+  for (DType dt : p.output_dtypes) widest = std::max(widest, dtype_size(dt));
+  return 16 / widest;
+}
+
+// A load whose view is not the output's own layout (a broadcast bias row or column): it
+// reads through its strides from the group's first multi-index.
+bool indirect(const KernelProgram& p, const Instr& in) {
+  return in.kind == InstrKind::kLoad && !absl::EndsWith(p.view_patterns[in.view], ":contiguous");
+}
+
+// One thread per element of space 0, in a grid-stride loop.
+std::string scalar_pointwise_loop(const KernelWriter& w, const std::string& first) {
+  return absl::StrCat("  for (I i = ", first,
+                      " + (I)blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += "
+                      "(I)gridDim.x * (I)blockDim.x) {\n    ",
+                      w.unravel(0, "idx0", "i"), w.space_code(0, "idx0"), w.stores("i"), "  }\n");
+}
+
+// E consecutive outputs per thread, every load and store one aligned vector (Pack):
+//  - a contiguous load reads vector g of its input;
+//  - a broadcast load reads E consecutive elements at the group's first offset (its last
+//    stride is 1, a bias row) or one element for all E (its last stride is 0, a column).
+// That needs 16-byte aligned pointers, groups that stay in one row (E divides the last
+// dimension) and, for indirect loads with last stride 1, offsets and strides that are
+// multiples of E. Otherwise (checked once per launch) every element takes the scalar loop,
+// which also finishes the tail.
+std::string vector_pointwise(const KernelWriter& w, int e) {
+  const KernelProgram& p = w.program();
+  const int last = w.rank(0) - 1;
+  std::vector<std::string> pointers, conditions;
+  for (size_t i = 0; i < p.input_dtypes.size(); ++i)
+    pointers.push_back(absl::StrCat("(u64)a.in[", i, "]"));
+  for (size_t o = 0; o < p.output_dtypes.size(); ++o)
+    pointers.push_back(absl::StrCat("(u64)a.out[", o, "]"));
+  conditions.push_back(absl::StrCat("((", absl::StrJoin(pointers, " | "), ") & 15) == 0"));
+  bool any_indirect = false;
+  for (const Instr& in : p.instrs) {
+    if (!indirect(p, in)) continue;
+    any_indirect = true;
+    std::string dense = absl::StrCat("(a.stride[", in.view, "][", last, "] == 1 && a.offset[",
+                                     in.view, "] % ", e, " == 0");
+    for (int d = 0; d < last; ++d) {
+      absl::StrAppend(&dense, " && a.stride[", in.view, "][", d, "] % ", e, " == 0");
+    }
+    conditions.push_back(
+        absl::StrCat("(a.stride[", in.view, "][", last, "] == 0 || ", dense, "))"));
+  }
+  if (any_indirect) conditions.push_back(absl::StrCat("a.shape[0][", last, "] % ", e, " == 0"));
+  std::string s =
+      absl::StrCat("  const bool vectorizable = ", absl::StrJoin(conditions, " &&\n      "), ";\n",
+                   "  const I vectors = vectorizable ? total / ", e, " : (I)0;\n",
+                   "  for (I g = (I)blockIdx.x * (I)blockDim.x + threadIdx.x; g < "
+                   "vectors; g += (I)gridDim.x * (I)blockDim.x) {\n");
+  if (any_indirect) absl::StrAppend(&s, "    ", w.unravel(0, "idx0", absl::StrCat("g * ", e)));
+  for (size_t k = 0; k < p.instrs.size(); ++k) {
+    const Instr& in = p.instrs[k];
+    if (in.kind != InstrKind::kLoad) continue;
+    const std::string pack =
+        absl::StrCat("Pack<", storage_type(p.input_dtypes[in.input]), ", ", e, ">");
+    const std::string ptr =
+        absl::StrCat("((const ", storage_type(p.input_dtypes[in.input]), "*)a.in[", in.input, "])");
+    if (!indirect(p, in)) {
+      absl::StrAppend(&s, "    const ", pack, " ld", k, " = ((const ", pack, "*)a.in[", in.input,
+                      "])[g];\n");
+      continue;
+    }
+    absl::StrAppend(&s, "    ", pack, " ld", k,
+                    ";\n    {\n      const I at = ", w.offset(in.view, 0, "idx0"),
+                    ";\n      if (a.stride[", in.view, "][", last,
+                    "] == 0) {\n        #pragma unroll\n        for (int e = 0; e < ", e,
+                    "; ++e) ld", k, ".v[e] = ", ptr, "[at];\n      } else {\n        ld", k,
+                    " = *(const ", pack, "*)(", ptr, " + at);\n      }\n    }\n");
+  }
+  for (size_t o = 0; o < p.output_dtypes.size(); ++o) {
+    absl::StrAppend(&s, "    Pack<", storage_type(p.output_dtypes[o]), ", ", e, "> out", o, ";\n");
+  }
+  absl::StrAppend(&s, "    #pragma unroll\n    for (int e = 0; e < ", e, "; ++e) {\n",
+                  w.space_code(0, "", "e"));
+  for (const jit::Store& st : p.stores) {
+    absl::StrAppend(&s, "      ",
+                    to_storage(p.output_dtypes[st.output], absl::StrCat("out", st.output, ".v[e]"),
+                               cast(p.instrs[st.value].dtype, p.output_dtypes[st.output],
+                                    absl::StrCat("v", st.value))),
+                    "\n");
+  }
+  absl::StrAppend(&s, "    }\n");
+  for (size_t o = 0; o < p.output_dtypes.size(); ++o) {
+    absl::StrAppend(&s, "    ((Pack<", storage_type(p.output_dtypes[o]), ", ", e, ">*)a.out[", o,
+                    "])[g] = out", o, ";\n");
+  }
+  absl::StrAppend(
+      &s, "  }\n  // The tail (and everything, when not vectorizable), one element per thread.\n",
+      scalar_pointwise_loop(w, absl::StrCat("vectors * ", e)));
+  return s;
+}
+
+}  // namespace
+
+// The vector path where the program allows it (vector_width), finished by the scalar loop;
+// the scalar loop alone otherwise.
+std::string render_pointwise(const KernelWriter& w) {
+  const KernelProgram& p = w.program();
+  std::string s = absl::StrCat("  const I total = ", w.numel(0), ";\n");
+  // A rank-0 output is one element: nothing to vectorize.
+  const int e = w.rank(0) > 0 ? vector_width(p) : 0;
+  absl::StrAppend(&s, e > 1 ? vector_pointwise(w, e) : scalar_pointwise_loop(w, "(I)0"));
+  return s;
+}
+
+}  // namespace kiln::runtime::cuda
