@@ -109,20 +109,4 @@ T apply_binary(ops::OpKind op, T a, T b) {
 
 }  // namespace kiln::math
 
-// TRANSITIONAL (removed once the CPU executor calls kiln::math directly).
-namespace kiln::ops {
-template <class T>
-T unary_float(OpKind op, T x) {
-  return math::apply_unary(op, x);
-}
-inline int64_t unary_int(OpKind op, int64_t x) { return math::apply_unary<int64_t>(op, x); }
-inline double binary_float(OpKind op, double a, double b) { return math::apply_binary(op, a, b); }
-inline int64_t binary_int(OpKind op, int64_t a, int64_t b) { return math::apply_binary(op, a, b); }
-template <class T>
-bool compare(OpKind op, T a, T b) {
-  return math::apply_binary(op, a, b) != 0;
-}
-inline int64_t wrap_add(int64_t a, int64_t b) { return math::wrapping_add(a, b); }
-}  // namespace kiln::ops
-
 #endif  // KILN_OPS_SCALAR_MATH_H_

@@ -94,14 +94,8 @@ TEST(ScalarMathTest, InferenceTraitsComeFromTheFunctors) {
   EXPECT_FALSE(math::gives_bool(OpKind::Maximum));
 }
 
-// Philox-4x32-10 known-answer test (Random123's kat_vectors: counter 0, key 0).
-TEST(ScalarMathTest, PhiloxMatchesThePublishedTestVector) {
-  unsigned int block[4];
-  math::philox_block(0, 0, block);
-  EXPECT_EQ(block[0], 0x6627e8d5u);
-  EXPECT_EQ(block[1], 0xe169c58du);
-  EXPECT_EQ(block[2], 0xbc57ac4cu);
-  EXPECT_EQ(block[3], 0x9b00dbd8u);
+// (Philox's known answers are in creation_test.cc.)
+TEST(ScalarMathTest, RandomLeavesStayInTheirRanges) {
   // Uniforms stay in [0, 1) and normals are finite, even for the extreme words.
   for (uint64_t i = 0; i < 1000; ++i) {
     const double u = math::rand_uniform(i, 7, 24);

@@ -132,7 +132,7 @@ void reduce(const KernelProgram& program, const KernelLaunch& launch,
               if constexpr (std::is_floating_point_v<Acc>) {
                 part.value[o] += x;
               } else {
-                part.value[o] = ops::wrap_add(part.value[o], x);
+                part.value[o] = math::wrapping_add(part.value[o], x);
               }
             } else if (!part.seen[o] || better(x, part.value[o])) {
               part.value[o] = x;
@@ -155,7 +155,7 @@ void reduce(const KernelProgram& program, const KernelLaunch& launch,
         if constexpr (std::is_floating_point_v<Acc>) {
           merged.value[o] += part.value[o];
         } else {
-          merged.value[o] = ops::wrap_add(merged.value[o], part.value[o]);
+          merged.value[o] = math::wrapping_add(merged.value[o], part.value[o]);
         }
       } else if (!merged.seen[o] || better(part.value[o], merged.value[o])) {
         merged.value[o] = part.value[o];

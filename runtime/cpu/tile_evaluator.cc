@@ -13,7 +13,6 @@
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
 #include "ops/element_access.h"
-#include "ops/philox.h"
 #include "ops/scalar_math.h"
 #include "runtime/cpu/simd_math.h"
 #include "runtime/cpu/thread_pool.h"
@@ -116,116 +115,62 @@ void store_values(Buffer& b, DType dt, int64_t begin, int64_t n, const T* in) {
   }
 }
 
-// The per-op loops over a tile: unary_loop (with unary_loop_scalar), binary_loop and
-// compare_loop.
+// The per-op loops over a tile. Each dispatches once per tile to the op's functor
+// (ops/scalar_math.inc), so the loop body is one known inline function and vectorizes.
 
-template <class T>
-void unary_loop_scalar(OpKind op, const T* a, T* out, int64_t n);
+// f32 exp, log, tanh, sin and cos (and sigmoid and silu, through exp) use Highway's SIMD
+// versions instead of the functor; tests/scalar_math_test.cc checks each against it.
+// Returns false when `op` has no SIMD version.
+bool simd_unary(OpKind op, const float* a, float* out, int64_t n) {
+  const size_t count = static_cast<size_t>(n);
+  if (op == OpKind::Exp) {
+    simd_exp(a, out, count);
+  } else if (op == OpKind::Log) {
+    simd_log(a, out, count);
+  } else if (op == OpKind::Tanh) {
+    simd_tanh(a, out, count);
+  } else if (op == OpKind::Sin) {
+    simd_sin(a, out, count);
+  } else if (op == OpKind::Cos) {
+    simd_cos(a, out, count);
+  } else if (op == OpKind::Sigmoid || op == OpKind::Silu) {
+    for (int64_t e = 0; e < n; ++e) out[e] = -a[e];
+    simd_exp(out, out, count);
+    if (op == OpKind::Sigmoid) {
+      for (int64_t e = 0; e < n; ++e) out[e] = 1.0f / (1.0f + out[e]);
+    } else {
+      for (int64_t e = 0; e < n; ++e) out[e] = a[e] / (1.0f + out[e]);
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
 
-// f32 transcendental functions go through Highway; the rest vectorize as plain loops.
 template <class T>
 void unary_loop(OpKind op, const T* a, T* out, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    const size_t count = static_cast<size_t>(n);
-    switch (op) {
-      case OpKind::Exp:
-        return simd_exp(a, out, count);
-      case OpKind::Log:
-        return simd_log(a, out, count);
-      case OpKind::Tanh:
-        return simd_tanh(a, out, count);
-      case OpKind::Sin:
-        return simd_sin(a, out, count);
-      case OpKind::Cos:
-        return simd_cos(a, out, count);
-      case OpKind::Sigmoid:
-      case OpKind::Silu: {
-        for (int64_t e = 0; e < n; ++e) out[e] = -a[e];
-        simd_exp(out, out, count);
-        if (op == OpKind::Sigmoid) {
-          for (int64_t e = 0; e < n; ++e) out[e] = 1.0f / (1.0f + out[e]);
-        } else {
-          for (int64_t e = 0; e < n; ++e) out[e] = a[e] / (1.0f + out[e]);
-        }
-        return;
-      }
-      default:
-        break;
+    if (simd_unary(op, a, out, n)) return;
+  }
+  math::with_unary_functor(op, [&](auto fn) {
+    if constexpr (std::is_floating_point_v<T> || decltype(fn)::kIntegers) {
+      for (int64_t e = 0; e < n; ++e) out[e] = static_cast<T>(fn(a[e]));
+    } else {
+      math::not_of_kind(op, "integer unary");
     }
-  }
-  unary_loop_scalar<T>(op, a, out, n);
+  });
 }
 
-template <class T>
-void unary_loop_scalar(OpKind op, const T* a, T* out, int64_t n) {
-  // One switch per tile; the loop body is a single known function, so it vectorizes.
-#define KILN_UNARY_CASE(kind)                                                         \
-  case OpKind::kind:                                                                  \
-    for (int64_t e = 0; e < n; ++e) out[e] = ops::unary_float<T>(OpKind::kind, a[e]); \
-    return;
-  switch (op) {
-    KILN_UNARY_CASE(Neg)
-    KILN_UNARY_CASE(Abs)
-    KILN_UNARY_CASE(Exp)
-    KILN_UNARY_CASE(Log)
-    KILN_UNARY_CASE(Sqrt)
-    KILN_UNARY_CASE(Rsqrt)
-    KILN_UNARY_CASE(Sin)
-    KILN_UNARY_CASE(Cos)
-    KILN_UNARY_CASE(Tanh)
-    KILN_UNARY_CASE(Sigmoid)
-    KILN_UNARY_CASE(Relu)
-    KILN_UNARY_CASE(Gelu)
-    KILN_UNARY_CASE(Silu)
-    KILN_UNARY_CASE(Erf)
-    KILN_UNARY_CASE(Floor)
-    KILN_UNARY_CASE(Ceil)
-    KILN_UNARY_CASE(Reciprocal)
-    KILN_UNARY_CASE(Square)
-    default:
-      for (int64_t e = 0; e < n; ++e) out[e] = std::numeric_limits<T>::quiet_NaN();
-  }
-#undef KILN_UNARY_CASE
-}
-
-template <class T>
-void binary_loop(OpKind op, const T* a, const T* b, T* out, int64_t n) {
-  switch (op) {
-    case OpKind::Add:
-      for (int64_t e = 0; e < n; ++e) out[e] = a[e] + b[e];
-      return;
-    case OpKind::Sub:
-      for (int64_t e = 0; e < n; ++e) out[e] = a[e] - b[e];
-      return;
-    case OpKind::Mul:
-      for (int64_t e = 0; e < n; ++e) out[e] = a[e] * b[e];
-      return;
-    case OpKind::Div:
-      for (int64_t e = 0; e < n; ++e) out[e] = a[e] / b[e];
-      return;
-    case OpKind::Pow:
-      for (int64_t e = 0; e < n; ++e) out[e] = std::pow(a[e], b[e]);
-      return;
-    case OpKind::Maximum:
-      for (int64_t e = 0; e < n; ++e) {
-        out[e] = (std::isnan(a[e]) || std::isnan(b[e])) ? std::numeric_limits<T>::quiet_NaN()
-                                                        : (a[e] > b[e] ? a[e] : b[e]);
-      }
-      return;
-    case OpKind::Minimum:
-      for (int64_t e = 0; e < n; ++e) {
-        out[e] = (std::isnan(a[e]) || std::isnan(b[e])) ? std::numeric_limits<T>::quiet_NaN()
-                                                        : (a[e] < b[e] ? a[e] : b[e]);
-      }
-      return;
-    default:
-      return;
-  }
-}
-
-template <class T>
-void compare_loop(OpKind op, const T* a, const T* b, int64_t* out, int64_t n) {
-  for (int64_t e = 0; e < n; ++e) out[e] = ops::compare(op, a[e], b[e]);
+// Operands of type T; results of type R (T, or int64 0/1 for comparisons and logical ops).
+template <class T, class R>
+void binary_loop(OpKind op, const T* a, const T* b, R* out, int64_t n) {
+  math::with_binary_functor(op, [&](auto fn) {
+    if constexpr (std::is_floating_point_v<T> || decltype(fn)::kIntegers) {
+      for (int64_t e = 0; e < n; ++e) out[e] = static_cast<R>(fn(a[e], b[e]));
+    } else {
+      math::not_of_kind(op, "integer binary");
+    }
+  });
 }
 
 }  // namespace
@@ -405,13 +350,7 @@ void TileEvaluator::eval_index_leaf(int k, const Instr& in, int64_t begin, int64
   const uint64_t seed = in.param >= 0 ? std::bit_cast<uint64_t>(params_[in.param]) : 0;
   const int bits = in.dtype == DType::F16 ? 11 : (in.dtype == DType::BF16 ? 8 : 24);
   auto value_at = [&](int64_t i) -> double {
-    if (in.op == OpKind::Rand) {
-      return ops::uniform_from_bits(ops::philox_block(i, seed)[0], bits);
-    }
-    std::array<uint32_t, 4> block = ops::philox_block(i, seed);
-    double u1 = (static_cast<double>(block[0] >> 8) + 1.0) / 16777216.0;
-    double u2 = static_cast<double>(block[1] >> 8) / 16777216.0;
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+    return in.op == OpKind::Rand ? math::rand_uniform(i, seed, bits) : math::rand_normal(i, seed);
   };
   dispatch(register_class(in.dtype), [&](auto t) {
     using T = decltype(t);
@@ -448,51 +387,32 @@ void TileEvaluator::eval_cast(int k, const Instr& in, int64_t n) {
 }
 
 void TileEvaluator::eval_unary(int k, const Instr& in, int64_t n) {
-  if (register_class(in.dtype) != RegisterClass::kInt) {
-    dispatch(register_class(in.dtype), [&](auto t) {
-      using T = decltype(t);
-      if constexpr (!std::is_same_v<T, int64_t>) {
-        unary_loop<T>(in.op, regs_.get<T>(in.a), alloc<T>(k, n), n);
-      }
-    });
-    return;
-  }
-  const int64_t* a = regs_.get<int64_t>(in.a);
-  int64_t* out = alloc<int64_t>(k, n);
-  for (int64_t e = 0; e < n; ++e) out[e] = wrap_int(in.dtype, ops::unary_int(in.op, a[e]));
+  dispatch(register_class(in.dtype), [&](auto t) {
+    using T = decltype(t);
+    unary_loop<T>(in.op, regs_.get<T>(in.a), alloc<T>(k, n), n);
+  });
+  if (register_class(in.dtype) == RegisterClass::kInt) wrap_all(k, in.dtype, n);
 }
 
 void TileEvaluator::eval_binary(int k, const Instr& in, int64_t n) {
   const RegisterClass operands = register_class(program_.instrs[in.a].dtype);
-  if (ops::is_comparison(in.op)) {
-    dispatch(operands, [&](auto t) {
-      using T = decltype(t);
-      compare_loop<T>(in.op, regs_.get<T>(in.a), regs_.get<T>(in.b), alloc<int64_t>(k, n), n);
-    });
-    return;
-  }
-  if (in.op == OpKind::LogicalAnd || in.op == OpKind::LogicalOr) {
-    const int64_t* a = regs_.get<int64_t>(in.a);
-    const int64_t* b = regs_.get<int64_t>(in.b);
-    int64_t* out = alloc<int64_t>(k, n);
-    for (int64_t e = 0; e < n; ++e) {
-      out[e] = in.op == OpKind::LogicalAnd ? (a[e] && b[e]) : (a[e] || b[e]);
-    }
-    return;
-  }
-  if (operands == RegisterClass::kInt) {
-    const int64_t* a = regs_.get<int64_t>(in.a);
-    const int64_t* b = regs_.get<int64_t>(in.b);
-    int64_t* out = alloc<int64_t>(k, n);
-    for (int64_t e = 0; e < n; ++e) out[e] = wrap_int(in.dtype, ops::binary_int(in.op, a[e], b[e]));
-    return;
-  }
+  const bool gives_bool = math::gives_bool(in.op);
   dispatch(operands, [&](auto t) {
     using T = decltype(t);
-    if constexpr (!std::is_same_v<T, int64_t>) {
-      binary_loop<T>(in.op, regs_.get<T>(in.a), regs_.get<T>(in.b), alloc<T>(k, n), n);
+    if (gives_bool) {
+      binary_loop<T, int64_t>(in.op, regs_.get<T>(in.a), regs_.get<T>(in.b), alloc<int64_t>(k, n),
+                              n);
+    } else {
+      binary_loop<T, T>(in.op, regs_.get<T>(in.a), regs_.get<T>(in.b), alloc<T>(k, n), n);
     }
   });
+  if (!gives_bool && operands == RegisterClass::kInt) wrap_all(k, in.dtype, n);
+}
+
+// Integer results wrap to their dtype (an i32 keeps its low 32 bits), as if stored.
+void TileEvaluator::wrap_all(int k, DType dt, int64_t n) {
+  int64_t* values = regs_.get<int64_t>(k);
+  for (int64_t e = 0; e < n; ++e) values[e] = wrap_int(dt, values[e]);
 }
 
 template <class T>

@@ -145,6 +145,7 @@ class TileEvaluator {
   void eval_cast(int k, const jit::Instr& in, int64_t n);
   void eval_unary(int k, const jit::Instr& in, int64_t n);
   void eval_binary(int k, const jit::Instr& in, int64_t n);
+  void wrap_all(int k, DType dt, int64_t n);
 
   const jit::KernelProgram& program_;
   const jit::KernelLaunch& launch_;

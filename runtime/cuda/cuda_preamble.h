@@ -1,14 +1,20 @@
 // The device-side helpers every generated kernel starts with: storage conversions (f16 and
 // bf16 through PTX cvt, so no CUDA headers are needed), the cast rules of
-// docs/semantics.md, wrapping integer arithmetic, Philox, and block reductions.
+// docs/semantics.md, tensor-core and shared-memory helpers and block reductions, then the op
+// functors of ops/scalar_math.inc (what each elementwise op computes, Philox and
+// Box-Muller: the same source the host compiles).
 // The PTX is the only part a host compiler cannot take; under KILN_CUDA_HOST_EMULATION (the
 // tests' host execution of generated kernels) the conversions come from the host instead.
 #ifndef KILN_RUNTIME_CUDA_CUDA_PREAMBLE_H_
 #define KILN_RUNTIME_CUDA_CUDA_PREAMBLE_H_
 
+#include <string>
+
+#include "ops/scalar_math_source.h"
+
 namespace kiln::runtime::cuda {
 
-inline constexpr const char* kPreamble = R"CUDA(
+inline constexpr const char* kPreambleHelpers = R"CUDA(
 // ---- kiln preamble ----
 typedef long long i64;
 typedef unsigned long long u64;
@@ -47,38 +53,6 @@ __device__ __forceinline__ i64 sat_i32(double v) {
   return (i64)(int)v;
 }
 __device__ __forceinline__ i64 wrap_i32(i64 v) { return (i64)(int)(unsigned int)(u64)v; }
-__device__ __forceinline__ i64 wadd(i64 a, i64 b) { return (i64)((u64)a + (u64)b); }
-__device__ __forceinline__ i64 wsub(i64 a, i64 b) { return (i64)((u64)a - (u64)b); }
-__device__ __forceinline__ i64 wmul(i64 a, i64 b) { return (i64)((u64)a * (u64)b); }
-__device__ __forceinline__ i64 ipow(i64 b, i64 e) {
-  if (e < 0) return b == 1 ? 1 : (b == -1 ? ((e % 2 == 0) ? 1 : -1) : 0);
-  i64 r = 1;
-  while (e > 0) { if (e & 1) r = wmul(r, b); b = wmul(b, b); e >>= 1; }
-  return r;
-}
-template <class T> __device__ __forceinline__ T nanmax(T a, T b) { return (a != a || b != b) ? (a != a ? a : b) : (a > b ? a : b); }
-template <class T> __device__ __forceinline__ T nanmin(T a, T b) { return (a != a || b != b) ? (a != a ? a : b) : (a < b ? a : b); }
-// Philox-4x32-10, as ops/philox.h.
-__device__ __forceinline__ void philox(u64 index, u64 seed, unsigned int out[4]) {
-  unsigned int c0 = (unsigned int)index, c1 = (unsigned int)(index >> 32), c2 = 0, c3 = 0;
-  unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);
-  for (int r = 0; r < 10; ++r) {
-    u64 p0 = (u64)0xD2511F53u * c0, p1 = (u64)0xCD9E8D57u * c2;
-    unsigned int n0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0, n2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1;
-    c1 = (unsigned int)p1; c3 = (unsigned int)p0; c0 = n0; c2 = n2;
-    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
-  }
-  out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
-}
-__device__ __forceinline__ double rand_uniform(u64 index, u64 seed, int bits) {
-  unsigned int w[4]; philox(index, seed, w);
-  return (double)(w[0] >> (32 - bits)) / (double)(1ull << bits);
-}
-__device__ __forceinline__ double rand_normal(u64 index, u64 seed) {
-  unsigned int w[4]; philox(index, seed, w);
-  double u1 = ((double)(w[0] >> 8) + 1.0) / 16777216.0, u2 = (double)(w[1] >> 8) / 16777216.0;
-  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
 // Tensor cores: D = A * B + D for a 16x16 (row) by 16x8 (col) product, f32 accumulators,
 // fragments as PTX lays them out; pack2 makes a register of two 16-bit elements (low first).
 __device__ __forceinline__ unsigned pack2(unsigned short lo, unsigned short hi) {
@@ -130,8 +104,25 @@ template <class T, class F> __device__ T block_reduce(T v, F f, T identity, T* s
   __syncthreads();
   return v;
 }
+// ---- op functors (ops/scalar_math.inc) ----
+#define KILN_SCALAR __device__ __forceinline__
+namespace kiln {
+namespace math {
+)CUDA";
+
+inline constexpr const char* kPreambleEnd = R"CUDA(
+}  // namespace math
+}  // namespace kiln
+#undef KILN_SCALAR
 // ---- end of preamble ----
 )CUDA";
+
+// The whole preamble: the helpers, then the functors inside namespace kiln::math.
+inline const std::string& preamble() {
+  static const std::string text =
+      std::string(kPreambleHelpers) + ops::kScalarMathSource + kPreambleEnd;
+  return text;
+}
 
 }  // namespace kiln::runtime::cuda
 

@@ -37,7 +37,7 @@ void append_custom_functions(const KernelProgram& p, std::string& s) {
 // program's printed form as a comment, the Params struct, then the entry points.
 std::string assemble_module(const KernelWriter& w, IndexWidths widths, const std::string& body) {
   const KernelProgram& p = w.program();
-  std::string s = kPreamble;
+  std::string s = preamble();
   append_custom_functions(p, s);
   absl::StrAppend(&s, "// kernel ", p.name, " (", anchor_name(p.anchor), ")\n");
   const std::string printed = p.to_string();

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ops/custom_functions.h"
+#include "ops/scalar_math.h"
 
 namespace kiln::runtime::cuda {
 
@@ -116,108 +117,14 @@ std::string store(DType dt, const std::string& ptr, const std::string& off, cons
   return to_storage(dt, absl::StrCat("((", storage_type(dt), "*)", ptr, ")[", off, "]"), v);
 }
 
-// The value of unary op `op` on register `x` of dtype `dt`, before rounding to its dtype.
-std::string unary(OpKind op, DType dt, const std::string& x) {
-  if (!is_floating(dt)) {
-    switch (op) {
-      case OpKind::Neg:
-        return absl::StrCat("wsub(0, ", x, ")");
-      case OpKind::Abs:
-        return absl::StrCat("(", x, " < 0 ? wsub(0, ", x, ") : ", x, ")");
-      case OpKind::Relu:
-        return absl::StrCat("(", x, " > 0 ? ", x, " : (i64)0)");
-      case OpKind::Square:
-        return absl::StrCat("wmul(", x, ", ", x, ")");
-      case OpKind::LogicalNot:
-        return absl::StrCat("(i64)(", x, " == 0)");
-      default:  // floor, ceil of integers
-        return x;
-    }
-  }
-  const bool f = dt != DType::F64;
-  auto fn = [&](const char* name) { return absl::StrCat(name, f ? "f(" : "(", x, ")"); };
-  const std::string one = f ? "1.0f" : "1.0";
-  switch (op) {
-    case OpKind::Neg:
-      return absl::StrCat("(-", x, ")");
-    case OpKind::Abs:
-      return fn("fabs");
-    case OpKind::Exp:
-      return fn("exp");
-    case OpKind::Log:
-      return fn("log");
-    case OpKind::Sqrt:
-      return fn("sqrt");
-    case OpKind::Rsqrt:
-      return absl::StrCat("(", one, " / ", fn("sqrt"), ")");
-    case OpKind::Sin:
-      return fn("sin");
-    case OpKind::Cos:
-      return fn("cos");
-    case OpKind::Tanh:
-      return fn("tanh");
-    case OpKind::Sigmoid:
-      return absl::StrCat("(", one, " / (", one, " + ", f ? "expf(-" : "exp(-", x, ")))");
-    case OpKind::Relu:
-      return absl::StrCat("(", x, " > 0 ? ", x, " : (", x, " != ", x, " ? ", x, " : 0))");
-    case OpKind::Gelu:
-      return absl::StrCat("(0.5", f ? "f" : "", " * ", x, " * ", f ? "erfcf(-" : "erfc(-", x,
-                          " * 0.70710678118654752440", f ? "f" : "", "))");
-    case OpKind::Silu:
-      return absl::StrCat("(", x, " / (", one, " + ", f ? "expf(-" : "exp(-", x, ")))");
-    case OpKind::Erf:
-      return fn("erf");
-    case OpKind::Floor:
-      return fn("floor");
-    case OpKind::Ceil:
-      return fn("ceil");
-    case OpKind::Reciprocal:
-      return absl::StrCat("(", one, " / ", x, ")");
-    case OpKind::Square:
-      return absl::StrCat("(", x, " * ", x, ")");
-    default:
-      return "0";
-  }
-}
-
-// The value of binary op `op` on registers `a` and `b` of dtype `operands`, before rounding.
-std::string binary(OpKind op, DType operands, const std::string& a, const std::string& b) {
-  const bool fl = is_floating(operands);
-  switch (op) {
-    case OpKind::Add:
-      return fl ? absl::StrCat("(", a, " + ", b, ")") : absl::StrCat("wadd(", a, ", ", b, ")");
-    case OpKind::Sub:
-      return fl ? absl::StrCat("(", a, " - ", b, ")") : absl::StrCat("wsub(", a, ", ", b, ")");
-    case OpKind::Mul:
-      return fl ? absl::StrCat("(", a, " * ", b, ")") : absl::StrCat("wmul(", a, ", ", b, ")");
-    case OpKind::Div:
-      return absl::StrCat("(", a, " / ", b, ")");
-    case OpKind::Pow:
-      return fl ? absl::StrCat(operands == DType::F64 ? "pow(" : "powf(", a, ", ", b, ")")
-                : absl::StrCat("ipow(", a, ", ", b, ")");
-    case OpKind::Maximum:
-      return absl::StrCat("nanmax(", a, ", ", b, ")");
-    case OpKind::Minimum:
-      return absl::StrCat("nanmin(", a, ", ", b, ")");
-    case OpKind::Eq:
-      return absl::StrCat("(i64)(", a, " == ", b, ")");
-    case OpKind::Ne:
-      return absl::StrCat("(i64)(", a, " != ", b, ")");
-    case OpKind::Lt:
-      return absl::StrCat("(i64)(", a, " < ", b, ")");
-    case OpKind::Le:
-      return absl::StrCat("(i64)(", a, " <= ", b, ")");
-    case OpKind::Gt:
-      return absl::StrCat("(i64)(", a, " > ", b, ")");
-    case OpKind::Ge:
-      return absl::StrCat("(i64)(", a, " >= ", b, ")");
-    case OpKind::LogicalAnd:
-      return absl::StrCat("(i64)(", a, " && ", b, ")");
-    case OpKind::LogicalOr:
-      return absl::StrCat("(i64)(", a, " || ", b, ")");
-    default:
-      return "0";
-  }
+// The value of elementwise op `op` on registers `operands`, before rounding to its dtype: a
+// call of the op's functor from ops/scalar_math.inc, which every module carries in its
+// preamble (kiln::math::Exp{}(v3)); the register types (float, double, i64) pick the
+// functor's floating or integer branch. Comparisons and logical ops give bool, held as i64.
+std::string elementwise(OpKind op, const std::vector<std::string>& operands) {
+  const std::string call = absl::StrCat("kiln::math::", ops::op_info(op).enum_name, "{}(",
+                                        absl::StrJoin(operands, ", "), ")");
+  return math::gives_bool(op) ? absl::StrCat("(i64)", call) : call;
 }
 
 }  // namespace
@@ -296,19 +203,19 @@ std::string KernelWriter::space_code(int space, const std::string& idx,
         } else {
           const std::string seed = absl::StrCat("(u64)__double_as_longlong(a.p[", in.param, "])");
           const int bits = in.dtype == DType::F16 ? 11 : (in.dtype == DType::BF16 ? 8 : 24);
-          expr = cast(DType::F64, in.dtype,
-                      in.op == OpKind::Rand
-                          ? absl::StrCat("rand_uniform((u64)", off, ", ", seed, ", ", bits, ")")
-                          : absl::StrCat("rand_normal((u64)", off, ", ", seed, ")"));
+          expr = cast(
+              DType::F64, in.dtype,
+              in.op == OpKind::Rand
+                  ? absl::StrCat("kiln::math::rand_uniform((u64)", off, ", ", seed, ", ", bits, ")")
+                  : absl::StrCat("kiln::math::rand_normal((u64)", off, ", ", seed, ")"));
         }
         break;
       }
       case InstrKind::kUnary:
-        expr = round_to_dtype(in.dtype, unary(in.op, p_.instrs[in.a].dtype, operand(in.a)));
+        expr = round_to_dtype(in.dtype, elementwise(in.op, {operand(in.a)}));
         break;
       case InstrKind::kBinary: {
-        const DType operands = p_.instrs[in.a].dtype;
-        expr = binary(in.op, operands, operand(in.a), operand(in.b));
+        expr = elementwise(in.op, {operand(in.a), operand(in.b)});
         if (!ops::is_comparison(in.op)) expr = round_to_dtype(in.dtype, expr);
         break;
       }

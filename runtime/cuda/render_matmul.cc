@@ -167,8 +167,8 @@ std::string render_matmul(const KernelWriter& w) {
                   w.space_code(1, "idx1"), w.space_code(2, "idx2"), "      sum = ",
                   is_floating(p.anchor_dtype)
                       ? absl::StrCat("sum + v", p.anchor_operands[0], " * v", p.anchor_operands[1])
-                      : absl::StrCat("wadd(sum, wmul(v", p.anchor_operands[0], ", v",
-                                     p.anchor_operands[1], "))"),
+                      : absl::StrCat("kiln::math::wrapping_add(sum, kiln::math::wrapping_mul(v",
+                                     p.anchor_operands[0], ", v", p.anchor_operands[1], "))"),
                   ";\n    }\n", w.epilogue(absl::StrCat("(", t, ")sum"), "i"), "  }\n");
   return s;
 }

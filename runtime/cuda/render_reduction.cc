@@ -49,7 +49,7 @@ std::string render_reduction(const KernelWriter& w) {
   // extreme, and ties keep the lower index, so any combination order gives one answer.
   const std::string better = op == OpKind::Max || op == OpKind::Argmax ? ">" : "<";
   const std::string fold =
-      sum ? absl::StrCat("b = ", floating ? "b + y" : "wadd(b, y)", ";")
+      sum ? absl::StrCat("b = ", floating ? "b + y" : "kiln::math::wrapping_add(b, y)", ";")
           : absl::StrCat("if (", floating ? "(y != y && (!(b != b) || yi < bi)) || " : "",
                          "(!(b != b) && (y ", better,
                          " b || (y == b && yi < bi)))) { b = y; bi = yi; }");
