@@ -8,8 +8,8 @@
 
 #include <filesystem>
 
-#include "jit/launch_plan.h"
-#include "jit/trace.h"
+#include "jit/fusion/launch_plan.h"
+#include "jit/fusion/trace.h"
 #include "kiln/kiln.h"
 #include "runtime/cuda/cuda_renderer.h"
 #include "runtime/cuda/nvrtc_compiler.h"

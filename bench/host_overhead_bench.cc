@@ -5,10 +5,10 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "jit/launch_plan.h"
-#include "jit/node.h"
-#include "jit/plan_cache.h"
-#include "jit/trace.h"
+#include "jit/fusion/launch_plan.h"
+#include "jit/graph/node.h"
+#include "jit/fusion/plan_cache.h"
+#include "jit/fusion/trace.h"
 #include "kiln/kiln.h"
 #include "runtime/cuda/cubin_cache.h"
 #include "runtime/cuda/cuda_renderer.h"

@@ -10,10 +10,10 @@
 #include <utility>
 #include <vector>
 
-#include "jit/node.h"
-#include "jit/pending_graph.h"
+#include "jit/graph/node.h"
+#include "jit/graph/pending_graph.h"
 #include "kiln/kiln.h"
-#include "ops/reference_graph.h"
+#include "jit/graph/reference_graph.h"
 #include "ops/value_type.h"
 
 namespace {

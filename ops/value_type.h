@@ -17,7 +17,7 @@ using Shape = std::vector<int64_t>;
 // the CPU executor unravels positions into per-dimension index arrays, and a generated CUDA
 // kernel receives each iteration space's sizes and each view's strides in its by-value
 // Params struct (runtime/cuda/kernel_args.h), which CUDA caps at 32 KB of kernel
-// parameters: at 32 dims a kernel reading 64 views (jit/planner.h's kMaxKernelSources)
+// parameters: at 32 dims a kernel reading 64 views (jit/fusion/planner.h's kMaxKernelSources)
 // needs about 17 KB. Shapes above the limit are rejected where they are created
 // (checked_numel) or inferred (infer_output), never computed. Custom kernels take at most 8
 // dims (KilnKernelArgs, ops/custom_functions.h; checked by their inference).

@@ -23,8 +23,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "jit/kernel_ir.h"
-#include "jit/launch_plan.h"
+#include "jit/fusion/kernel_ir.h"
+#include "jit/fusion/launch_plan.h"
 #include "kiln/dtype.h"
 #include "runtime/buffer.h"
 

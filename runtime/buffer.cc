@@ -8,7 +8,7 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
-#include "jit/stats_counters.h"
+#include "runtime/stats_counters.h"
 #include "kiln/error.h"
 
 namespace kiln::runtime {
@@ -107,7 +107,7 @@ Buffer::Buffer(int64_t nbytes) : nbytes_(nbytes) {
   if (data_ == nullptr) {
     throw Error(absl::StrCat("out of memory allocating ", nbytes, " bytes on cpu"));
   }
-  jit::counters().bytes_allocated += nbytes;
+  runtime::counters().bytes_allocated += nbytes;
   if (poison) std::memset(data_, 0xFF, size);
 }
 
@@ -117,7 +117,7 @@ Buffer::Buffer(int64_t nbytes, Device device, uint64_t device_pointer,
       device_(device),
       device_pointer_(device_pointer),
       release_(std::move(release)) {
-  jit::counters().bytes_allocated += nbytes;
+  runtime::counters().bytes_allocated += nbytes;
 }
 
 Buffer::~Buffer() {

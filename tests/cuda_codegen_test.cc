@@ -5,8 +5,8 @@
 #include <functional>
 #include <set>
 
-#include "jit/launch_plan.h"
-#include "jit/trace.h"
+#include "jit/fusion/launch_plan.h"
+#include "jit/fusion/trace.h"
 #include "kernel_corpus.h"
 #include "kiln/nn.h"
 #include "ops/custom_functions.h"

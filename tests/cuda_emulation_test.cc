@@ -9,8 +9,8 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "jit/launch_plan.h"
-#include "jit/trace.h"
+#include "jit/fusion/launch_plan.h"
+#include "jit/fusion/trace.h"
 #include "kernel_corpus.h"
 #include "kiln/custom.h"
 #include "kiln/nn.h"

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <random>
 
-#include "jit/launch_plan.h"
-#include "jit/trace.h"
+#include "jit/fusion/launch_plan.h"
+#include "jit/fusion/trace.h"
 #include "kiln/custom.h"
 #include "kiln/nn.h"
 #include "runtime/cuda/cuda_renderer.h"

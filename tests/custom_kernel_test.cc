@@ -3,8 +3,8 @@
 // the GPU by NVRTC, and rejected with clear errors when the definition or a call is bad.
 #include <random>
 
-#include "jit/launch_plan.h"
-#include "jit/trace.h"
+#include "jit/fusion/launch_plan.h"
+#include "jit/fusion/trace.h"
 #include "kiln/custom.h"
 #include "runtime/cuda/cuda_renderer.h"
 #include "runtime/cuda/nvrtc_compiler.h"

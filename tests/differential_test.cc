@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "jit/launch_plan.h"
-#include "jit/npy_file.h"
-#include "jit/pending_graph.h"
-#include "jit/trace_export.h"
+#include "jit/fusion/launch_plan.h"
+#include "jit/formats/npy_file.h"
+#include "jit/graph/pending_graph.h"
+#include "jit/formats/trace_export.h"
 #include "ops/element_access.h"
 #include "random_program.h"
 #include "reference_util.h"

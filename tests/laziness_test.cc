@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
-#include "jit/node.h"
-#include "jit/record.h"
+#include "jit/graph/node.h"
+#include "jit/graph/record.h"
 #include "test_util.h"
 
 namespace kiln {

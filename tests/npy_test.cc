@@ -2,7 +2,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "jit/npy_file.h"
+#include "jit/formats/npy_file.h"
 #include "test_util.h"
 
 namespace kiln {

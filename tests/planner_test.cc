@@ -1,12 +1,12 @@
 // Kernel counts, the plan cache and scalar parameters, checked through kiln::stats() with no
 // device needed (as tinygrad's test/null does). Values are checked against the reference.
-#include "jit/planner.h"
+#include "jit/fusion/planner.h"
 
 #include <cmath>
 
-#include "jit/launch_plan.h"
-#include "jit/plan_cache.h"
-#include "jit/trace.h"
+#include "jit/fusion/launch_plan.h"
+#include "jit/fusion/plan_cache.h"
+#include "jit/fusion/trace.h"
 #include "kiln/nn.h"
 #include "reference_util.h"
 #include "test_util.h"

@@ -2,10 +2,10 @@
 #ifndef KILN_TESTS_REFERENCE_UTIL_H_
 #define KILN_TESTS_REFERENCE_UTIL_H_
 
-#include "jit/node.h"
-#include "jit/record.h"
+#include "jit/graph/node.h"
+#include "jit/graph/record.h"
 #include "kiln/kiln.h"
-#include "ops/reference_graph.h"
+#include "jit/graph/reference_graph.h"
 
 namespace kiln::testing {
 

@@ -1,7 +1,7 @@
 // Concat kernels: each operand is evaluated whole and scattered into its slice of the
 // result.
 #include "runtime/cpu/kernel_families.h"
-#include "runtime/cpu/thread_pool.h"
+#include "runtime/thread_pool.h"
 #include "runtime/cpu/tile_evaluator.h"
 
 namespace kiln::runtime::cpu {

@@ -6,8 +6,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "jit/env_options.h"
-#include "jit/stats_counters.h"
+#include "jit/graph/env_options.h"
+#include "runtime/stats_counters.h"
 #include "runtime/backend.h"
 #include "runtime/cpu/kernel_executor.h"
 
@@ -75,7 +75,7 @@ class CpuBackend final : public Backend {
       for (int p : l.params) params.push_back(args.params[p]);
       const auto start = std::chrono::steady_clock::now();
       cpu::execute_kernel(*pk.program, l, ins, outs, params);
-      jit::counters().kernels_launched += 1;
+      runtime::counters().kernels_launched += 1;
       if (log_level >= 2) {
         const double s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

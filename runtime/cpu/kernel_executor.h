@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-#include "jit/kernel_ir.h"
+#include "jit/fusion/kernel_ir.h"
 #include "runtime/buffer.h"
 
 namespace kiln::runtime::cpu {

@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "jit/kernel_ir.h"
+#include "jit/fusion/kernel_ir.h"
 #include "runtime/buffer.h"
 #include "runtime/cpu/tile_evaluator.h"
 

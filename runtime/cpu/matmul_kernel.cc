@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "runtime/cpu/kernel_families.h"
-#include "runtime/cpu/thread_pool.h"
+#include "runtime/thread_pool.h"
 #include "runtime/cpu/tile_evaluator.h"
 
 namespace kiln::runtime::cpu {

@@ -7,7 +7,7 @@
 
 #include "ops/scalar_math.h"
 #include "runtime/cpu/kernel_families.h"
-#include "runtime/cpu/thread_pool.h"
+#include "runtime/thread_pool.h"
 #include "runtime/cpu/tile_evaluator.h"
 
 namespace kiln::runtime::cpu {

@@ -6,7 +6,7 @@
 
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/simd_math.h"
-#include "runtime/cpu/thread_pool.h"
+#include "runtime/thread_pool.h"
 #include "runtime/cpu/tile_evaluator.h"
 
 namespace kiln::runtime::cpu {

@@ -15,7 +15,7 @@
 #include "ops/element_access.h"
 #include "ops/scalar_math.h"
 #include "runtime/cpu/simd_math.h"
-#include "runtime/cpu/thread_pool.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 namespace {

@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "jit/kernel_ir.h"
+#include "jit/fusion/kernel_ir.h"
 #include "kiln/dtype.h"
 #include "ops/value_type.h"
 #include "runtime/buffer.h"

@@ -10,7 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "jit/stats_counters.h"
+#include "runtime/stats_counters.h"
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
 #include "runtime/atomic_file.h"
@@ -110,7 +110,7 @@ class CudaDevice {
           compile_in_parallel(cubin_cache(), sources, arch_);
       for (size_t i = 0; i < missing.size(); ++i) {
         if (!cubins[i].ok()) throw_compile_error(sources[i], cubins[i].status());
-        if (cubins[i]->source == CubinCache::Source::kDisk) jit::counters().disk_cache_hits += 1;
+        if (cubins[i]->source == CubinCache::Source::kDisk) runtime::counters().disk_cache_hits += 1;
         loaded_.emplace(missing[i],
                         Loaded{missing_programs[i], load(cubins[i]->cubin, sources[i].name)});
       }
@@ -130,7 +130,7 @@ class CudaDevice {
                         static_cast<unsigned>(block[1]), static_cast<unsigned>(block[2]),
                         static_cast<unsigned>(shared_bytes), stream_, args, nullptr),
                     "cuLaunchKernel", absl::StrCat(name_, " kernel ", what));
-    jit::counters().kernels_launched += 1;
+    runtime::counters().kernels_launched += 1;
   }
 
   CUstream stream() const { return stream_; }
@@ -289,7 +289,7 @@ class CudaBackend final : public Backend {
     if (g.broken) return run(*plan, args);
     throw_if_failed(driver_api().graph_launch(g.exec, device_.stream()), "cuGraphLaunch",
                     device_.name());
-    jit::counters().kernels_launched += g.launches;
+    runtime::counters().kernels_launched += g.launches;
     std::vector<std::shared_ptr<Buffer>> results;
     for (const std::shared_ptr<Buffer>& out : g.outputs) {
       results.push_back(device_.allocate(out->nbytes()));
@@ -364,7 +364,7 @@ class CudaBackend final : public Backend {
     const DriverApi& d = driver_api();
     throw_if_failed(d.stream_begin_capture(device_.stream(), kStreamCaptureModeRelaxed),
                     "cuStreamBeginCapture", device_.name());
-    const int64_t launched_before = jit::counters().kernels_launched;
+    const int64_t launched_before = runtime::counters().kernels_launched;
     CUgraph graph = nullptr;
     try {
       launch_kernels(plan, functions, params, buffers, &g.owned);
@@ -373,8 +373,8 @@ class CudaBackend final : public Backend {
       if (graph != nullptr) d.graph_destroy(graph);
       throw;
     }
-    g.launches = jit::counters().kernels_launched - launched_before;
-    jit::counters().kernels_launched -= g.launches;  // captured, not run: replay counts them
+    g.launches = runtime::counters().kernels_launched - launched_before;
+    runtime::counters().kernels_launched -= g.launches;  // captured, not run: replay counts them
     throw_if_failed(d.stream_end_capture(device_.stream(), &graph), "cuStreamEndCapture",
                     device_.name());
     const CUresult made = d.graph_instantiate(&g.exec, graph, 0);

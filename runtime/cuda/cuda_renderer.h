@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "jit/kernel_ir.h"
+#include "jit/fusion/kernel_ir.h"
 
 namespace kiln::runtime::cuda {
 

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "jit/kernel_ir.h"
+#include "jit/fusion/kernel_ir.h"
 #include "runtime/cuda/kernel_writer.h"
 
 namespace kiln::runtime::cuda {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "jit/kernel_ir.h"
+#include "jit/fusion/kernel_ir.h"
 #include "runtime/cuda/kernel_args.h"
 
 namespace kiln::runtime::cuda {

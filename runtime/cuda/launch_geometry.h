@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "jit/kernel_ir.h"
+#include "jit/fusion/kernel_ir.h"
 
 namespace kiln::runtime::cuda {
 

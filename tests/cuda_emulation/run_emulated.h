@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "jit/launch_plan.h"
+#include "jit/fusion/launch_plan.h"
 #include "ops/custom_functions.h"
 #include "runtime/buffer.h"
 #include "runtime/cuda/cuda_renderer.h"

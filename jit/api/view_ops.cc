@@ -1,0 +1,91 @@
+// Views and casts, as Tensor methods. transpose, unsqueeze and squeeze record as permute
+// and reshape, so the catalog stays small.
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "jit/graph/record.h"
+#include "kiln/error.h"
+#include "kiln/tensor.h"
+#include "ops/value_type.h"
+
+namespace kiln {
+namespace {
+
+using ops::OpKind;
+
+// Checks `axis` against `limit` (ndim, or ndim + 1 for unsqueeze) for an op whose error
+// should name it; returns the non-negative axis.
+int checked_axis(const char* op, int axis, int limit, const Tensor& x) {
+  if (axis < -limit || axis >= limit) {
+    throw Error(absl::StrCat("[", op, "] axis ", axis, " is out of range for rank ", x.ndim(),
+                             " (expected ", -limit, " <= axis < ", limit,
+                             ") (x: ", dtype_name(x.dtype()), ops::format_shape(x.shape()), ")"));
+  }
+  return axis < 0 ? axis + limit : axis;
+}
+
+}  // namespace
+
+Tensor Tensor::astype(DType dt) const {
+  ops::Attrs attrs;
+  attrs.dtype = dt;
+  return jit::record(OpKind::Astype, {*this}, std::move(attrs));
+}
+
+Tensor Tensor::reshape(std::vector<int64_t> shape) const {
+  ops::Attrs attrs;
+  attrs.shape = std::move(shape);
+  return jit::record(OpKind::Reshape, {*this}, std::move(attrs));
+}
+
+Tensor Tensor::permute(std::vector<int> axes) const {
+  ops::Attrs attrs;
+  attrs.axes = std::move(axes);
+  return jit::record(OpKind::Permute, {*this}, std::move(attrs));
+}
+
+Tensor Tensor::transpose(int a, int b) const {
+  int n = ndim();
+  a = checked_axis("transpose", a, n, *this);
+  b = checked_axis("transpose", b, n, *this);
+  std::vector<int> axes(n);
+  std::iota(axes.begin(), axes.end(), 0);
+  std::swap(axes[a], axes[b]);
+  return permute(std::move(axes));
+}
+
+Tensor Tensor::broadcast_to(std::vector<int64_t> shape) const {
+  ops::Attrs attrs;
+  attrs.shape = std::move(shape);
+  return jit::record(OpKind::BroadcastTo, {*this}, std::move(attrs));
+}
+
+Tensor Tensor::unsqueeze(int axis) const {
+  axis = checked_axis("unsqueeze", axis, ndim() + 1, *this);
+  std::vector<int64_t> shape = this->shape();
+  shape.insert(shape.begin() + axis, 1);
+  return reshape(std::move(shape));
+}
+
+Tensor Tensor::squeeze(int axis) const {
+  axis = checked_axis("squeeze", axis, ndim(), *this);
+  if (shape()[axis] != 1) {
+    throw Error(absl::StrCat("[squeeze] axis ", axis, " has size ", shape()[axis],
+                             " (expected 1) (x: ", dtype_name(dtype()), ops::format_shape(shape()),
+                             ")"));
+  }
+  std::vector<int64_t> shape = this->shape();
+  shape.erase(shape.begin() + axis);
+  return reshape(std::move(shape));
+}
+
+Tensor Tensor::slice(int axis, int64_t start, int64_t stop, int64_t step) const {
+  ops::Attrs attrs;
+  attrs.axis = axis;
+  attrs.start = start;
+  attrs.stop = stop;
+  attrs.step = step;
+  return jit::record(OpKind::Slice, {*this}, std::move(attrs));
+}
+
+}  // namespace kiln

@@ -1,0 +1,222 @@
+// .safetensors files (https://github.com/huggingface/safetensors, format of 2023):
+//   u64 little-endian header length N | N bytes of JSON header | data buffer
+// The header maps tensor names to {"dtype", "shape", "data_offsets": [begin, end]} (offsets
+// into the data buffer), plus an optional "__metadata__" object of strings. The file is
+// mapped with mmap and every range is checked before any byte is read: ranges must lie in
+// the buffer, match their tensor's size, and cover the buffer without overlaps or holes.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "jit/graph/node.h"
+#include "jit/graph/record.h"
+#include "jit/formats/trace_format.h"
+#include "kiln/error.h"
+#include "kiln/io.h"
+#include "ops/value_type.h"
+#include "runtime/atomic_file.h"
+
+namespace kiln {
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the format's own limit
+
+struct Mapping {
+  void* data = MAP_FAILED;
+  size_t size = 0;
+  ~Mapping() {
+    if (data != MAP_FAILED) munmap(data, size);
+  }
+};
+
+std::optional<DType> dtype_from_code(const std::string& code) {
+  if (code == "BOOL") return DType::Bool;
+  if (code == "I32") return DType::I32;
+  if (code == "I64") return DType::I64;
+  if (code == "F16") return DType::F16;
+  if (code == "BF16") return DType::BF16;
+  if (code == "F32") return DType::F32;
+  if (code == "F64") return DType::F64;
+  return std::nullopt;
+}
+
+const char* code_of(DType dt) {
+  switch (dt) {
+    case DType::Bool:
+      return "BOOL";
+    case DType::I32:
+      return "I32";
+    case DType::I64:
+      return "I64";
+    case DType::F16:
+      return "F16";
+    case DType::BF16:
+      return "BF16";
+    case DType::F32:
+      return "F32";
+    case DType::F64:
+      return "F64";
+  }
+  return "?";
+}
+
+struct Entry {
+  std::string name;
+  ops::ValueType type;
+  uint64_t begin = 0, end = 0;
+};
+
+}  // namespace
+
+std::map<std::string, Tensor> load_safetensors(const std::string& path) {
+  auto fail = [&](const std::string& what) -> Error {
+    return Error(absl::StrCat("[load_safetensors] ", path, ": ", what));
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw fail(absl::StrCat("cannot open (", std::strerror(errno), ")"));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    throw fail("cannot stat");
+  }
+  Mapping map;
+  map.size = static_cast<size_t>(st.st_size);
+  if (map.size > 0) map.data = ::mmap(nullptr, map.size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map.size < 8) throw fail(absl::StrCat("file of ", map.size, " bytes has no header length"));
+  if (map.data == MAP_FAILED) throw fail("cannot map the file");
+  const auto* bytes = static_cast<const unsigned char*>(map.data);
+  uint64_t header_length = 0;
+  for (int i = 7; i >= 0; --i) header_length = (header_length << 8) | bytes[i];
+  if (header_length > kMaxHeaderBytes) {
+    throw fail(absl::StrCat("header of ", header_length, " bytes is over the 100 MB limit"));
+  }
+  if (header_length > map.size - 8) {
+    throw fail(absl::StrCat("header of ", header_length, " bytes runs past the end of the file"));
+  }
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_length);
+  } catch (const nlohmann::json::exception& e) {
+    throw fail(absl::StrCat("malformed JSON header: ", e.what()));
+  }
+  if (!header.is_object()) throw fail("the header must be a JSON object");
+  const uint64_t data_start = 8 + header_length;
+  const uint64_t data_size = map.size - data_start;
+  std::vector<Entry> entries;
+  for (const auto& [name, info] : header.items()) {
+    if (name == "__metadata__") continue;
+    Entry e;
+    e.name = name;
+    try {
+      std::optional<DType> dt = dtype_from_code(info.at("dtype").get<std::string>());
+      if (!dt)
+        throw fail(
+            absl::StrCat("tensor '", name, "': unsupported dtype ", info.at("dtype").dump()));
+      e.type.dtype = *dt;
+      // Integers only: converting a JSON float such as 1e300 to an integer is undefined.
+      if (!jit::json_to(info.at("shape"), e.type.shape)) {
+        throw fail(absl::StrCat("tensor '", name, "': shape must be a list of integers, got ",
+                                info.at("shape").dump()));
+      }
+      std::vector<uint64_t> offsets;
+      if (!jit::json_to(info.at("data_offsets"), offsets) || offsets.size() != 2)
+        throw fail(absl::StrCat("tensor '", name, "': data_offsets needs 2 numbers"));
+      e.begin = offsets[0];
+      e.end = offsets[1];
+    } catch (const nlohmann::json::exception& ex) {
+      throw fail(absl::StrCat("tensor '", name, "': ", ex.what()));
+    }
+    absl::StatusOr<int64_t> count = ops::checked_numel(e.type.shape);
+    if (!count.ok()) throw fail(absl::StrCat("tensor '", name, "': ", count.status().message()));
+    if (e.end < e.begin || e.end > data_size) {
+      throw fail(absl::StrCat("tensor '", name, "': data_offsets [", e.begin, ", ", e.end,
+                              "] are outside the ", data_size, "-byte data buffer"));
+    }
+    const uint64_t want =
+        static_cast<uint64_t>(*count) * static_cast<uint64_t>(dtype_size(e.type.dtype));
+    if (e.end - e.begin != want) {
+      throw fail(absl::StrCat("tensor '", name, "': ", e.end - e.begin, " bytes but ",
+                              ops::format_type(e.type), " needs ", want));
+    }
+    entries.push_back(std::move(e));
+  }
+  // The ranges must tile the buffer: sorted, each starting where the previous ended.
+  std::vector<const Entry*> sorted;
+  sorted.reserve(entries.size());
+  for (const Entry& e : entries) sorted.push_back(&e);
+  std::sort(sorted.begin(), sorted.end(), [](const Entry* a, const Entry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t covered = 0;
+  for (const Entry* e : sorted) {
+    if (e->begin < covered)
+      throw fail(absl::StrCat("tensor '", e->name, "' overlaps another tensor's bytes"));
+    if (e->begin > covered)
+      throw fail(absl::StrCat("bytes ", covered, "..", e->begin, " before tensor '", e->name,
+                              "' belong to no tensor"));
+    covered = e->end;
+  }
+  if (covered != data_size)
+    throw fail(absl::StrCat("bytes ", covered, "..", data_size, " belong to no tensor"));
+  std::map<std::string, Tensor> tensors;
+  for (const Entry& e : entries) {
+    auto buffer = std::make_shared<runtime::Buffer>(static_cast<int64_t>(e.end - e.begin));
+    if (e.end > e.begin) std::memcpy(buffer->data(), bytes + data_start + e.begin, e.end - e.begin);
+    if (e.type.dtype == DType::Bool) {
+      for (int64_t i = 0; i < buffer->nbytes(); ++i)
+        buffer->as<uint8_t>()[i] = buffer->as<uint8_t>()[i] != 0;
+    }
+    tensors[e.name] = jit::make_realized(e.type, std::move(buffer), default_device());
+  }
+  return tensors;
+}
+
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors) {
+  std::vector<Tensor> all;
+  for (const auto& [name, t] : tensors) {
+    if (!t.defined())
+      throw Error(absl::StrCat("[save_safetensors] tensor '", name, "' is empty (undefined)"));
+    if (name == "__metadata__") throw Error("[save_safetensors] '__metadata__' is reserved");
+    all.push_back(t);
+  }
+  eval(all);
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    const uint64_t size =
+        static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(dtype_size(t.dtype()));
+    header[name] = {{"dtype", code_of(t.dtype())},
+                    {"shape", t.shape()},
+                    {"data_offsets", {offset, offset + size}}};
+    offset += size;
+  }
+  std::string text = header.dump();
+  while ((8 + text.size()) % 8 != 0) text.push_back(' ');  // data starts 8-byte aligned
+  absl::Status written = runtime::write_file_atomically(path, [&](std::ostream& out) {
+    const uint64_t length = text.size();
+    char le[8];
+    for (int i = 0; i < 8; ++i) le[i] = static_cast<char>((length >> (8 * i)) & 0xff);
+    out.write(le, 8);
+    out << text;
+    for (const auto& [name, t] : tensors) {
+      const std::shared_ptr<const runtime::Buffer> b =
+          runtime::host_view(detail::TensorAccess::node(t)->buffer);
+      out.write(reinterpret_cast<const char*>(b->data()), t.numel() * dtype_size(t.dtype()));
+    }
+  });
+  if (!written.ok()) throw Error(absl::StrCat("[save_safetensors] ", written.message()));
+}
+
+}  // namespace kiln

@@ -1,0 +1,91 @@
+#include "jit/formats/sync_dump.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "jit/graph/env_options.h"
+#include "jit/formats/npy_file.h"
+#include "jit/formats/trace_export.h"
+#include "runtime/atomic_file.h"
+#include "runtime/backend.h"
+
+namespace kiln::jit {
+namespace {
+
+void report(const std::string& what) {
+  std::fprintf(stderr, "kiln: KILN_DUMP: %s\n", what.c_str());
+}
+
+}  // namespace
+
+std::string new_folder() {
+  static std::atomic<int> sequence{0};
+  return absl::StrFormat("%s/sync-%d-%06d", env_options().dump_dir, static_cast<int>(::getpid()),
+                         sequence++);
+}
+
+absl::Status write_trace_folder(const std::string& folder,
+                                const std::vector<detail::Node*>& outputs) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(fs::path(folder) / "inputs", ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", folder, ": ", ec.message()));
+  TraceExport trace = export_trace(outputs);
+  absl::Status s = runtime::write_file_atomically(
+      absl::StrCat(folder, "/trace.json"),
+      [&](std::ostream& out) { out << trace_json_text(trace.json); });
+  for (const TraceExport::Input& input : trace.inputs) {
+    if (!s.ok()) break;
+    s = write_npy(absl::StrCat(folder, "/inputs/", input.name, ".npy"), input.type, *input.data);
+  }
+  return s;
+}
+
+std::string dump_sync_trace(const std::vector<detail::Node*>& outputs) {
+  std::string folder = new_folder();
+  absl::Status s = write_trace_folder(folder, outputs);
+  if (!s.ok()) report(std::string(s.message()));
+  return folder;
+}
+
+void dump_sync_plan(std::string* folder, const LaunchPlan& plan) {
+  namespace fs = std::filesystem;
+  if (folder->empty()) *folder = new_folder();
+  std::error_code ec;
+  fs::create_directories(fs::path(*folder) / "kernels", ec);
+  if (ec) {
+    report(absl::StrCat("cannot create ", *folder, ": ", ec.message()));
+    return;
+  }
+  if (env_options().dump_plan) std::ofstream(fs::path(*folder) / "plan.txt") << plan.description;
+  if (!env_options().dump_kernels) return;
+  // Each kernel's device source too (CUDA C++), whether or not that device can run here.
+  const runtime::SourceRenderer* renderer = runtime::dump_source_renderer();
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    const PlannedKernel& pk = plan.kernels[k];
+    std::ofstream(fs::path(*folder) / "kernels" / absl::StrCat(k, "_", pk.program->name, ".txt"))
+        << pk.program->to_string();
+    if (renderer == nullptr) continue;
+    std::ofstream(fs::path(*folder) / "kernels" /
+                  absl::StrCat(k, "_", pk.program->name, renderer->file_extension()))
+        << renderer->render(*pk.program);
+  }
+}
+
+void dump_sync_outputs(const std::string& folder, const std::vector<detail::Node*>& outputs) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(folder) / "expected", ec);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    absl::Status s = write_npy(absl::StrCat(folder, "/expected/out", i, ".npy"), outputs[i]->type,
+                               *runtime::host_view(outputs[i]->buffer));
+    if (!s.ok()) report(std::string(s.message()));
+  }
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,104 @@
+// Kernel IR: what one fused kernel computes, in a form both devices consume.
+//
+// A kernel iterates over spaces. Space 0 is the output iteration space (the shape of what it
+// stores). A kernel may have an anchor, the one non-elementwise op it is built around
+// (reduction, arg-reduction, row norm, matmul, concat); the anchor's operand k is computed
+// over space k+1 (the prologue), and the anchor's result is read in space 0 (the epilogue).
+// A pointwise kernel has no anchor and only space 0.
+//
+// Values are SSA instructions over one space each: loads through strided index maps, leaves
+// computed from the index (arange, rand, randn), scalar parameters, elementwise ops and
+// casts. Stores write space-0 values to the kernel's outputs.
+//
+// The program (KernelProgram) never depends on sizes: shapes, strides, offsets and scalars
+// are launch parameters (KernelLaunch). So a new batch size reuses every program.
+#ifndef KILN_JIT_FUSION_KERNEL_IR_H_
+#define KILN_JIT_FUSION_KERNEL_IR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/dtype.h"
+#include "ops/attrs.h"
+#include "ops/op_catalog.h"
+#include "ops/value_type.h"
+
+namespace kiln::jit {
+
+enum class InstrKind {
+  kLoad,       // input[input] at the offset given by view[view]
+  kParam,      // a scalar parameter (constants), broadcast
+  kIndexLeaf,  // arange / rand / randn of the flat index given by view[view]
+  kUnary,      // op(a)
+  kBinary,     // op(a, b); comparisons give Bool
+  kWhere,      // a ? b : c
+  kCast,       // a converted to dtype
+  kAnchor,     // the anchor's result at this space-0 position (epilogue only)
+  kCustom,     // a registered custom function of a, b, c (F32 in and out)
+};
+
+struct Instr {
+  InstrKind kind = InstrKind::kLoad;
+  ops::OpKind op = ops::OpKind::Input;
+  DType dtype = DType::F32;  // the value's dtype
+  int space = 0;
+  int a = -1, b = -1, c = -1;  // operand instructions, in the same space
+  int input = -1;              // kLoad: the kernel's input slot
+  int view = -1;               // kLoad, kIndexLeaf: the launch's view slot
+  int param = -1;              // kParam, rand/randn seed: the kernel's parameter slot
+  int function = -1;           // kCustom: the registered function's id
+};
+
+// kCustomKernel is a user's whole kernel: nothing fuses into it, it has no instructions, and
+// anchor_attrs.function names it (ops/custom_functions.h).
+enum class AnchorKind { kNone, kReduce, kArgReduce, kRowNorm, kMatmul, kConcat, kCustomKernel };
+
+struct Store {
+  int value;   // a space-0 instruction
+  int output;  // the kernel's output slot
+};
+
+struct KernelProgram {
+  std::string name;  // says what it computes, e.g. "reduce_sum_exp_mul"
+  AnchorKind anchor = AnchorKind::kNone;
+  ops::OpKind anchor_op = ops::OpKind::Input;
+  ops::Attrs anchor_attrs;                 // axes/keepdims/axis (never sizes)
+  DType anchor_dtype = DType::F32;         // the anchor's result dtype
+  std::vector<int> anchor_operands;        // operand k: an instruction in space k+1
+  int anchor_param = -1;                   // layer_norm/rms_norm: eps parameter slot
+  std::vector<int> space_ranks;            // rank of each space
+  std::vector<DType> input_dtypes;         // per input slot
+  std::vector<DType> output_dtypes;        // per output slot
+  std::vector<std::string> view_patterns;  // per view: its broadcast/contiguity pattern
+  int num_params = 0;
+  std::vector<Instr> instrs;  // operands before users
+  std::vector<Store> stores;
+
+  // The printed program: readable, and the kernel cache key (it holds no sizes).
+  std::string to_string() const;
+};
+
+// A strided index map from a space to a buffer's (or leaf's) flat element index.
+struct ViewParams {
+  std::vector<int64_t> strides;  // per dim of the view's space
+  int64_t offset = 0;
+};
+
+struct KernelLaunch {
+  std::vector<ops::Shape> spaces;  // per space, its shape
+  std::vector<ViewParams> views;
+  std::vector<int> inputs;   // per input slot, the plan buffer it reads
+  std::vector<int> outputs;  // per output slot, the plan buffer it writes
+  std::vector<int> params;   // per parameter slot, the trace parameter
+  std::vector<int> nodes;    // the trace nodes this kernel computes (for dumps and logs)
+};
+
+const char* anchor_name(AnchorKind anchor);
+
+// "contiguous", "broadcast:0,2" or "strided" and the rank: what a renderer specializes on.
+std::string view_pattern(const ops::Shape& space, const ViewParams& view, int64_t source_numel);
+
+}  // namespace kiln::jit
+
+#endif  // KILN_JIT_FUSION_KERNEL_IR_H_

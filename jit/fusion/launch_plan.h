@@ -1,0 +1,54 @@
+// A launch plan: everything a sync point needs to run a trace again without planning —
+// its kernels in order, their launch parameters and the buffer plan.
+#ifndef KILN_JIT_FUSION_LAUNCH_PLAN_H_
+#define KILN_JIT_FUSION_LAUNCH_PLAN_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jit/fusion/kernel_ir.h"
+#include "jit/fusion/trace.h"
+#include "runtime/buffer.h"
+
+namespace kiln::jit {
+
+struct PlannedKernel {
+  std::shared_ptr<const KernelProgram> program;  // shared through the kernel cache
+  KernelLaunch launch;
+  bool compiled_here = false;  // generated for this plan (else found in the kernel cache)
+};
+
+struct LaunchPlan {
+  std::vector<PlannedKernel> kernels;
+  // Plan buffers are named by trace node ids; intermediates are released after their last
+  // reader so their memory is reused by later kernels.
+  std::vector<std::vector<int>> release_after;  // per kernel
+  std::vector<int> outputs;                     // per requested output, its trace node
+  std::vector<int> input_nodes;                 // per trace input slot, its trace node
+  std::vector<int64_t> node_bytes;              // per trace node, the bytes of its value
+  std::string description;                      // the plan dump (KILN_DUMP=plan)
+};
+
+// What one run of a plan reads: the buffers bound to the trace's input slots and the values of
+// its parameters. A plan plus its arguments is all a backend needs, so a compiled function
+// replays a plan without any trace.
+struct PlanArguments {
+  std::vector<std::shared_ptr<runtime::Buffer>> inputs;  // per trace input slot
+  std::vector<double> params;                            // per trace parameter slot
+};
+
+// The arguments of `trace` as recorded: its realized inputs' buffers and its scalars.
+PlanArguments arguments_of(const Trace& trace);
+
+// KILN_RECORD_CUDA_DIR writes every new kernel's CUDA source; tests that plan thousands of
+// random kernels pause it after a sample (scripts/test.sh compiles what was recorded).
+void set_cuda_recording_paused(bool paused);
+
+// Plans `trace`: fusion, lowering, the kernel cache, the buffer plan.
+std::shared_ptr<const LaunchPlan> build_plan(const Trace& trace);
+
+}  // namespace kiln::jit
+
+#endif  // KILN_JIT_FUSION_LAUNCH_PLAN_H_

@@ -1,0 +1,159 @@
+#include <atomic>
+#include <filesystem>
+#include <mutex>
+#include <variant>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "jit/graph/env_options.h"
+#include "jit/fusion/launch_plan.h"
+#include "jit/fusion/lowering.h"
+#include "jit/fusion/planner.h"
+#include "runtime/stats_counters.h"
+#include "runtime/atomic_file.h"
+#include "runtime/backend.h"
+
+namespace kiln::jit {
+namespace {
+
+// Programs by their printed form (which holds no sizes): a new batch size finds them here.
+class KernelCache {
+ public:
+  std::shared_ptr<const KernelProgram> find_or_add(KernelProgram program, bool* added) {
+    std::string key = program.to_string();
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = programs_.find(key);
+    *added = it == programs_.end();
+    if (!*added) return it->second;
+    if (programs_.size() >= kCapacity) programs_.clear();  // bounded; rebuilt on demand
+    auto shared = std::make_shared<const KernelProgram>(std::move(program));
+    programs_.emplace(std::move(key), shared);
+    return shared;
+  }
+
+ private:
+  static constexpr size_t kCapacity = 4096;
+  std::mutex mutex_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const KernelProgram>> programs_;
+};
+
+KernelCache& kernel_cache() {
+  static KernelCache cache;
+  return cache;
+}
+
+std::string describe(const Trace& trace, const FusionPlan& fusion, const LaunchPlan& plan) {
+  std::string out =
+      absl::StrCat("plan: ", trace.nodes.size(), " nodes, ", plan.kernels.size(), " kernels\n");
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    const PlannedKernel& pk = plan.kernels[k];
+    std::vector<std::string> reads, writes, nodes;
+    for (int n : pk.launch.inputs) reads.push_back(absl::StrCat("%", n));
+    for (int n : pk.launch.outputs) writes.push_back(absl::StrCat("%", n));
+    for (int n : pk.launch.nodes) nodes.push_back(absl::StrCat("%", n));
+    absl::StrAppend(&out, "kernel ", k, ": ", pk.program->name, " (",
+                    anchor_name(pk.program->anchor), ")\n  nodes: ", absl::StrJoin(nodes, " "),
+                    "\n  reads: ", absl::StrJoin(reads, " "),
+                    "\n  writes: ", absl::StrJoin(writes, " "), "\n");
+  }
+  std::string stored;
+  for (size_t i = 0; i < trace.nodes.size(); ++i) {
+    const std::string& why = fusion.reasons[i];
+    if (!fusion.materialized[i] || why == "input" || why == "output") continue;
+    absl::StrAppend(&stored, "  %", i, " (", ops::op_name(trace.nodes[i].op), "): ", why, "\n");
+  }
+  if (!stored.empty()) absl::StrAppend(&out, "stored intermediates, and why:\n", stored);
+  return out;
+}
+
+std::atomic<bool> recording_paused{false};
+
+// KILN_RECORD_CUDA_DIR: every new program's CUDA source (the registry's renderer for dumps),
+// one file each, named by its hash, so `kiln compile-cuda DIR` can compile everything a run
+// planned (scripts/test.sh does).
+void record_cuda_source(const KernelProgram& program) {
+  const runtime::SourceRenderer* renderer = runtime::dump_source_renderer();
+  if (renderer == nullptr) return;
+  const std::string source = renderer->render(program);
+  const std::string dir = env_options().record_cuda_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string path = absl::StrFormat("%s/%s_%016x%s", dir, program.name, absl::HashOf(source),
+                                           renderer->file_extension());
+  if (std::filesystem::exists(path, ec)) return;
+  (void)runtime::write_file_atomically(path, [&](std::ostream& out) { out << source; });
+}
+
+}  // namespace
+
+void set_cuda_recording_paused(bool paused) { recording_paused = paused; }
+
+PlanArguments arguments_of(const Trace& trace) {
+  PlanArguments args;
+  args.inputs.reserve(trace.inputs.size());
+  for (const detail::Node* input : trace.inputs) args.inputs.push_back(input->buffer);
+  args.params = trace.params;
+  return args;
+}
+
+std::shared_ptr<const LaunchPlan> build_plan(const Trace& trace) {
+  std::vector<int> forced;
+  FusionPlan fusion;
+  std::vector<LoweredKernel> lowered;
+  while (true) {  // lowering may ask for one more node to be stored; plan again then
+    fusion = plan_fusion(trace, forced);
+    lowered.clear();
+    int need = -1;
+    for (const KernelGroup& group : fusion.groups) {
+      std::variant<LoweredKernel, int> result = lower_group(trace, fusion, group);
+      if (std::holds_alternative<int>(result)) {
+        need = std::get<int>(result);
+        break;
+      }
+      lowered.push_back(std::get<LoweredKernel>(std::move(result)));
+    }
+    if (need < 0) break;
+    forced.push_back(need);
+  }
+  auto plan = std::make_shared<LaunchPlan>();
+  for (LoweredKernel& k : lowered) {
+    PlannedKernel pk;
+    bool added = false;
+    pk.program = kernel_cache().find_or_add(std::move(k.program), &added);
+    pk.compiled_here = added;
+    if (added && !recording_paused && !env_options().record_cuda_dir.empty()) {
+      record_cuda_source(*pk.program);
+    }
+    (added ? runtime::counters().kernels_compiled : runtime::counters().kernel_cache_hits) += 1;
+    pk.launch = std::move(k.launch);
+    plan->kernels.push_back(std::move(pk));
+  }
+  // Release each intermediate after its last reader.
+  std::vector<bool> keep(trace.nodes.size(), false);
+  for (int o : trace.outputs) keep[o] = true;
+  absl::flat_hash_map<int, size_t> last_reader;
+  for (size_t k = 0; k < plan->kernels.size(); ++k) {
+    for (int n : plan->kernels[k].launch.inputs) last_reader[n] = k;
+  }
+  plan->release_after.resize(plan->kernels.size());
+  for (const auto& [node, k] : last_reader) {
+    if (!keep[node] && trace.nodes[node].op != ops::OpKind::Input) {
+      plan->release_after[k].push_back(node);
+    }
+  }
+  plan->outputs = trace.outputs;
+  plan->input_nodes.resize(trace.inputs.size());
+  plan->node_bytes.resize(trace.nodes.size());
+  for (size_t i = 0; i < trace.nodes.size(); ++i) {
+    const TraceNode& n = trace.nodes[i];
+    if (n.input_slot >= 0) plan->input_nodes[n.input_slot] = static_cast<int>(i);
+    plan->node_bytes[i] = ops::numel(n.type->shape) * dtype_size(n.type->dtype);
+  }
+  plan->description = describe(trace, fusion, *plan);
+  return plan;
+}
+
+}  // namespace kiln::jit

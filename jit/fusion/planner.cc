@@ -1,0 +1,333 @@
+#include "jit/fusion/planner.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "kiln/error.h"
+
+namespace kiln::jit {
+namespace {
+
+using ops::OpClass;
+
+bool is_elementwise(ops::OpKind op) {
+  OpClass c = ops::op_class(op);
+  return c == OpClass::kUnary || c == OpClass::kBinary || c == OpClass::kWhere ||
+         c == OpClass::kCast || c == OpClass::kCustom;
+}
+
+bool is_expression(ops::OpKind op) {
+  return op != ops::OpKind::Input && (is_elementwise(op) || ops::op_class(op) == OpClass::kLeaf ||
+                                      ops::op_class(op) == OpClass::kView);
+}
+
+class Planner {
+ public:
+  Planner(const Trace& trace, const std::vector<int>& forced) : t_(trace) {
+    const size_t n = t_.nodes.size();
+    plan_.materialized.assign(n, false);
+    plan_.reasons.assign(n, "");
+    users_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      for (int a : t_.nodes[i].args) {
+        if (users_[a].empty() || users_[a].back() != static_cast<int>(i)) users_[a].push_back(i);
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (t_.nodes[i].op == ops::OpKind::Input) materialize(i, "input");
+    }
+    for (int o : t_.outputs) materialize(o, "output");
+    // A custom kernel reads dense buffers and writes its own: nothing fuses on either side.
+    for (size_t i = 0; i < n; ++i) {
+      if (t_.nodes[i].op != ops::OpKind::CustomKernel) continue;
+      materialize(i, "a custom kernel's result");
+      for (int a : t_.nodes[i].args) materialize(a, "a custom kernel reads it as a dense buffer");
+    }
+    for (int f : forced)
+      materialize(f, "its users index it through a reshape that strides cannot express");
+  }
+
+  FusionPlan run() {
+    decide_recomputation();
+    limit_kernel_size();
+    decide_anchors();
+    while (!build_groups()) {
+    }
+    return std::move(plan_);
+  }
+
+ private:
+  void materialize(int node, const std::string& why) {
+    if (plan_.materialized[node]) return;
+    plan_.materialized[node] = true;
+    plan_.reasons[node] = why;
+  }
+  bool mat(int node) const { return plan_.materialized[node]; }
+  const ops::Shape& shape(int node) const { return t_.nodes[node].type->shape; }
+
+  // Expression nodes used by several consumers are stored when recomputing them is costly.
+  void decide_recomputation() {
+    std::vector<int64_t> cost(t_.nodes.size(), 0);
+    for (size_t i = 0; i < t_.nodes.size(); ++i) {
+      if (!is_expression(t_.nodes[i].op)) continue;
+      int64_t c = 1;
+      for (int a : t_.nodes[i].args) {
+        if (!mat(a) && is_expression(t_.nodes[a].op)) c = std::min<int64_t>(c + cost[a], 1 << 20);
+      }
+      cost[i] = c;
+      if (!mat(i) && users_[i].size() >= 2 && c > kRecomputeLimit) {
+        materialize(i, absl::StrCat("used by ", users_[i].size(),
+                                    " consumers; recomputing it costs ", c, " ops each"));
+      }
+    }
+  }
+
+  // A node's kernel reads the sources and fuses the ops of its unstored producers. Where a
+  // node would bring more than the bounds into one kernel, its largest unstored producer is
+  // stored instead (counts add over arguments, so shared producers count twice: the bound
+  // holds all the more).
+  void limit_kernel_size() {
+    const size_t n = t_.nodes.size();
+    std::vector<int64_t>& sources = sources_;
+    sources.assign(n, 0);
+    std::vector<int64_t> fused(n, 0);
+    auto own = [&](size_t i) {
+      const TraceNode& node = t_.nodes[i];
+      int64_t s = node.param_slot >= 0 ? 1 : 0, f = 1;
+      for (int a : node.args) {
+        s += mat(a) ? 1 : sources[a];
+        f += mat(a) ? 0 : fused[a];
+      }
+      sources[i] = std::min<int64_t>(s, 1 << 20);
+      fused[i] = std::min<int64_t>(f, 1 << 20);
+    };
+    for (size_t i = 0; i < n; ++i) {
+      if (t_.nodes[i].op == ops::OpKind::Input) continue;
+      own(i);
+      while (sources[i] > kMaxKernelSources || fused[i] > kMaxFusedOps) {
+        int largest = -1;
+        for (int a : t_.nodes[i].args) {
+          if (mat(a) || (sources[a] <= 1 && fused[a] <= 1)) continue;
+          if (largest < 0 || sources[a] + fused[a] > sources[largest] + fused[largest]) largest = a;
+        }
+        if (largest < 0) break;  // only stored arguments left: nothing smaller to split off
+        materialize(largest,
+                    absl::StrCat("its consumer's kernel would read more than ", kMaxKernelSources,
+                                 " buffers or fuse more than ", kMaxFusedOps, " ops"));
+        own(i);
+      }
+    }
+  }
+
+  // Which anchors each expression carries toward its stores (see planner.h).
+  std::vector<int> live_carried(int node) const {
+    std::vector<int> out;
+    for (int r : carried_[node]) {
+      if (!mat(r)) out.push_back(r);
+    }
+    return out;
+  }
+
+  // Anchors absorb their same-shape elementwise consumers. Where a carried anchor's value
+  // meets a boundary (a view, a broadcast, another anchor's operand, a second anchor), the
+  // value at the boundary is stored: it becomes an epilogue store of the anchor's kernel.
+  void decide_anchors() {
+    carried_.assign(t_.nodes.size(), {});
+    for (size_t i = 0; i < t_.nodes.size(); ++i) {
+      const TraceNode& node = t_.nodes[i];
+      const std::string at = absl::StrCat(" at node ", i, " (", ops::op_name(node.op), ")");
+      const bool is_anchor = anchor_kind(node.op) != AnchorKind::kNone;
+      for (int a : node.args) {
+        if (mat(a)) continue;  // read from memory, not fused
+        std::vector<int> from = live_carried(a);
+        if (from.empty()) continue;
+        if (is_anchor) {
+          materialize(a, "it feeds another anchor" + at);
+        } else if (!is_elementwise(node.op)) {
+          materialize(a, "it is viewed" + at);
+        } else if (shape(a) != shape(i)) {
+          materialize(a, "it is broadcast to a larger iteration space" + at);
+        } else if (!carried_[i].empty() && carried_[i][0] != from[0]) {
+          materialize(a, "another anchor's result meets it" + at);
+        } else {
+          carried_[i] = from;
+        }
+      }
+      if (is_anchor && !mat(i)) carried_[i] = {static_cast<int>(i)};
+    }
+  }
+
+  // The anchor whose kernel computes expression store `node`, or -1.
+  int anchor_of(int node) {
+    // Recompute over the final materialization: follow same-shape elementwise args.
+    if (!anchor_memo_.contains(node)) {
+      int result = -1;
+      const TraceNode& n = t_.nodes[node];
+      if (anchor_kind(n.op) != AnchorKind::kNone) {
+        result = node;
+      } else if (is_elementwise(n.op)) {
+        for (int a : n.args) {
+          if (mat(a) || shape(a) != shape(node)) continue;
+          int r = anchor_of(a);
+          if (r >= 0) result = std::max(result, r);
+        }
+      }
+      anchor_memo_[node] = result;
+    }
+    return anchor_memo_[node];
+  }
+
+  // Materialized nodes a group reads, found by walking its unmaterialized producers.
+  void collect_sources(int node, absl::flat_hash_set<int>& seen, std::vector<int>& sources) {
+    std::vector<int> stack{node};
+    while (!stack.empty()) {
+      int n = stack.back();
+      stack.pop_back();
+      for (int a : t_.nodes[n].args) {
+        if (!seen.insert(a).second) continue;
+        if (mat(a)) {
+          sources.push_back(a);
+        } else {
+          stack.push_back(a);
+        }
+      }
+    }
+  }
+
+  // Forms the groups and orders them; false when a cycle forced a new materialization.
+  bool build_groups() {
+    anchor_memo_.clear();
+    std::vector<KernelGroup> groups;
+    std::vector<int> group_of(t_.nodes.size(), -1);  // producing group per materialized node
+    absl::flat_hash_map<int, int> group_of_anchor;
+    std::vector<std::vector<int>> sources;            // per group
+    absl::flat_hash_map<int, int64_t> group_sources;  // per group, an upper bound on its reads
+    absl::flat_hash_map<std::vector<int64_t>, int> last_pointwise;  // shape -> group
+    for (size_t i = 0; i < t_.nodes.size(); ++i) {
+      if (!mat(i) || t_.nodes[i].op == ops::OpKind::Input) continue;
+      const int anchor = anchor_of(static_cast<int>(i));
+      absl::flat_hash_set<int> seen{static_cast<int>(i)};
+      std::vector<int> src;
+      collect_sources(static_cast<int>(i), seen, src);
+      int g = -1;
+      if (anchor >= 0 && group_of_anchor.contains(anchor)) {
+        g = group_of_anchor[anchor];
+      } else if (anchor < 0) {
+        auto it = last_pointwise.find(shape(i));
+        if (it != last_pointwise.end()) {
+          bool fits = group_sources[it->second] + sources_[i] <= kMaxKernelSources;
+          for (int s : src)
+            fits = fits && (t_.nodes[s].op == ops::OpKind::Input || group_of[s] < it->second);
+          if (fits) g = it->second;
+        }
+      }
+      if (g < 0) {
+        g = static_cast<int>(groups.size());
+        KernelGroup group;
+        group.anchor = anchor >= 0 ? anchor_kind(t_.nodes[anchor].op) : AnchorKind::kNone;
+        group.anchor_node = anchor;
+        groups.push_back(group);
+        sources.emplace_back();
+        if (anchor >= 0) group_of_anchor[anchor] = g;
+      }
+      for (int source : src) {
+        if (group_of[source] == g) {  // it would read what its own kernel writes
+          materialize(groups[g].anchor_node, "a store of its kernel reads another store of it");
+          return false;
+        }
+      }
+      if (anchor < 0) last_pointwise[shape(i)] = g;
+      group_sources[g] += sources_[i];
+      groups[g].stores.push_back(static_cast<int>(i));
+      group_of[i] = g;
+      sources[g].insert(sources[g].end(), src.begin(), src.end());
+    }
+    return order_groups(std::move(groups), group_of, sources);
+  }
+
+  // Kahn's algorithm over group dependencies, lowest index first.
+  bool order_groups(std::vector<KernelGroup> groups, const std::vector<int>& group_of,
+                    const std::vector<std::vector<int>>& sources) {
+    const size_t g = groups.size();
+    std::vector<std::vector<int>> users(g);
+    std::vector<int> waiting(g, 0);
+    for (size_t k = 0; k < g; ++k) {
+      absl::flat_hash_set<int> deps;
+      for (int s : sources[k]) {
+        int producer = group_of[s];
+        if (producer >= 0 && producer != static_cast<int>(k) && deps.insert(producer).second) {
+          users[producer].push_back(k);
+          ++waiting[k];
+        }
+      }
+    }
+    std::vector<int> ready, order;
+    for (size_t k = 0; k < g; ++k) {
+      if (waiting[k] == 0) ready.push_back(k);
+    }
+    while (!ready.empty()) {
+      std::sort(ready.begin(), ready.end(), std::greater<>());
+      int k = ready.back();
+      ready.pop_back();
+      order.push_back(k);
+      for (int u : users[k]) {
+        if (--waiting[u] == 0) ready.push_back(u);
+      }
+    }
+    if (order.size() != g) {  // a cycle through an anchored group: store its anchor
+      for (size_t k = 0; k < g; ++k) {
+        if (waiting[k] > 0 && groups[k].anchor_node >= 0) {
+          materialize(groups[k].anchor_node,
+                      "storing it breaks a dependency cycle between kernels");
+          return false;
+        }
+      }
+      throw Error("internal error: the fusion planner made a cycle of pointwise kernels");
+    }
+    for (int k : order) plan_.groups.push_back(std::move(groups[k]));
+    return true;
+  }
+
+  std::vector<int64_t> sources_;  // per node: buffers and scalars its kernel reads (bound)
+  const Trace& t_;
+  FusionPlan plan_;
+  std::vector<std::vector<int>> users_;    // distinct users per node
+  std::vector<std::vector<int>> carried_;  // anchors carried per node
+  absl::flat_hash_map<int, int> anchor_memo_;
+};
+
+}  // namespace
+
+AnchorKind anchor_kind(ops::OpKind op) {
+  switch (ops::op_class(op)) {
+    case OpClass::kReduce:
+      return AnchorKind::kReduce;
+    case OpClass::kArgReduce:
+      return AnchorKind::kArgReduce;
+    case OpClass::kRowNorm:
+      return AnchorKind::kRowNorm;
+    case OpClass::kMatmul:
+      return AnchorKind::kMatmul;
+    case OpClass::kConcat:
+      return AnchorKind::kConcat;
+    case OpClass::kCustomKernel:
+      return AnchorKind::kCustomKernel;
+    case OpClass::kLeaf:
+    case OpClass::kUnary:
+    case OpClass::kBinary:
+    case OpClass::kWhere:
+    case OpClass::kCast:
+    case OpClass::kView:
+    case OpClass::kCustom:
+      return AnchorKind::kNone;
+  }
+  return AnchorKind::kNone;  // not reached: every class is named above
+}
+
+FusionPlan plan_fusion(const Trace& trace, const std::vector<int>& forced) {
+  return Planner(trace, forced).run();
+}
+
+}  // namespace kiln::jit

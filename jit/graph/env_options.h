@@ -1,0 +1,23 @@
+// Debug options read from the environment once: KILN_LOG, KILN_DUMP, KILN_DUMP_DIR.
+// docs/environment.md lists every variable with its default.
+#ifndef KILN_JIT_GRAPH_ENV_OPTIONS_H_
+#define KILN_JIT_GRAPH_ENV_OPTIONS_H_
+
+#include <string>
+
+namespace kiln::jit {
+
+struct EnvOptions {
+  int log_level = 0;            // KILN_LOG: 0 quiet, 1 one line per sync, 2 per kernel too
+  bool dump_trace = false;      // KILN_DUMP contains "trace"
+  bool dump_plan = false;       // KILN_DUMP contains "plan"
+  bool dump_kernels = false;    // KILN_DUMP contains "kernels"
+  std::string dump_dir;         // KILN_DUMP_DIR, default "kiln_dump"
+  std::string record_cuda_dir;  // KILN_RECORD_CUDA_DIR: write each new kernel's CUDA source
+};
+
+const EnvOptions& env_options();
+
+}  // namespace kiln::jit
+
+#endif  // KILN_JIT_GRAPH_ENV_OPTIONS_H_

@@ -1,0 +1,36 @@
+#include "jit/graph/node.h"
+
+#include <utility>
+
+namespace kiln::detail {
+
+void Node::realize(std::shared_ptr<runtime::Buffer> data) {
+  buffer = std::move(data);
+  std::vector<std::shared_ptr<Node>> dropped;
+  dropped.swap(inputs);
+  pending_bound = 0;
+  // `dropped` is released here, through the iterative destructor below.
+}
+
+std::atomic<int64_t>& Node::live_nodes() {
+  static std::atomic<int64_t> count{0};
+  return count;
+}
+
+Node::~Node() {
+  live_nodes().fetch_sub(1, std::memory_order_relaxed);
+  std::vector<std::shared_ptr<Node>> stack;
+  stack.swap(inputs);
+  while (!stack.empty()) {
+    std::shared_ptr<Node> node = std::move(stack.back());
+    stack.pop_back();
+    // Only a node we hold the last reference to would recurse on destruction: take its
+    // inputs first so its destructor finds nothing to release.
+    if (node.use_count() == 1) {
+      for (std::shared_ptr<Node>& input : node->inputs) stack.push_back(std::move(input));
+      node->inputs.clear();
+    }
+  }
+}
+
+}  // namespace kiln::detail

@@ -1,0 +1,53 @@
+// The lazy graph: a Node is one recorded op application, or a realized value.
+//
+// A Tensor is a refcounted handle to a Node. Until a sync point computes it, a Node holds its
+// recipe (op, attrs, inputs). Once realized it holds a Buffer and drops its inputs, so the
+// memory of an eager program is freed as it runs.
+#ifndef KILN_JIT_GRAPH_NODE_H_
+#define KILN_JIT_GRAPH_NODE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kiln/dtype.h"
+#include "ops/attrs.h"
+#include "ops/op_catalog.h"
+#include "ops/value_type.h"
+#include "runtime/buffer.h"
+
+namespace kiln::detail {
+
+struct Node {
+  ops::OpKind op = ops::OpKind::Input;
+  ops::Attrs attrs;
+  ops::ValueType type;
+  Device device;
+  std::vector<std::shared_ptr<Node>> inputs;
+  std::shared_ptr<runtime::Buffer> buffer;  // set once realized
+  // Upper bound on the unrealized nodes reachable from here (this one included); shared
+  // subgraphs are counted once per path, so it may overcount, never undercount.
+  int64_t pending_bound = 1;
+  // Scratch for building a trace: the trace that last saw this node, and its index there.
+  uint64_t trace_epoch = 0;
+  int trace_index = -1;
+
+  bool realized() const { return buffer != nullptr; }
+  // Becomes a leaf holding `data`: the recipe and the references to inputs are dropped.
+  void realize(std::shared_ptr<runtime::Buffer> data);
+
+  Node() { live_nodes().fetch_add(1, std::memory_order_relaxed); }
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  // Releases long input chains iteratively, so dropping a million-node trace cannot
+  // overflow the stack.
+  ~Node();
+
+  // How many nodes exist right now, in the whole process (for leak and growth checks).
+  static std::atomic<int64_t>& live_nodes();
+};
+
+}  // namespace kiln::detail
+
+#endif  // KILN_JIT_GRAPH_NODE_H_

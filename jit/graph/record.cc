@@ -1,0 +1,115 @@
+#include "jit/graph/record.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "jit/graph/node.h"
+#include "jit/graph/pending_graph.h"
+#include "jit/graph/sync.h"
+#include "kiln/error.h"
+#include "ops/infer.h"
+
+namespace kiln::jit {
+namespace {
+
+using detail::Node;
+using detail::TensorAccess;
+
+int64_t read_max_trace() {
+  const char* env = std::getenv("KILN_MAX_TRACE");
+  int64_t value = 0;
+  if (env != nullptr && absl::SimpleAtoi(env, &value) && value > 0) return value;
+  return 4096;
+}
+
+Device common_device(ops::OpKind op, const std::vector<Tensor>& inputs) {
+  if (inputs.empty()) return default_device();
+  Device d = inputs[0].device();
+  for (const Tensor& t : inputs) {
+    if (!(t.device() == d)) {
+      throw Error(absl::StrCat("[", ops::op_name(op), "] inputs are on different devices (",
+                               device_name(d), " and ", device_name(t.device()), ")"));
+    }
+  }
+  return d;
+}
+
+// Keeps pending graphs bounded: pending_bound overcounts shared subgraphs, so only when it
+// passes the cap is the exact size counted (and the bound tightened to it).
+void enforce_trace_cap(const std::shared_ptr<Node>& node) {
+  const int64_t cap = max_trace_nodes();
+  if (node->pending_bound <= cap) return;
+  int64_t exact = count_pending(node.get(), cap);
+  if (exact > cap) {
+    sync({node.get()});
+  } else {
+    node->pending_bound = exact;
+  }
+}
+
+}  // namespace
+
+int64_t max_trace_nodes() {
+  static const int64_t cap = read_max_trace();
+  return cap;
+}
+
+ops::ValueType check_op(ops::OpKind op, const std::vector<Tensor>& inputs, ops::Attrs& attrs) {
+  std::vector<ops::ValueType> types;
+  types.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) {
+      throw Error(absl::StrCat("[", ops::op_name(op), "] an input tensor is empty (undefined)"));
+    }
+    types.push_back({t.shape(), t.dtype()});
+  }
+  absl::StatusOr<ops::ValueType> type = ops::infer_output(op, types, attrs);
+  if (!type.ok()) throw Error(std::string(type.status().message()));
+  return *std::move(type);
+}
+
+Tensor record(ops::OpKind op, const std::vector<Tensor>& inputs, ops::Attrs attrs) {
+  ops::ValueType type = check_op(op, inputs, attrs);
+  auto node = std::make_shared<Node>();
+  node->op = op;
+  node->device = common_device(op, inputs);
+  node->type = std::move(type);
+  node->attrs = std::move(attrs);
+  node->inputs.reserve(inputs.size());
+  constexpr int64_t kBoundLimit = int64_t{1} << 60;  // saturate instead of overflowing
+  for (const Tensor& t : inputs) {
+    const std::shared_ptr<Node>& input = TensorAccess::node(t);
+    node->pending_bound = std::min(kBoundLimit, node->pending_bound + input->pending_bound);
+    node->inputs.push_back(input);
+  }
+  enforce_trace_cap(node);
+  return TensorAccess::wrap(std::move(node));
+}
+
+Tensor make_realized(const ops::ValueType& type, std::shared_ptr<runtime::Buffer> data,
+                     Device device) {
+  auto node = std::make_shared<Node>();
+  node->op = ops::OpKind::Input;
+  node->type = type;
+  node->attrs.shape = type.shape;
+  node->attrs.dtype = type.dtype;
+  node->device = device;
+  // A computed tensor's data lives on its device (uploaded once, here).
+  node->realize(runtime::place_on(data, device));
+  return TensorAccess::wrap(std::move(node));
+}
+
+Tensor make_placeholder(const ops::ValueType& type, const std::string& name) {
+  auto node = std::make_shared<Node>();
+  node->op = ops::OpKind::Input;
+  node->type = type;
+  node->attrs.shape = type.shape;
+  node->attrs.dtype = type.dtype;
+  node->attrs.name = name;
+  node->device = default_device();
+  return TensorAccess::wrap(std::move(node));
+}
+
+}  // namespace kiln::jit

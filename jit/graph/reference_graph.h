@@ -1,0 +1,20 @@
+// Running a whole pending graph through the reference evaluator, op by op: the oracle that
+// differential tests compare every device against.
+#ifndef KILN_JIT_GRAPH_REFERENCE_GRAPH_H_
+#define KILN_JIT_GRAPH_REFERENCE_GRAPH_H_
+
+#include <memory>
+#include <vector>
+
+#include "jit/graph/node.h"
+#include "runtime/buffer.h"
+
+namespace kiln::ops {
+
+// Computes `outputs` (and the pending nodes behind them) without changing any node.
+std::vector<std::shared_ptr<runtime::Buffer>> reference_run(
+    const std::vector<detail::Node*>& outputs);
+
+}  // namespace kiln::ops
+
+#endif  // KILN_JIT_GRAPH_REFERENCE_GRAPH_H_

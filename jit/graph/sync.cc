@@ -1,0 +1,90 @@
+#include "jit/graph/sync.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <new>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "jit/graph/env_options.h"
+#include "jit/fusion/launch_plan.h"
+#include "jit/fusion/plan_cache.h"
+#include "runtime/stats_counters.h"
+#include "jit/formats/sync_dump.h"
+#include "jit/fusion/trace.h"
+#include "kiln/error.h"
+#include "runtime/backend.h"
+
+namespace kiln::jit {
+
+namespace {
+
+thread_local uint64_t thread_syncs = 0;
+
+// Plans (or finds the plan for) and runs `targets`, distinct unrealized nodes, and realizes
+// them; fills `capture` when given.
+void run_targets(const std::vector<detail::Node*>& targets, SyncCapture* capture) {
+  thread_syncs += 1;
+  const auto start = std::chrono::steady_clock::now();
+  const EnvOptions& options = env_options();
+  std::string dump_folder;
+  if (options.dump_trace) dump_folder = dump_sync_trace(targets);
+
+  Trace trace = build_trace(targets);
+  const Device device = targets.front()->device;
+  bool hit = false;
+  std::shared_ptr<const LaunchPlan> plan = find_or_build_plan(trace, device, &hit);
+  if (hit) runtime::counters().plan_cache_hits += 1;
+  if (options.dump_plan || options.dump_kernels) dump_sync_plan(&dump_folder, *plan);
+
+  PlanArguments args = arguments_of(trace);
+  std::vector<std::shared_ptr<runtime::Buffer>> buffers;
+  try {
+    buffers = runtime::backend_for(device).run(*plan, args);
+  } catch (const std::bad_alloc&) {
+    throw Error(absl::StrCat("out of memory while computing ", trace.nodes.size(), " nodes on ",
+                             device_name(device)));
+  }
+  runtime::counters().syncs += 1;
+  // Only now, with every result in hand, does any node change.
+  for (size_t i = 0; i < targets.size(); ++i) targets[i]->realize(std::move(buffers[i]));
+  if (capture != nullptr) {
+    capture->plan = plan;
+    capture->input_nodes.assign(trace.inputs.begin(), trace.inputs.end());
+    capture->args = std::move(args);
+  }
+
+  if (options.dump_trace) dump_sync_outputs(dump_folder, targets);
+  if (options.log_level >= 1) {
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "kiln: sync on %s: %zu nodes, %zu kernels, plan %s, %.3f ms\n",
+                 device_name(device).c_str(), trace.nodes.size(), plan->kernels.size(),
+                 hit ? "hit" : "miss (built)", ms);
+  }
+}
+
+}  // namespace
+
+void sync(const std::vector<detail::Node*>& outputs) {
+  // Outputs that still need computing, each once.
+  std::vector<detail::Node*> targets;
+  for (detail::Node* out : outputs) {
+    if (!out->realized() && std::find(targets.begin(), targets.end(), out) == targets.end()) {
+      targets.push_back(out);
+    }
+  }
+  if (targets.empty()) return;  // everything is already computed
+  run_targets(targets, nullptr);
+}
+
+SyncCapture sync_and_capture(const std::vector<detail::Node*>& outputs) {
+  SyncCapture capture;
+  run_targets(outputs, &capture);
+  return capture;
+}
+
+uint64_t syncs_on_this_thread() { return thread_syncs; }
+
+}  // namespace kiln::jit
