@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ops/custom_functions.h"
+#include "ops/scalar_math.h"
 
 namespace kiln::ops {
 namespace {
@@ -27,9 +28,15 @@ std::string operand_name(OpKind op, size_t index) {
       return absl::StrCat("inputs[", index, "]");
     case OpClass::kRowNorm:
       return index == 0 ? "x" : (index == 1 ? "weight" : "bias");
-    default:
+    case OpClass::kLeaf:
+    case OpClass::kUnary:
+    case OpClass::kCast:
+    case OpClass::kReduce:
+    case OpClass::kArgReduce:
+    case OpClass::kView:
       return "x";
   }
+  return "x";
 }
 
 std::string describe_inputs(OpKind op, const std::vector<ValueType>& inputs) {
@@ -56,25 +63,18 @@ absl::StatusOr<int> normalize_axis(int axis, int ndim) {
   return axis < 0 ? axis + ndim : axis;
 }
 
+// What a unary op gives, from its functor's traits (ops/scalar_math.inc): bool for logical
+// ops, the input's dtype for ops defined on integers (neg of an i32 is an i32), otherwise
+// a floating dtype (integers and bool compute in F32: exp of an i32 is an f32).
 DType unary_dtype(OpKind op, DType in) {
-  switch (op) {
-    case OpKind::LogicalNot:
-      return DType::Bool;
-    case OpKind::Neg:
-    case OpKind::Abs:
-    case OpKind::Relu:
-    case OpKind::Square:
-    case OpKind::Floor:
-    case OpKind::Ceil:
-      return in;
-    default:  // math functions: integers and bool compute in F32
-      return is_floating(in) ? in : DType::F32;
-  }
+  if (math::gives_bool(op)) return DType::Bool;
+  if (math::keeps_integers(op)) return in;
+  return is_floating(in) ? in : DType::F32;
 }
 
 absl::StatusOr<ValueType> infer_unary(OpKind op, const std::vector<ValueType>& in) {
-  bool needs_number = op == OpKind::Neg || op == OpKind::Abs || op == OpKind::Relu ||
-                      op == OpKind::Square || op == OpKind::Floor || op == OpKind::Ceil;
+  // Arithmetic defined on integers is not defined on bool (neg of a bool has no meaning).
+  const bool needs_number = !math::gives_bool(op) && math::keeps_integers(op);
   if (needs_number && in[0].dtype == DType::Bool) {
     return op_error(op, in, "does not support dtype bool (expected a numeric dtype)");
   }
@@ -85,13 +85,12 @@ absl::StatusOr<ValueType> infer_binary(OpKind op, const std::vector<ValueType>& 
   absl::StatusOr<Shape> shape = broadcast_shapes(in[0].shape, in[1].shape);
   if (!shape.ok()) return op_error(op, in, std::string(shape.status().message()));
   DType promoted = promote_types(in[0].dtype, in[1].dtype);
-  if (is_comparison(op) || op == OpKind::LogicalAnd || op == OpKind::LogicalOr) {
-    return ValueType{*shape, DType::Bool};
-  }
+  if (math::gives_bool(op)) return ValueType{*shape, DType::Bool};
   if ((op == OpKind::Sub || op == OpKind::Pow) && promoted == DType::Bool) {
     return op_error(op, in, "does not support two bool operands (expected a numeric dtype)");
   }
-  if (op == OpKind::Div && !is_floating(promoted)) promoted = DType::F32;
+  // An op without integer meaning (div) computes integers in F32.
+  if (!math::keeps_integers(op) && !is_floating(promoted)) promoted = DType::F32;
   return ValueType{*shape, promoted};
 }
 
@@ -445,8 +444,10 @@ DType scalar_dtype(DType tensor, double value) {
 DType compute_dtype(OpKind op, const std::vector<DType>& operands) {
   DType dt = operands.empty() ? DType::F32 : operands[0];
   for (DType d : operands) dt = promote_types(dt, d);
-  if (op_class(op) == OpClass::kUnary && op != OpKind::LogicalNot) return unary_dtype(op, dt);
-  if (op == OpKind::Div && !is_floating(dt)) return DType::F32;
+  if (op_class(op) == OpClass::kUnary && !math::gives_bool(op)) return unary_dtype(op, dt);
+  if (op_class(op) == OpClass::kBinary && !math::keeps_integers(op) && !is_floating(dt)) {
+    return DType::F32;
+  }
   return dt;
 }
 
@@ -484,9 +485,15 @@ absl::StatusOr<ValueType> infer_any(OpKind op, const std::vector<ValueType>& inp
           return infer_permute(inputs, attrs);
         case OpKind::BroadcastTo:
           return infer_broadcast_to(inputs, attrs);
-        default:
+        case OpKind::Slice:
           return infer_slice(inputs, attrs);
+          KILN_LEAF_OPS(KILN_OP_CASE)
+          KILN_UNARY_OPS(KILN_OP_CASE)
+          KILN_BINARY_OPS(KILN_OP_CASE)
+          KILN_STRUCTURED_OPS(KILN_OP_CASE)
+          break;
       }
+      return op_error(op, inputs, "is not a view op");
     case OpClass::kMatmul:
       return infer_matmul(inputs);
     case OpClass::kConcat:

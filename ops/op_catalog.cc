@@ -6,7 +6,7 @@ namespace kiln::ops {
 namespace {
 
 constexpr OpInfo kOps[] = {
-#define KILN_OP_INFO(e, name, cls, arity) {OpKind::e, name, OpClass::cls, arity, #e},
+#define KILN_OP_INFO(e, name, cls, arity) {OpKind::e, #name, OpClass::cls, arity, #e},
     KILN_OPS(KILN_OP_INFO)
 #undef KILN_OP_INFO
 };

@@ -26,81 +26,82 @@ enum class OpClass {
   kCustomKernel,  // a user's whole kernel (ops/custom_functions.h): its own rules for all
 };
 
-// X(Enum, "name", class, arity); arity -1 means any number >= 1. The catalog is five lists
+// X(Enum, name, class, arity): the enum, the name in trace files, errors and the public API
+// (kiln::log_softmax), the class and the arity (-1: any number >= 1). The catalog is five lists
 // so that a switch over one kind of op can name every other op without a `default:`.
 // An elementwise op's enum name is also the name of its functor in ops/scalar_math.inc
 // (kiln::math::Exp), which every device calls.
-#define KILN_LEAF_OPS(X)            \
-  X(Input, "input", kLeaf, 0)       \
-  X(Constant, "constant", kLeaf, 0) \
-  X(Arange, "arange", kLeaf, 0)     \
-  X(Rand, "rand", kLeaf, 0)         \
-  X(Randn, "randn", kLeaf, 0)
+#define KILN_LEAF_OPS(X)          \
+  X(Input, input, kLeaf, 0)       \
+  X(Constant, constant, kLeaf, 0) \
+  X(Arange, arange, kLeaf, 0)     \
+  X(Rand, rand, kLeaf, 0)         \
+  X(Randn, randn, kLeaf, 0)
 
-#define KILN_UNARY_OPS(X)                \
-  X(Neg, "neg", kUnary, 1)               \
-  X(Abs, "abs", kUnary, 1)               \
-  X(Exp, "exp", kUnary, 1)               \
-  X(Log, "log", kUnary, 1)               \
-  X(Sqrt, "sqrt", kUnary, 1)             \
-  X(Rsqrt, "rsqrt", kUnary, 1)           \
-  X(Sin, "sin", kUnary, 1)               \
-  X(Cos, "cos", kUnary, 1)               \
-  X(Tanh, "tanh", kUnary, 1)             \
-  X(Sigmoid, "sigmoid", kUnary, 1)       \
-  X(Relu, "relu", kUnary, 1)             \
-  X(Gelu, "gelu", kUnary, 1)             \
-  X(Silu, "silu", kUnary, 1)             \
-  X(Erf, "erf", kUnary, 1)               \
-  X(Floor, "floor", kUnary, 1)           \
-  X(Ceil, "ceil", kUnary, 1)             \
-  X(Reciprocal, "reciprocal", kUnary, 1) \
-  X(Square, "square", kUnary, 1)         \
-  X(LogicalNot, "logical_not", kUnary, 1)
+#define KILN_UNARY_OPS(X)              \
+  X(Neg, neg, kUnary, 1)               \
+  X(Abs, abs, kUnary, 1)               \
+  X(Exp, exp, kUnary, 1)               \
+  X(Log, log, kUnary, 1)               \
+  X(Sqrt, sqrt, kUnary, 1)             \
+  X(Rsqrt, rsqrt, kUnary, 1)           \
+  X(Sin, sin, kUnary, 1)               \
+  X(Cos, cos, kUnary, 1)               \
+  X(Tanh, tanh, kUnary, 1)             \
+  X(Sigmoid, sigmoid, kUnary, 1)       \
+  X(Relu, relu, kUnary, 1)             \
+  X(Gelu, gelu, kUnary, 1)             \
+  X(Silu, silu, kUnary, 1)             \
+  X(Erf, erf, kUnary, 1)               \
+  X(Floor, floor, kUnary, 1)           \
+  X(Ceil, ceil, kUnary, 1)             \
+  X(Reciprocal, reciprocal, kUnary, 1) \
+  X(Square, square, kUnary, 1)         \
+  X(LogicalNot, logical_not, kUnary, 1)
 
-#define KILN_BINARY_OPS(X)                 \
-  X(Add, "add", kBinary, 2)                \
-  X(Sub, "sub", kBinary, 2)                \
-  X(Mul, "mul", kBinary, 2)                \
-  X(Div, "div", kBinary, 2)                \
-  X(Pow, "pow", kBinary, 2)                \
-  X(Maximum, "maximum", kBinary, 2)        \
-  X(Minimum, "minimum", kBinary, 2)        \
-  X(Eq, "eq", kBinary, 2)                  \
-  X(Ne, "ne", kBinary, 2)                  \
-  X(Lt, "lt", kBinary, 2)                  \
-  X(Le, "le", kBinary, 2)                  \
-  X(Gt, "gt", kBinary, 2)                  \
-  X(Ge, "ge", kBinary, 2)                  \
-  X(LogicalAnd, "logical_and", kBinary, 2) \
-  X(LogicalOr, "logical_or", kBinary, 2)
+#define KILN_BINARY_OPS(X)               \
+  X(Add, add, kBinary, 2)                \
+  X(Sub, sub, kBinary, 2)                \
+  X(Mul, mul, kBinary, 2)                \
+  X(Div, div, kBinary, 2)                \
+  X(Pow, pow, kBinary, 2)                \
+  X(Maximum, maximum, kBinary, 2)        \
+  X(Minimum, minimum, kBinary, 2)        \
+  X(Eq, eq, kBinary, 2)                  \
+  X(Ne, ne, kBinary, 2)                  \
+  X(Lt, lt, kBinary, 2)                  \
+  X(Le, le, kBinary, 2)                  \
+  X(Gt, gt, kBinary, 2)                  \
+  X(Ge, ge, kBinary, 2)                  \
+  X(LogicalAnd, logical_and, kBinary, 2) \
+  X(LogicalOr, logical_or, kBinary, 2)
 
 // Views: index math over their operand, no arithmetic.
-#define KILN_VIEW_OPS(X)                   \
-  X(Reshape, "reshape", kView, 1)          \
-  X(Permute, "permute", kView, 1)          \
-  X(BroadcastTo, "broadcast_to", kView, 1) \
-  X(Slice, "slice", kView, 1)
+#define KILN_VIEW_OPS(X)                 \
+  X(Reshape, reshape, kView, 1)          \
+  X(Permute, permute, kView, 1)          \
+  X(BroadcastTo, broadcast_to, kView, 1) \
+  X(Slice, slice, kView, 1)
 
 // Everything else: ops with structure beyond one element (where, casts, reductions,
 // matmul, concat, row norms, custom code).
-#define KILN_STRUCTURED_OPS(X)              \
-  X(Where, "where", kWhere, 3)              \
-  X(Astype, "astype", kCast, 1)             \
-  X(Sum, "sum", kReduce, 1)                 \
-  X(Mean, "mean", kReduce, 1)               \
-  X(Max, "max", kReduce, 1)                 \
-  X(Min, "min", kReduce, 1)                 \
-  X(Argmax, "argmax", kArgReduce, 1)        \
-  X(Argmin, "argmin", kArgReduce, 1)        \
-  X(Matmul, "matmul", kMatmul, 2)           \
-  X(Concat, "concat", kConcat, -1)          \
-  X(Softmax, "softmax", kRowNorm, 1)        \
-  X(LogSoftmax, "log_softmax", kRowNorm, 1) \
-  X(LayerNorm, "layer_norm", kRowNorm, 3)   \
-  X(RmsNorm, "rms_norm", kRowNorm, 2)       \
-  X(Custom, "custom", kCustom, -1)          \
-  X(CustomKernel, "custom_kernel", kCustomKernel, -1)
+#define KILN_STRUCTURED_OPS(X)            \
+  X(Where, where, kWhere, 3)              \
+  X(Astype, astype, kCast, 1)             \
+  X(Sum, sum, kReduce, 1)                 \
+  X(Mean, mean, kReduce, 1)               \
+  X(Max, max, kReduce, 1)                 \
+  X(Min, min, kReduce, 1)                 \
+  X(Argmax, argmax, kArgReduce, 1)        \
+  X(Argmin, argmin, kArgReduce, 1)        \
+  X(Matmul, matmul, kMatmul, 2)           \
+  X(Concat, concat, kConcat, -1)          \
+  X(Softmax, softmax, kRowNorm, 1)        \
+  X(LogSoftmax, log_softmax, kRowNorm, 1) \
+  X(LayerNorm, layer_norm, kRowNorm, 3)   \
+  X(RmsNorm, rms_norm, kRowNorm, 2)       \
+  X(Custom, custom, kCustom, -1)          \
+  X(CustomKernel, custom_kernel, kCustomKernel, -1)
 
 #define KILN_OPS(X) \
   KILN_LEAF_OPS(X) KILN_UNARY_OPS(X) KILN_BINARY_OPS(X) KILN_STRUCTURED_OPS(X) KILN_VIEW_OPS(X)

@@ -8,7 +8,7 @@ scripts/install-deps.sh
 jobs=$(nproc)
 
 echo "== build and test (RelWithDebInfo) =="
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_TESTS=ON >/dev/null
 cmake --build build -j"$jobs"
 # Every kernel the suite plans is also rendered as CUDA C++ into build/recorded_kernels ...
 rm -rf build/recorded_kernels

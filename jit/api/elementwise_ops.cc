@@ -20,47 +20,17 @@ Tensor scalar_like(const Tensor& like, double value) {
   return jit::record(OpKind::Constant, {}, std::move(attrs));
 }
 
-#define KILN_UNARY(fn, kind) \
-  Tensor fn(const Tensor& x) { return unary(OpKind::kind, x); }
-KILN_UNARY(neg, Neg)
-KILN_UNARY(abs, Abs)
-KILN_UNARY(exp, Exp)
-KILN_UNARY(log, Log)
-KILN_UNARY(sqrt, Sqrt)
-KILN_UNARY(rsqrt, Rsqrt)
-KILN_UNARY(sin, Sin)
-KILN_UNARY(cos, Cos)
-KILN_UNARY(tanh, Tanh)
-KILN_UNARY(sigmoid, Sigmoid)
-KILN_UNARY(relu, Relu)
-KILN_UNARY(gelu, Gelu)
-KILN_UNARY(silu, Silu)
-KILN_UNARY(erf, Erf)
-KILN_UNARY(floor, Floor)
-KILN_UNARY(ceil, Ceil)
-KILN_UNARY(reciprocal, Reciprocal)
-KILN_UNARY(square, Square)
-KILN_UNARY(logical_not, LogicalNot)
-#undef KILN_UNARY
+// One public function per unary and binary op of the catalog (kiln::exp, kiln::add, ...),
+// declared in include/kiln/ops.h.
+#define KILN_UNARY_API(e, name, cls, arity) \
+  Tensor name(const Tensor& x) { return unary(OpKind::e, x); }
+KILN_UNARY_OPS(KILN_UNARY_API)
+#undef KILN_UNARY_API
 
-#define KILN_BINARY(fn, kind) \
-  Tensor fn(const Tensor& a, const Tensor& b) { return binary(OpKind::kind, a, b); }
-KILN_BINARY(add, Add)
-KILN_BINARY(sub, Sub)
-KILN_BINARY(mul, Mul)
-KILN_BINARY(div, Div)
-KILN_BINARY(pow, Pow)
-KILN_BINARY(maximum, Maximum)
-KILN_BINARY(minimum, Minimum)
-KILN_BINARY(eq, Eq)
-KILN_BINARY(ne, Ne)
-KILN_BINARY(lt, Lt)
-KILN_BINARY(le, Le)
-KILN_BINARY(gt, Gt)
-KILN_BINARY(ge, Ge)
-KILN_BINARY(logical_and, LogicalAnd)
-KILN_BINARY(logical_or, LogicalOr)
-#undef KILN_BINARY
+#define KILN_BINARY_API(e, name, cls, arity) \
+  Tensor name(const Tensor& a, const Tensor& b) { return binary(OpKind::e, a, b); }
+KILN_BINARY_OPS(KILN_BINARY_API)
+#undef KILN_BINARY_API
 
 Tensor pow(const Tensor& a, double b) { return pow(a, scalar_like(a, b)); }
 Tensor maximum(const Tensor& a, double b) { return maximum(a, scalar_like(a, b)); }

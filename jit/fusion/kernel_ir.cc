@@ -98,7 +98,7 @@ std::string KernelProgram::to_string() const {
         in.kind != InstrKind::kAnchor) {
       absl::StrAppend(&out, " ", ops::op_name(in.op));
     }
-    for (int operand : {in.a, in.b, in.c}) {
+    for (int operand : in.operands) {
       if (operand >= 0) absl::StrAppend(&out, " %", operand);
     }
     if (in.input >= 0) absl::StrAppend(&out, " in", in.input);

@@ -15,6 +15,7 @@
 #ifndef KILN_JIT_FUSION_KERNEL_IR_H_
 #define KILN_JIT_FUSION_KERNEL_IR_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,12 +31,12 @@ enum class InstrKind {
   kLoad,       // input[input] at the offset given by view[view]
   kParam,      // a scalar parameter (constants), broadcast
   kIndexLeaf,  // arange / rand / randn of the flat index given by view[view]
-  kUnary,      // op(a)
-  kBinary,     // op(a, b); comparisons give Bool
-  kWhere,      // a ? b : c
-  kCast,       // a converted to dtype
+  kUnary,      // op(operands[0])
+  kBinary,     // op(operands[0], operands[1]); comparisons give Bool
+  kWhere,      // operands[0] ? operands[1] : operands[2]
+  kCast,       // operands[0] converted to dtype
   kAnchor,     // the anchor's result at this space-0 position (epilogue only)
-  kCustom,     // a registered custom function of a, b, c (F32 in and out)
+  kCustom,     // a registered custom function of its operands (F32 in and out)
 };
 
 struct Instr {
@@ -43,7 +44,9 @@ struct Instr {
   ops::OpKind op = ops::OpKind::Input;
   DType dtype = DType::F32;  // the value's dtype
   int space = 0;
-  int a = -1, b = -1, c = -1;  // operand instructions, in the same space
+  // Operand instructions, in the same space; -1 past the op's arity. kUnary and kCast use
+  // one, kBinary two, kWhere three (condition, then, else), kCustom up to three.
+  std::array<int, 3> operands = {-1, -1, -1};
   int input = -1;              // kLoad: the kernel's input slot
   int view = -1;               // kLoad, kIndexLeaf: the launch's view slot
   int param = -1;              // kParam, rand/randn seed: the kernel's parameter slot

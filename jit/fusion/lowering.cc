@@ -131,9 +131,9 @@ class Lowerer {
                              static_cast<int64_t>(in.op),
                              static_cast<int64_t>(in.dtype),
                              in.space,
-                             in.a,
-                             in.b,
-                             in.c,
+                             in.operands[0],
+                             in.operands[1],
+                             in.operands[2],
                              in.input,
                              in.view,
                              in.param};
@@ -146,13 +146,13 @@ class Lowerer {
   int cast(int v, DType to) {
     const Instr& in = out_.program.instrs[v];
     if (in.dtype == to) return v;
-    Instr c;
-    c.kind = InstrKind::kCast;
-    c.op = OpKind::Astype;
-    c.dtype = to;
-    c.space = in.space;
-    c.a = v;
-    return emit(c);
+    Instr conversion;
+    conversion.kind = InstrKind::kCast;
+    conversion.op = OpKind::Astype;
+    conversion.dtype = to;
+    conversion.space = in.space;
+    conversion.operands[0] = v;
+    return emit(conversion);
   }
 
   int param_slot(int trace_param) {
@@ -388,9 +388,9 @@ class Lowerer {
         throw std::logic_error(
             absl::StrCat("internal error: ", ops::op_name(n.op), " is not elementwise"));
     }
-    in.a = operands[0];
-    if (operands.size() > 1) in.b = operands[1];
-    if (operands.size() > 2) in.c = operands[2];
+    in.operands[0] = operands[0];
+    if (operands.size() > 1) in.operands[1] = operands[1];
+    if (operands.size() > 2) in.operands[2] = operands[2];
     if (ops::op_class(n.op) == OpClass::kUnary && !logical) {
       in.dtype = ops::compute_dtype(n.op, dtypes);
       return cast(emit(in), n.type->dtype);

@@ -316,7 +316,7 @@ void TileEvaluator::eval(int k, int64_t begin, int64_t n) {
       // Operands are F32 registers; the user's C++ definition runs over the whole tile.
       const float* operands[ops::kMaxCustomArity] = {};
       int arity = 0;
-      for (int operand : {in.a, in.b, in.c}) {
+      for (int operand : in.operands) {
         if (operand >= 0) operands[arity++] = regs_.get<float>(operand);
       }
       const ops::CustomFunction* f = ops::custom_function(in.function);
@@ -331,9 +331,9 @@ void TileEvaluator::eval(int k, int64_t begin, int64_t n) {
     case InstrKind::kWhere:
       dispatch(c, [&](auto t) {
         using T = decltype(t);
-        const int64_t* cond = regs_.get<int64_t>(in.a);
-        const T* a = regs_.get<T>(in.b);
-        const T* b = regs_.get<T>(in.c);
+        const int64_t* cond = regs_.get<int64_t>(in.operands[0]);
+        const T* a = regs_.get<T>(in.operands[1]);
+        const T* b = regs_.get<T>(in.operands[2]);
         T* out = alloc<T>(k, n);
         for (int64_t e = 0; e < n; ++e) out[e] = cond[e] ? a[e] : b[e];
       });
@@ -366,10 +366,10 @@ void TileEvaluator::eval_index_leaf(int k, const Instr& in, int64_t begin, int64
 }
 
 void TileEvaluator::eval_cast(int k, const Instr& in, int64_t n) {
-  const DType from = program_.instrs[in.a].dtype;
+  const DType from = program_.instrs[in.operands[0]].dtype;
   dispatch(register_class(from), [&](auto s) {
     using S = decltype(s);
-    const S* a = regs_.get<S>(in.a);
+    const S* a = regs_.get<S>(in.operands[0]);
     dispatch(register_class(in.dtype), [&](auto t) {
       using T = decltype(t);
       T* out = alloc<T>(k, n);
@@ -389,21 +389,21 @@ void TileEvaluator::eval_cast(int k, const Instr& in, int64_t n) {
 void TileEvaluator::eval_unary(int k, const Instr& in, int64_t n) {
   dispatch(register_class(in.dtype), [&](auto t) {
     using T = decltype(t);
-    unary_loop<T>(in.op, regs_.get<T>(in.a), alloc<T>(k, n), n);
+    unary_loop<T>(in.op, regs_.get<T>(in.operands[0]), alloc<T>(k, n), n);
   });
   if (register_class(in.dtype) == RegisterClass::kInt) wrap_all(k, in.dtype, n);
 }
 
 void TileEvaluator::eval_binary(int k, const Instr& in, int64_t n) {
-  const RegisterClass operands = register_class(program_.instrs[in.a].dtype);
+  const RegisterClass operands = register_class(program_.instrs[in.operands[0]].dtype);
   const bool gives_bool = math::gives_bool(in.op);
   dispatch(operands, [&](auto t) {
     using T = decltype(t);
     if (gives_bool) {
-      binary_loop<T, int64_t>(in.op, regs_.get<T>(in.a), regs_.get<T>(in.b), alloc<int64_t>(k, n),
+      binary_loop<T, int64_t>(in.op, regs_.get<T>(in.operands[0]), regs_.get<T>(in.operands[1]), alloc<int64_t>(k, n),
                               n);
     } else {
-      binary_loop<T, T>(in.op, regs_.get<T>(in.a), regs_.get<T>(in.b), alloc<T>(k, n), n);
+      binary_loop<T, T>(in.op, regs_.get<T>(in.operands[0]), regs_.get<T>(in.operands[1]), alloc<T>(k, n), n);
     }
   });
   if (!gives_bool && operands == RegisterClass::kInt) wrap_all(k, in.dtype, n);

@@ -212,25 +212,25 @@ std::string KernelWriter::space_code(int space, const std::string& idx,
         break;
       }
       case InstrKind::kUnary:
-        expr = round_to_dtype(in.dtype, elementwise(in.op, {operand(in.a)}));
+        expr = round_to_dtype(in.dtype, elementwise(in.op, {operand(in.operands[0])}));
         break;
       case InstrKind::kBinary: {
-        expr = elementwise(in.op, {operand(in.a), operand(in.b)});
+        expr = elementwise(in.op, {operand(in.operands[0]), operand(in.operands[1])});
         if (!ops::is_comparison(in.op)) expr = round_to_dtype(in.dtype, expr);
         break;
       }
       case InstrKind::kWhere:
-        expr = absl::StrCat("(", operand(in.a), " ? ", operand(in.b), " : ", operand(in.c), ")");
+        expr = absl::StrCat("(", operand(in.operands[0]), " ? ", operand(in.operands[1]), " : ", operand(in.operands[2]), ")");
         break;
       case InstrKind::kCast:
-        expr = cast(p_.instrs[in.a].dtype, in.dtype, operand(in.a));
+        expr = cast(p_.instrs[in.operands[0]].dtype, in.dtype, operand(in.operands[0]));
         break;
       case InstrKind::kAnchor:
         expr = "anchor_value";
         break;
       case InstrKind::kCustom: {
         std::vector<std::string> args;
-        for (int o : {in.a, in.b, in.c}) {
+        for (int o : in.operands) {
           if (o >= 0) args.push_back(operand(o));
         }
         expr = absl::StrCat(ops::custom_function(in.function)->name, "(", absl::StrJoin(args, ", "),
