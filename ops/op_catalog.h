@@ -38,26 +38,28 @@ enum class OpClass {
   X(Rand, rand, kLeaf, 0)         \
   X(Randn, randn, kLeaf, 0)
 
-#define KILN_UNARY_OPS(X)              \
-  X(Neg, neg, kUnary, 1)               \
-  X(Abs, abs, kUnary, 1)               \
-  X(Exp, exp, kUnary, 1)               \
-  X(Log, log, kUnary, 1)               \
-  X(Sqrt, sqrt, kUnary, 1)             \
-  X(Rsqrt, rsqrt, kUnary, 1)           \
-  X(Sin, sin, kUnary, 1)               \
-  X(Cos, cos, kUnary, 1)               \
-  X(Tanh, tanh, kUnary, 1)             \
-  X(Sigmoid, sigmoid, kUnary, 1)       \
-  X(Relu, relu, kUnary, 1)             \
-  X(Gelu, gelu, kUnary, 1)             \
-  X(Silu, silu, kUnary, 1)             \
-  X(Erf, erf, kUnary, 1)               \
-  X(Floor, floor, kUnary, 1)           \
-  X(Ceil, ceil, kUnary, 1)             \
-  X(Reciprocal, reciprocal, kUnary, 1) \
-  X(Square, square, kUnary, 1)         \
-  X(LogicalNot, logical_not, kUnary, 1)
+#define KILN_UNARY_OPS(X)               \
+  X(Neg, neg, kUnary, 1)                \
+  X(Abs, abs, kUnary, 1)                \
+  X(Exp, exp, kUnary, 1)                \
+  X(Log, log, kUnary, 1)                \
+  X(Sqrt, sqrt, kUnary, 1)              \
+  X(Rsqrt, rsqrt, kUnary, 1)            \
+  X(Sin, sin, kUnary, 1)                \
+  X(Cos, cos, kUnary, 1)                \
+  X(Tanh, tanh, kUnary, 1)              \
+  X(Sigmoid, sigmoid, kUnary, 1)        \
+  X(Relu, relu, kUnary, 1)              \
+  X(Gelu, gelu, kUnary, 1)              \
+  X(Silu, silu, kUnary, 1)              \
+  X(Erf, erf, kUnary, 1)                \
+  X(Floor, floor, kUnary, 1)            \
+  X(Ceil, ceil, kUnary, 1)              \
+  X(Reciprocal, reciprocal, kUnary, 1)  \
+  X(Square, square, kUnary, 1)          \
+  X(LogicalNot, logical_not, kUnary, 1) \
+  X(Log1p, log1p, kUnary, 1)            \
+  X(Expm1, expm1, kUnary, 1)
 
 #define KILN_BINARY_OPS(X)               \
   X(Add, add, kBinary, 2)                \

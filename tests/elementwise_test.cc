@@ -70,6 +70,10 @@ std::vector<UnaryCase> unary_cases() {
        [](long double x) { return 1 / x; }, 0.2f, 5},
       {"square", [](const Tensor& x) { return square(x); }, [](long double x) { return x * x; }, -3,
        3},
+      {"log1p", [](const Tensor& x) { return log1p(x); },
+       [](long double x) { return std::log1p(x); }, -0.9f, 5},
+      {"expm1", [](const Tensor& x) { return expm1(x); },
+       [](long double x) { return std::expm1(x); }, -3, 3},
   };
 }
 
@@ -89,6 +93,21 @@ TEST(Elementwise, EveryUnaryOpMatchesLongDoubleInEveryFloatDtype) {
       }
     }
   }
+}
+
+// log1p and expm1 keep full relative precision where 1 + x rounds to 1 in f32.
+TEST(Elementwise, Log1pAndExpm1AreAccurateNearZero) {
+  const std::vector<float> x = {1e-7f, -3e-8f, 1e-20f, 0.0f, -0.0f};
+  const std::vector<float> lp = log1p(Tensor::from_vector(x, {5})).to_vector<float>();
+  const std::vector<float> em = expm1(Tensor::from_vector(x, {5})).to_vector<float>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    const long double v = x[i];
+    EXPECT_NEAR(lp[i], static_cast<double>(std::log1p(v)), 1e-6 * std::fabs(x[i])) << x[i];
+    EXPECT_NEAR(em[i], static_cast<double>(std::expm1(v)), 1e-6 * std::fabs(x[i])) << x[i];
+  }
+  EXPECT_EQ(log1p(Tensor::full({1}, -1.0)).item(), -std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(std::isnan(log1p(Tensor::full({1}, -2.0)).item()));
+  EXPECT_EQ(expm1(Tensor::full({1}, 3, DType::I32)).dtype(), DType::F32);
 }
 
 TEST(Elementwise, MathOfIntegersGivesF32AndArithmeticKeepsIntegers) {

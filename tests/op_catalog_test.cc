@@ -20,11 +20,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "jit/fusion/launch_plan.h"
-#include "jit/graph/pending_graph.h"
 #include "jit/fusion/trace.h"
+#include "jit/graph/pending_graph.h"
+#include "jit/graph/reference_graph.h"
 #include "kiln/custom.h"
 #include "ops/element_access.h"
-#include "jit/graph/reference_graph.h"
 #include "runtime/backend.h"
 #include "tests/cuda_emulation/emulated_kernels.h"
 #include "tests/cuda_emulation/run_emulated.h"
@@ -645,7 +645,9 @@ const std::map<OpKind, Builder>& builders() {
                                                 {OpKind::Ceil, &kiln::ceil},
                                                 {OpKind::Reciprocal, &kiln::reciprocal},
                                                 {OpKind::Square, &kiln::square},
-                                                {OpKind::LogicalNot, &kiln::logical_not}};
+                                                {OpKind::LogicalNot, &kiln::logical_not},
+                                                {OpKind::Log1p, &kiln::log1p},
+                                                {OpKind::Expm1, &kiln::expm1}};
     for (const auto& [kind, function] : unary) {
       m[kind] = [op = kind, fn = function](Inputs& in) { return unary_programs(op, fn, in); };
     }

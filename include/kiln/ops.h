@@ -33,6 +33,8 @@ Tensor ceil(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor logical_not(const Tensor& x);  // Bool
+Tensor log1p(const Tensor& x);        // log(1 + x), accurate for small x
+Tensor expm1(const Tensor& x);        // exp(x) - 1, accurate for small x
 
 // Binary elementwise with broadcasting. Integer div gives F32; comparisons give Bool.
 Tensor add(const Tensor& a, const Tensor& b);
