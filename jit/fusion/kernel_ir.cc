@@ -54,21 +54,6 @@ const char* anchor_name(AnchorKind anchor) {
   return "?";
 }
 
-std::string view_pattern(const ops::Shape& space, const ViewParams& view, int64_t source_numel) {
-  std::vector<int64_t> contiguous = ops::contiguous_strides(space);
-  bool is_contiguous = view.offset == 0 && ops::numel(space) == source_numel;
-  std::vector<int> broadcast;
-  for (size_t d = 0; d < space.size(); ++d) {
-    if (space[d] != 1 && view.strides[d] != contiguous[d]) is_contiguous = false;
-    if (view.strides[d] == 0 && space[d] != 1) broadcast.push_back(static_cast<int>(d));
-  }
-  std::string rank = absl::StrCat("r", space.size());
-  if (is_contiguous) return rank + ":contiguous";
-  if (!broadcast.empty())
-    return absl::StrCat(rank, ":broadcast(", absl::StrJoin(broadcast, ","), ")");
-  return rank + ":strided";
-}
-
 std::string KernelProgram::to_string() const {
   std::string out = absl::StrCat("kernel ", name, " [", anchor_name(anchor));
   if (anchor != AnchorKind::kNone) {
@@ -89,7 +74,7 @@ std::string KernelProgram::to_string() const {
     absl::StrAppend(&out, "  in", i, ": ", dtype_name(input_dtypes[i]), "\n");
   }
   for (size_t i = 0; i < view_patterns.size(); ++i) {
-    absl::StrAppend(&out, "  view", i, ": ", view_patterns[i], "\n");
+    absl::StrAppend(&out, "  view", i, ": ", view_patterns[i].to_string(), "\n");
   }
   for (size_t i = 0; i < instrs.size(); ++i) {
     const Instr& in = instrs[i];

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "jit/fusion/family_geometry.h"
 #include "kiln/dtype.h"
 #include "ops/attrs.h"
 #include "ops/op_catalog.h"
@@ -47,10 +48,10 @@ struct Instr {
   // Operand instructions, in the same space; -1 past the op's arity. kUnary and kCast use
   // one, kBinary two, kWhere three (condition, then, else), kCustom up to three.
   std::array<int, 3> operands = {-1, -1, -1};
-  int input = -1;              // kLoad: the kernel's input slot
-  int view = -1;               // kLoad, kIndexLeaf: the launch's view slot
-  int param = -1;              // kParam, rand/randn seed: the kernel's parameter slot
-  int function = -1;           // kCustom: the registered function's id
+  int input = -1;     // kLoad: the kernel's input slot
+  int view = -1;      // kLoad, kIndexLeaf: the launch's view slot
+  int param = -1;     // kParam, rand/randn seed: the kernel's parameter slot
+  int function = -1;  // kCustom: the registered function's id
 };
 
 // kCustomKernel is a user's whole kernel: nothing fuses into it, it has no instructions, and
@@ -73,7 +74,7 @@ struct KernelProgram {
   std::vector<int> space_ranks;            // rank of each space
   std::vector<DType> input_dtypes;         // per input slot
   std::vector<DType> output_dtypes;        // per output slot
-  std::vector<std::string> view_patterns;  // per view: its broadcast/contiguity pattern
+  std::vector<ViewPattern> view_patterns;  // per view: its broadcast/contiguity pattern
   int num_params = 0;
   std::vector<Instr> instrs;  // operands before users
   std::vector<Store> stores;
@@ -98,9 +99,6 @@ struct KernelLaunch {
 };
 
 const char* anchor_name(AnchorKind anchor);
-
-// "contiguous", "broadcast:0,2" or "strided" and the rank: what a renderer specializes on.
-std::string view_pattern(const ops::Shape& space, const ViewParams& view, int64_t source_numel);
 
 }  // namespace kiln::jit
 

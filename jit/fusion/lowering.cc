@@ -72,26 +72,27 @@ struct NeedsMaterialization {
 
 class Lowerer {
  public:
-  Lowerer(const Trace& t, const FusionPlan& p, const KernelGroup& g) : t_(t), plan_(p), group_(g) {}
+  Lowerer(const Trace& t, const FusionPlan& p, const KernelGroup& g)
+      : trace_(t), plan_(p), group_(g) {}
 
   LoweredKernel run() {
     KernelProgram& prog = out_.program;
     KernelLaunch& launch = out_.launch;
     const int anchor = group_.anchor_node;
     prog.anchor = group_.anchor;
-    const Shape& domain = t_.nodes[anchor >= 0 ? anchor : group_.stores[0]].type->shape;
+    const Shape& domain = trace_.nodes[anchor >= 0 ? anchor : group_.stores[0]].type->shape;
     launch.spaces.push_back(domain);
     if (anchor >= 0) {
-      const TraceNode& a = t_.nodes[anchor];
+      const TraceNode& a = trace_.nodes[anchor];
       prog.anchor_op = a.op;
       prog.anchor_attrs.axes = a.attrs->axes;
       prog.anchor_attrs.keepdims = a.attrs->keepdims;
       prog.anchor_attrs.axis = a.attrs->axis;
       prog.anchor_dtype = a.type->dtype;
       if (a.param_slot >= 0) prog.anchor_param = param_slot(a.param_slot);
-      note(anchor);
+      record_computed_node(anchor);
       for (int arg : a.args) {
-        const Shape& s = t_.nodes[arg].type->shape;
+        const Shape& s = trace_.nodes[arg].type->shape;
         int space = static_cast<int>(launch.spaces.size());
         launch.spaces.push_back(s);
         // Operands arrive in the dtype the anchor computes in (arg-reductions compare as is).
@@ -104,9 +105,9 @@ class Lowerer {
       int v = value(store, 0, IndexMap::identity(domain.size()), /*computing=*/true);
       int slot = static_cast<int>(launch.outputs.size());
       launch.outputs.push_back(store);
-      prog.output_dtypes.push_back(t_.nodes[store].type->dtype);
-      prog.stores.push_back({cast(v, t_.nodes[store].type->dtype), slot});
-      note(store);
+      prog.output_dtypes.push_back(trace_.nodes[store].type->dtype);
+      prog.stores.push_back({cast(v, trace_.nodes[store].type->dtype), slot});
+      record_computed_node(store);
     }
     for (const Shape& s : launch.spaces) prog.space_ranks.push_back(static_cast<int>(s.size()));
     prog.num_params = static_cast<int>(launch.params.size());
@@ -119,7 +120,8 @@ class Lowerer {
   bool is_store(int node) const {
     return std::find(group_.stores.begin(), group_.stores.end(), node) != group_.stores.end();
   }
-  void note(int node) {
+  // Records that this kernel computes trace node `node` (for dumps and logs).
+  void record_computed_node(int node) {
     if (std::find(out_.launch.nodes.begin(), out_.launch.nodes.end(), node) ==
         out_.launch.nodes.end()) {
       out_.launch.nodes.push_back(node);
@@ -177,14 +179,14 @@ class Lowerer {
     int slot = static_cast<int>(it - inputs.begin());
     if (it == inputs.end()) {
       inputs.push_back(node);
-      out_.program.input_dtypes.push_back(t_.nodes[node].type->dtype);
+      out_.program.input_dtypes.push_back(trace_.nodes[node].type->dtype);
     }
     Instr in;
     in.kind = InstrKind::kLoad;
-    in.dtype = t_.nodes[node].type->dtype;
+    in.dtype = trace_.nodes[node].type->dtype;
     in.space = space;
     in.input = slot;
-    in.view = view_slot(map, t_.nodes[node].type->shape, space);
+    in.view = view_slot(map, trace_.nodes[node].type->shape, space);
     return emit(in);
   }
 
@@ -205,7 +207,7 @@ class Lowerer {
   }
 
   IndexMap view_arg_map(const TraceNode& n, int node, int space, const IndexMap& m) {
-    const Shape& from = t_.nodes[n.args[0]].type->shape;
+    const Shape& from = trace_.nodes[n.args[0]].type->shape;
     switch (n.op) {
       case OpKind::Reshape: {
         if (m.flat) return m;
@@ -295,7 +297,7 @@ class Lowerer {
   }
 
   int compute_value(int node, int space, const IndexMap& map, bool computing) {
-    const TraceNode& n = t_.nodes[node];
+    const TraceNode& n = trace_.nodes[node];
     if (node == group_.anchor_node) {
       Instr in;
       in.kind = InstrKind::kAnchor;
@@ -308,7 +310,7 @@ class Lowerer {
                         map.key() == IndexMap::identity(n.type->shape.size()).key()))) {
       return load(node, space, map);
     }
-    note(node);
+    record_computed_node(node);
     Instr in;
     in.dtype = n.type->dtype;
     in.space = space;
@@ -345,12 +347,12 @@ class Lowerer {
     // Elementwise: operands cast to the dtype the op computes in.
     std::vector<int> operands;
     std::vector<DType> dtypes;
-    for (int a : n.args) dtypes.push_back(t_.nodes[a].type->dtype);
+    for (int a : n.args) dtypes.push_back(trace_.nodes[a].type->dtype);
     const bool logical =
         n.op == OpKind::LogicalNot || n.op == OpKind::LogicalAnd || n.op == OpKind::LogicalOr;
     for (size_t k = 0; k < n.args.size(); ++k) {
       int a = n.args[k];
-      int v = value(a, space, broadcast(map, t_.nodes[a].type->shape, n.type->shape, node));
+      int v = value(a, space, broadcast(map, trace_.nodes[a].type->shape, n.type->shape, node));
       DType want = n.type->dtype;
       if (logical || (n.op == OpKind::Where && k == 0))
         want = DType::Bool;
@@ -401,16 +403,16 @@ class Lowerer {
   // Named after what it computes: the anchor's op, then the fused ops in trace order.
   std::string name() const {
     std::vector<std::string> parts{
-        group_.anchor_node >= 0 ? ops::op_name(t_.nodes[group_.anchor_node].op) : "pointwise"};
+        group_.anchor_node >= 0 ? ops::op_name(trace_.nodes[group_.anchor_node].op) : "pointwise"};
     std::vector<int> nodes = out_.launch.nodes;
     std::sort(nodes.begin(), nodes.end());
     int shown = 0, hidden = 0;
     for (int n : nodes) {
-      const OpKind op = t_.nodes[n].op;
+      const OpKind op = trace_.nodes[n].op;
       const OpClass c = ops::op_class(op);
       if (n == group_.anchor_node || c == OpClass::kLeaf || c == OpClass::kView) continue;
       std::string name = op == OpKind::Custom
-                             ? ops::custom_function(t_.nodes[n].attrs->function)->name
+                             ? ops::custom_function(trace_.nodes[n].attrs->function)->name
                              : ops::op_name(op);
       if (std::find(parts.begin(), parts.end(), name) != parts.end()) continue;
       if (shown < 5) {
@@ -425,7 +427,7 @@ class Lowerer {
     return absl::StrJoin(parts, "_");
   }
 
-  const Trace& t_;
+  const Trace& trace_;
   const FusionPlan& plan_;
   const KernelGroup& group_;
   LoweredKernel out_;
@@ -460,13 +462,14 @@ LoweredKernel lower_custom_kernel(const Trace& trace, const KernelGroup& group) 
   return out;
 }
 
-std::variant<LoweredKernel, int> lower_group(const Trace& trace, const FusionPlan& plan,
-                                             const KernelGroup& group) {
-  if (group.anchor == AnchorKind::kCustomKernel) return lower_custom_kernel(trace, group);
+LoweringResult lower_group(const Trace& trace, const FusionPlan& plan, const KernelGroup& group) {
+  if (group.anchor == AnchorKind::kCustomKernel) return {lower_custom_kernel(trace, group)};
   try {
-    return Lowerer(trace, plan, group).run();
+    return {Lowerer(trace, plan, group).run()};
   } catch (const NeedsMaterialization& need) {
-    return need.node;
+    LoweringResult result;
+    result.node_to_store = need.node;
+    return result;
   }
 }
 

@@ -3,8 +3,6 @@
 #ifndef KILN_JIT_FUSION_LOWERING_H_
 #define KILN_JIT_FUSION_LOWERING_H_
 
-#include <variant>
-
 #include "jit/fusion/kernel_ir.h"
 #include "jit/fusion/planner.h"
 #include "jit/fusion/trace.h"
@@ -16,11 +14,16 @@ struct LoweredKernel {
   KernelLaunch launch;
 };
 
-// Lowers `group`. Plan buffers are named by trace node ids. When a view cannot be expressed
-// as strides (a permute, slice or broadcast of a reshaped non-contiguous value), returns the
-// id of the node that must be materialized instead.
-std::variant<LoweredKernel, int> lower_group(const Trace& trace, const FusionPlan& plan,
-                                             const KernelGroup& group);
+// What lowering a group gives: its kernel, or, when a view cannot be expressed as strides
+// (a permute, slice or broadcast of a reshaped non-contiguous value), the trace node that
+// must be materialized first (the planner then plans again with it stored).
+struct LoweringResult {
+  LoweredKernel kernel;  // valid when node_to_store < 0
+  int node_to_store = -1;
+};
+
+// Lowers `group`. Plan buffers are named by trace node ids.
+LoweringResult lower_group(const Trace& trace, const FusionPlan& plan, const KernelGroup& group);
 
 }  // namespace kiln::jit
 

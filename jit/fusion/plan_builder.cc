@@ -1,20 +1,19 @@
 #include <atomic>
 #include <filesystem>
 #include <mutex>
-#include <variant>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "jit/graph/env_options.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/lowering.h"
 #include "jit/fusion/planner.h"
-#include "runtime/stats_counters.h"
+#include "jit/graph/env_options.h"
 #include "runtime/atomic_file.h"
 #include "runtime/backend.h"
+#include "runtime/stats_counters.h"
 
 namespace kiln::jit {
 namespace {
@@ -108,12 +107,12 @@ std::shared_ptr<const LaunchPlan> build_plan(const Trace& trace) {
     lowered.clear();
     int need = -1;
     for (const KernelGroup& group : fusion.groups) {
-      std::variant<LoweredKernel, int> result = lower_group(trace, fusion, group);
-      if (std::holds_alternative<int>(result)) {
-        need = std::get<int>(result);
+      LoweringResult result = lower_group(trace, fusion, group);
+      if (result.node_to_store >= 0) {
+        need = result.node_to_store;
         break;
       }
-      lowered.push_back(std::get<LoweredKernel>(std::move(result)));
+      lowered.push_back(std::move(result.kernel));
     }
     if (need < 0) break;
     forced.push_back(need);

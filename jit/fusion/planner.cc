@@ -25,25 +25,26 @@ bool is_expression(ops::OpKind op) {
 
 class Planner {
  public:
-  Planner(const Trace& trace, const std::vector<int>& forced) : t_(trace) {
-    const size_t n = t_.nodes.size();
+  Planner(const Trace& trace, const std::vector<int>& forced) : trace_(trace) {
+    const size_t n = trace_.nodes.size();
     plan_.materialized.assign(n, false);
     plan_.reasons.assign(n, "");
     users_.resize(n);
     for (size_t i = 0; i < n; ++i) {
-      for (int a : t_.nodes[i].args) {
+      for (int a : trace_.nodes[i].args) {
         if (users_[a].empty() || users_[a].back() != static_cast<int>(i)) users_[a].push_back(i);
       }
     }
     for (size_t i = 0; i < n; ++i) {
-      if (t_.nodes[i].op == ops::OpKind::Input) materialize(i, "input");
+      if (trace_.nodes[i].op == ops::OpKind::Input) materialize(i, "input");
     }
-    for (int o : t_.outputs) materialize(o, "output");
+    for (int o : trace_.outputs) materialize(o, "output");
     // A custom kernel reads dense buffers and writes its own: nothing fuses on either side.
     for (size_t i = 0; i < n; ++i) {
-      if (t_.nodes[i].op != ops::OpKind::CustomKernel) continue;
+      if (trace_.nodes[i].op != ops::OpKind::CustomKernel) continue;
       materialize(i, "a custom kernel's result");
-      for (int a : t_.nodes[i].args) materialize(a, "a custom kernel reads it as a dense buffer");
+      for (int a : trace_.nodes[i].args)
+        materialize(a, "a custom kernel reads it as a dense buffer");
     }
     for (int f : forced)
       materialize(f, "its users index it through a reshape that strides cannot express");
@@ -64,20 +65,21 @@ class Planner {
     plan_.materialized[node] = true;
     plan_.reasons[node] = why;
   }
-  bool mat(int node) const { return plan_.materialized[node]; }
-  const ops::Shape& shape(int node) const { return t_.nodes[node].type->shape; }
+  bool is_materialized(int node) const { return plan_.materialized[node]; }
+  const ops::Shape& shape(int node) const { return trace_.nodes[node].type->shape; }
 
   // Expression nodes used by several consumers are stored when recomputing them is costly.
   void decide_recomputation() {
-    std::vector<int64_t> cost(t_.nodes.size(), 0);
-    for (size_t i = 0; i < t_.nodes.size(); ++i) {
-      if (!is_expression(t_.nodes[i].op)) continue;
+    std::vector<int64_t> cost(trace_.nodes.size(), 0);
+    for (size_t i = 0; i < trace_.nodes.size(); ++i) {
+      if (!is_expression(trace_.nodes[i].op)) continue;
       int64_t c = 1;
-      for (int a : t_.nodes[i].args) {
-        if (!mat(a) && is_expression(t_.nodes[a].op)) c = std::min<int64_t>(c + cost[a], 1 << 20);
+      for (int a : trace_.nodes[i].args) {
+        if (!is_materialized(a) && is_expression(trace_.nodes[a].op))
+          c = std::min<int64_t>(c + cost[a], 1 << 20);
       }
       cost[i] = c;
-      if (!mat(i) && users_[i].size() >= 2 && c > kRecomputeLimit) {
+      if (!is_materialized(i) && users_[i].size() >= 2 && c > kRecomputeLimit) {
         materialize(i, absl::StrCat("used by ", users_[i].size(),
                                     " consumers; recomputing it costs ", c, " ops each"));
       }
@@ -89,34 +91,35 @@ class Planner {
   // stored instead (counts add over arguments, so shared producers count twice: the bound
   // holds all the more).
   void limit_kernel_size() {
-    const size_t n = t_.nodes.size();
+    const size_t n = trace_.nodes.size();
     std::vector<int64_t>& sources = sources_;
     sources.assign(n, 0);
     std::vector<int64_t> fused(n, 0);
-    auto own = [&](size_t i) {
-      const TraceNode& node = t_.nodes[i];
+    // Counts the buffers node i's kernel would read and the ops it would fuse.
+    auto count_kernel_size = [&](size_t i) {
+      const TraceNode& node = trace_.nodes[i];
       int64_t s = node.param_slot >= 0 ? 1 : 0, f = 1;
       for (int a : node.args) {
-        s += mat(a) ? 1 : sources[a];
-        f += mat(a) ? 0 : fused[a];
+        s += is_materialized(a) ? 1 : sources[a];
+        f += is_materialized(a) ? 0 : fused[a];
       }
       sources[i] = std::min<int64_t>(s, 1 << 20);
       fused[i] = std::min<int64_t>(f, 1 << 20);
     };
     for (size_t i = 0; i < n; ++i) {
-      if (t_.nodes[i].op == ops::OpKind::Input) continue;
-      own(i);
+      if (trace_.nodes[i].op == ops::OpKind::Input) continue;
+      count_kernel_size(i);
       while (sources[i] > kMaxKernelSources || fused[i] > kMaxFusedOps) {
         int largest = -1;
-        for (int a : t_.nodes[i].args) {
-          if (mat(a) || (sources[a] <= 1 && fused[a] <= 1)) continue;
+        for (int a : trace_.nodes[i].args) {
+          if (is_materialized(a) || (sources[a] <= 1 && fused[a] <= 1)) continue;
           if (largest < 0 || sources[a] + fused[a] > sources[largest] + fused[largest]) largest = a;
         }
         if (largest < 0) break;  // only stored arguments left: nothing smaller to split off
         materialize(largest,
                     absl::StrCat("its consumer's kernel would read more than ", kMaxKernelSources,
                                  " buffers or fuse more than ", kMaxFusedOps, " ops"));
-        own(i);
+        count_kernel_size(i);
       }
     }
   }
@@ -125,7 +128,7 @@ class Planner {
   std::vector<int> live_carried(int node) const {
     std::vector<int> out;
     for (int r : carried_[node]) {
-      if (!mat(r)) out.push_back(r);
+      if (!is_materialized(r)) out.push_back(r);
     }
     return out;
   }
@@ -134,13 +137,13 @@ class Planner {
   // meets a boundary (a view, a broadcast, another anchor's operand, a second anchor), the
   // value at the boundary is stored: it becomes an epilogue store of the anchor's kernel.
   void decide_anchors() {
-    carried_.assign(t_.nodes.size(), {});
-    for (size_t i = 0; i < t_.nodes.size(); ++i) {
-      const TraceNode& node = t_.nodes[i];
+    carried_.assign(trace_.nodes.size(), {});
+    for (size_t i = 0; i < trace_.nodes.size(); ++i) {
+      const TraceNode& node = trace_.nodes[i];
       const std::string at = absl::StrCat(" at node ", i, " (", ops::op_name(node.op), ")");
       const bool is_anchor = anchor_kind(node.op) != AnchorKind::kNone;
       for (int a : node.args) {
-        if (mat(a)) continue;  // read from memory, not fused
+        if (is_materialized(a)) continue;  // read from memory, not fused
         std::vector<int> from = live_carried(a);
         if (from.empty()) continue;
         if (is_anchor) {
@@ -155,7 +158,7 @@ class Planner {
           carried_[i] = from;
         }
       }
-      if (is_anchor && !mat(i)) carried_[i] = {static_cast<int>(i)};
+      if (is_anchor && !is_materialized(i)) carried_[i] = {static_cast<int>(i)};
     }
   }
 
@@ -164,12 +167,12 @@ class Planner {
     // Recompute over the final materialization: follow same-shape elementwise args.
     if (!anchor_memo_.contains(node)) {
       int result = -1;
-      const TraceNode& n = t_.nodes[node];
+      const TraceNode& n = trace_.nodes[node];
       if (anchor_kind(n.op) != AnchorKind::kNone) {
         result = node;
       } else if (is_elementwise(n.op)) {
         for (int a : n.args) {
-          if (mat(a) || shape(a) != shape(node)) continue;
+          if (is_materialized(a) || shape(a) != shape(node)) continue;
           int r = anchor_of(a);
           if (r >= 0) result = std::max(result, r);
         }
@@ -185,9 +188,9 @@ class Planner {
     while (!stack.empty()) {
       int n = stack.back();
       stack.pop_back();
-      for (int a : t_.nodes[n].args) {
+      for (int a : trace_.nodes[n].args) {
         if (!seen.insert(a).second) continue;
-        if (mat(a)) {
+        if (is_materialized(a)) {
           sources.push_back(a);
         } else {
           stack.push_back(a);
@@ -200,13 +203,13 @@ class Planner {
   bool build_groups() {
     anchor_memo_.clear();
     std::vector<KernelGroup> groups;
-    std::vector<int> group_of(t_.nodes.size(), -1);  // producing group per materialized node
+    std::vector<int> group_of(trace_.nodes.size(), -1);  // producing group per materialized node
     absl::flat_hash_map<int, int> group_of_anchor;
     std::vector<std::vector<int>> sources;            // per group
     absl::flat_hash_map<int, int64_t> group_sources;  // per group, an upper bound on its reads
     absl::flat_hash_map<std::vector<int64_t>, int> last_pointwise;  // shape -> group
-    for (size_t i = 0; i < t_.nodes.size(); ++i) {
-      if (!mat(i) || t_.nodes[i].op == ops::OpKind::Input) continue;
+    for (size_t i = 0; i < trace_.nodes.size(); ++i) {
+      if (!is_materialized(i) || trace_.nodes[i].op == ops::OpKind::Input) continue;
       const int anchor = anchor_of(static_cast<int>(i));
       absl::flat_hash_set<int> seen{static_cast<int>(i)};
       std::vector<int> src;
@@ -219,14 +222,14 @@ class Planner {
         if (it != last_pointwise.end()) {
           bool fits = group_sources[it->second] + sources_[i] <= kMaxKernelSources;
           for (int s : src)
-            fits = fits && (t_.nodes[s].op == ops::OpKind::Input || group_of[s] < it->second);
+            fits = fits && (trace_.nodes[s].op == ops::OpKind::Input || group_of[s] < it->second);
           if (fits) g = it->second;
         }
       }
       if (g < 0) {
         g = static_cast<int>(groups.size());
         KernelGroup group;
-        group.anchor = anchor >= 0 ? anchor_kind(t_.nodes[anchor].op) : AnchorKind::kNone;
+        group.anchor = anchor >= 0 ? anchor_kind(trace_.nodes[anchor].op) : AnchorKind::kNone;
         group.anchor_node = anchor;
         groups.push_back(group);
         sources.emplace_back();
@@ -291,7 +294,7 @@ class Planner {
   }
 
   std::vector<int64_t> sources_;  // per node: buffers and scalars its kernel reads (bound)
-  const Trace& t_;
+  const Trace& trace_;
   FusionPlan plan_;
   std::vector<std::vector<int>> users_;    // distinct users per node
   std::vector<std::vector<int>> carried_;  // anchors carried per node

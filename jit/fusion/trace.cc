@@ -80,11 +80,11 @@ class TraceBuilder {
         if (!seen(done)) add(done);
       }
     }
-    for (Node* out : outputs) t_.outputs.push_back(index_of(out));
-    t_.key.push_back(-1);
-    t_.key.insert(t_.key.end(), t_.outputs.begin(), t_.outputs.end());
-    t_.key_hash = absl::HashOf(t_.key);
-    return std::move(t_);
+    for (Node* out : outputs) trace_.outputs.push_back(index_of(out));
+    trace_.key.push_back(-1);
+    trace_.key.insert(trace_.key.end(), trace_.outputs.begin(), trace_.outputs.end());
+    trace_.key_hash = absl::HashOf(trace_.key);
+    return std::move(trace_);
   }
 
  private:
@@ -102,8 +102,8 @@ class TraceBuilder {
     tn.attrs = &done->attrs;
     if (done->realized()) {
       tn.op = ops::OpKind::Input;
-      tn.input_slot = static_cast<int>(t_.inputs.size());
-      t_.inputs.push_back(done);
+      tn.input_slot = static_cast<int>(trace_.inputs.size());
+      trace_.inputs.push_back(done);
     } else {
       if (done->op == ops::OpKind::Input) {
         throw Error(absl::StrCat("[input] '", done->attrs.name, "' is a placeholder without data (",
@@ -116,32 +116,32 @@ class TraceBuilder {
     // The node's tokens go on the key; an equal earlier node (same tokens) is reused and the
     // tokens taken back. Nodes carrying scalars merge only with themselves: merging two
     // constants because their values match would change the structure whenever they do.
-    const size_t begin = t_.key.size();
-    append_structure(tn.op, *tn.type, *tn.attrs, tn.args, t_.key);
+    const size_t begin = trace_.key.size();
+    append_structure(tn.op, *tn.type, *tn.attrs, tn.args, trace_.key);
     const bool mergeable = tn.op != ops::OpKind::Input && param_count(tn.op) == 0;
     if (mergeable) {
       const size_t hash =
-          absl::HashOf(absl::MakeConstSpan(t_.key.data() + begin, t_.key.size() - begin));
-      auto [it, inserted] = cse_.try_emplace(hash, static_cast<int>(t_.nodes.size()));
+          absl::HashOf(absl::MakeConstSpan(trace_.key.data() + begin, trace_.key.size() - begin));
+      auto [it, inserted] = cse_.try_emplace(hash, static_cast<int>(trace_.nodes.size()));
       if (!inserted && same_tokens(it->second, begin)) {
-        t_.key.resize(begin);
+        trace_.key.resize(begin);
         mark(done, it->second);
         return;
       }
     }
     token_begin_.push_back(begin);
     if (param_count(tn.op) > 0) {
-      tn.param_slot = static_cast<int>(t_.params.size());
-      if (tn.op == ops::OpKind::Constant) t_.params.push_back(done->attrs.value);
+      tn.param_slot = static_cast<int>(trace_.params.size());
+      if (tn.op == ops::OpKind::Constant) trace_.params.push_back(done->attrs.value);
       if (tn.op == ops::OpKind::Rand || tn.op == ops::OpKind::Randn) {
-        t_.params.push_back(std::bit_cast<double>(done->attrs.seed));
+        trace_.params.push_back(std::bit_cast<double>(done->attrs.seed));
       }
       if (tn.op == ops::OpKind::LayerNorm || tn.op == ops::OpKind::RmsNorm) {
-        t_.params.push_back(done->attrs.eps);
+        trace_.params.push_back(done->attrs.eps);
       }
     }
-    mark(done, static_cast<int>(t_.nodes.size()));
-    t_.nodes.push_back(std::move(tn));
+    mark(done, static_cast<int>(trace_.nodes.size()));
+    trace_.nodes.push_back(std::move(tn));
   }
 
   // Whether node `index`'s tokens equal the tokens from `begin` to the end of the key.
@@ -149,9 +149,10 @@ class TraceBuilder {
     const size_t other = token_begin_[index];
     const size_t other_end =
         static_cast<size_t>(index) + 1 < token_begin_.size() ? token_begin_[index + 1] : begin;
-    const size_t len = t_.key.size() - begin;
+    const size_t len = trace_.key.size() - begin;
     return other_end - other == len &&
-           std::equal(t_.key.begin() + other, t_.key.begin() + other_end, t_.key.begin() + begin);
+           std::equal(trace_.key.begin() + other, trace_.key.begin() + other_end,
+                      trace_.key.begin() + begin);
   }
 
   void mark(Node* n, int index) {
@@ -163,7 +164,7 @@ class TraceBuilder {
     n->trace_index = index;
   }
 
-  Trace t_;
+  Trace trace_;
   uint64_t epoch_ = 0;
   std::vector<size_t> token_begin_;                   // per trace node, where its tokens start
   absl::flat_hash_map<size_t, int> cse_;              // token hash -> first node with it

@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "runtime/cpu/kernel_families.h"
-#include "runtime/thread_pool.h"
 #include "runtime/cpu/tile_evaluator.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -20,11 +20,9 @@ void matmul(const KernelProgram& program, const KernelLaunch& launch,
             T* result) {
   std::vector<T> a = evaluate_operand<T>(program, launch, inputs, params, 0);
   std::vector<T> b = evaluate_operand<T>(program, launch, inputs, params, 1);
-  Shape sa = launch.spaces[1], sb = launch.spaces[2];
-  if (sa.size() == 1) sa.insert(sa.begin(), 1);
-  if (sb.size() == 1) sb.push_back(1);
-  const int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
-  const int64_t batches = m * n == 0 ? 0 : ops::numel(launch.spaces[0]) / (m * n);
+  const jit::MatmulShape mm = jit::matmul_shape(launch);
+  const Shape &sa = mm.a, &sb = mm.b;
+  const int64_t m = mm.m, k = mm.k, n = mm.n, batches = mm.batches;
   // Broadcast batch index -> operand batch offsets.
   Shape batch_shape;
   const size_t rank = std::max(sa.size(), sb.size()) - 2;

@@ -7,8 +7,8 @@
 
 #include "ops/scalar_math.h"
 #include "runtime/cpu/kernel_families.h"
-#include "runtime/thread_pool.h"
 #include "runtime/cpu/tile_evaluator.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -53,17 +53,13 @@ void reduce(const KernelProgram& program, const KernelLaunch& launch,
   // its index along the axis.
   jit::ViewParams to_out, along_axis;
   {
+    const jit::ReductionAxes dims = jit::reduction_axes(program, static_cast<int>(space.size()));
     Shape kept;
-    for (size_t d = 0; d < space.size(); ++d) {
-      bool reduced = arg ? static_cast<int>(d) == program.anchor_attrs.axis
-                         : std::find(axes.begin(), axes.end(), static_cast<int>(d)) != axes.end();
-      if (!reduced) kept.push_back(space[d]);
-    }
+    for (int d : dims.kept) kept.push_back(space[d]);
     std::vector<int64_t> ks = ops::contiguous_strides(kept);
     size_t k = 0;
     for (size_t d = 0; d < space.size(); ++d) {
-      bool reduced = arg ? static_cast<int>(d) == program.anchor_attrs.axis
-                         : std::find(axes.begin(), axes.end(), static_cast<int>(d)) != axes.end();
+      const bool reduced = dims.is_reduced[d];
       to_out.strides.push_back(reduced ? 0 : ks[k++]);
       along_axis.strides.push_back(arg && reduced ? 1 : 0);
     }
@@ -75,7 +71,7 @@ void reduce(const KernelProgram& program, const KernelLaunch& launch,
     // Floating sums over the trailing axes: each output is one contiguous run of the
     // operand, so rows go to threads whole and add with independent accumulators instead
     // of scattering every element into its output.
-    const int64_t extent = out_n == 0 ? 0 : ops::numel(space) / out_n;
+    const int64_t extent = jit::reduced_extent(launch);
     if (!arg && is_sum && trailing_axes(axes, static_cast<int>(space.size())) && extent > 0 &&
         extent <= (int64_t{1} << 16)) {
       const int operand = program.anchor_operands[0];
@@ -164,7 +160,7 @@ void reduce(const KernelProgram& program, const KernelLaunch& launch,
       merged.seen[o] = 1;
     }
   }
-  const int64_t extent = out_n == 0 ? 0 : total / out_n;
+  const int64_t extent = jit::reduced_extent(launch);
   for (int64_t o = 0; o < out_n; ++o) {
     if (arg) {
       result[o] = static_cast<Result>(merged.index[o]);

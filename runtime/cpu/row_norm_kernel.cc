@@ -6,8 +6,8 @@
 
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/simd_math.h"
-#include "runtime/thread_pool.h"
 #include "runtime/cpu/tile_evaluator.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -15,7 +15,6 @@ namespace {
 using jit::KernelLaunch;
 using jit::KernelProgram;
 using ops::OpKind;
-using ops::Shape;
 
 // Sums over a row with eight independent accumulators, so the additions pipeline (and, for
 // unit stride, vectorize). f32 rows add in f32 within blocks of 512 elements and in double
@@ -103,13 +102,8 @@ void row_norm(const KernelProgram& program, const KernelLaunch& launch,
   if (program.anchor_operands.size() > 2) {
     b = evaluate_operand<T>(program, launch, inputs, params, 2);
   }
-  const Shape& shape = launch.spaces[1];
-  const int axis = program.anchor_attrs.axis;
-  int64_t outer = 1, extent = shape.empty() ? 1 : shape[axis], inner = 1;
-  for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
-    if (d < axis) outer *= shape[d];
-    if (d > axis) inner *= shape[d];
-  }
+  const jit::RowShape rows = jit::row_norm_shape(program, launch);
+  const int64_t outer = rows.outer, extent = rows.extent, inner = rows.inner;
   if (extent == 0) return;
   const double eps = program.anchor_param >= 0 ? params[program.anchor_param] : 0.0;
   const int operand = program.anchor_operands[0];

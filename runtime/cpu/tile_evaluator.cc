@@ -223,7 +223,7 @@ TileEvaluator::TileEvaluator(const KernelProgram& program, const KernelLaunch& l
   regs_.i.resize(n);
   regs_.offsets.resize(launch_.views.size());
   for (size_t v = 0; v < launch_.views.size(); ++v) {
-    contiguous_.push_back(program_.view_patterns[v].find(":contiguous") != std::string::npos ||
+    contiguous_.push_back(program_.view_patterns[v].access == jit::ViewAccess::kContiguous ||
                           is_row_major(launch_.views[v], v));
   }
 }
@@ -400,10 +400,11 @@ void TileEvaluator::eval_binary(int k, const Instr& in, int64_t n) {
   dispatch(operands, [&](auto t) {
     using T = decltype(t);
     if (gives_bool) {
-      binary_loop<T, int64_t>(in.op, regs_.get<T>(in.operands[0]), regs_.get<T>(in.operands[1]), alloc<int64_t>(k, n),
-                              n);
+      binary_loop<T, int64_t>(in.op, regs_.get<T>(in.operands[0]), regs_.get<T>(in.operands[1]),
+                              alloc<int64_t>(k, n), n);
     } else {
-      binary_loop<T, T>(in.op, regs_.get<T>(in.operands[0]), regs_.get<T>(in.operands[1]), alloc<T>(k, n), n);
+      binary_loop<T, T>(in.op, regs_.get<T>(in.operands[0]), regs_.get<T>(in.operands[1]),
+                        alloc<T>(k, n), n);
     }
   });
   if (!gives_bool && operands == RegisterClass::kInt) wrap_all(k, in.dtype, n);

@@ -19,15 +19,9 @@ namespace kiln::runtime::cpu {
 // Flat positions per tile.
 inline constexpr int64_t kTile = 2048;
 
-// The register class a dtype computes in: f16/bf16/f32 in float, f64 in double, integers and
-// bool in int64.
-enum class RegisterClass { kFloat, kDouble, kInt };
-
-// The register class `dt` computes in.
-inline RegisterClass register_class(DType dt) {
-  if (dt == DType::F64) return RegisterClass::kDouble;
-  return is_floating(dt) ? RegisterClass::kFloat : RegisterClass::kInt;
-}
+// The register class a dtype computes in (jit/fusion/family_geometry.h, shared with CUDA).
+using jit::register_class;
+using jit::RegisterClass;
 
 // Rounds n float-register values to what `dt` holds, one loop per dtype so that each
 // vectorizes (f32 values are left as they are).

@@ -51,7 +51,7 @@ std::string assemble_module(const KernelWriter& w, IndexWidths widths, const std
                   body, "}\n\n");
   for (const bool wide : {false, true}) {
     if (widths == (wide ? IndexWidths::k32 : IndexWidths::k64)) continue;
-    absl::StrAppend(&s, "extern \"C\" __global__ void __launch_bounds__(", block_size(p), ") ",
+    absl::StrAppend(&s, "extern \"C\" __global__ void __launch_bounds__(", kThreadsPerBlock, ") ",
                     entry_name(p, wide), "(const Params a, const Split split) { body<",
                     wide ? "long long" : "int", ">(a, split); }\n");
   }
@@ -59,11 +59,6 @@ std::string assemble_module(const KernelWriter& w, IndexWidths widths, const std
 }
 
 }  // namespace
-
-int block_size(const jit::KernelProgram& program) {
-  (void)program;
-  return 256;
-}
 
 std::string render_cuda(const jit::KernelProgram& program, IndexWidths widths) {
   const KernelWriter w(program);

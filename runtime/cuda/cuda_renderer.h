@@ -14,9 +14,10 @@
 
 namespace kiln::runtime::cuda {
 
-// The threads per block the launcher must use for `program` (reductions and row norms
-// cooperate within a block; pointwise, matmul and concat use one thread per element).
-int block_size(const jit::KernelProgram& program);
+// The threads per block of every generated kernel (its __launch_bounds__): reductions and
+// row norms cooperate within a block of this size, the other families use one thread per
+// element or tile slot. The launcher must launch with exactly this many.
+inline constexpr int kThreadsPerBlock = 256;
 
 // Which entry points a module holds. The backend compiles only the one a launch needs (the
 // 64-bit one is for tensors of 2^31 elements or more): each entry costs NVRTC time.

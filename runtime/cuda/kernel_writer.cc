@@ -11,11 +11,17 @@ using jit::Instr;
 using jit::InstrKind;
 using ops::OpKind;
 
-// The register type a dtype computes in (as on the CPU: f16/bf16/f32 in float, f64 in
-// double, integers and bool in 64-bit integers).
+// The C type of the register class `dt` computes in (jit::register_class, as on the CPU).
 std::string register_type(DType dt) {
-  if (dt == DType::F64) return "double";
-  return is_floating(dt) ? "float" : "i64";
+  switch (jit::register_class(dt)) {
+    case jit::RegisterClass::kFloat:
+      return "float";
+    case jit::RegisterClass::kDouble:
+      return "double";
+    case jit::RegisterClass::kInt:
+      return "i64";
+  }
+  return "?";
 }
 
 // The C type an element of dtype `dt` is stored as in memory.
@@ -130,7 +136,7 @@ std::string elementwise(OpKind op, const std::vector<std::string>& operands) {
 }  // namespace
 
 KernelWriter::KernelWriter(const jit::KernelProgram& program)
-    : p_(program), layout_(params_layout(program)), rank_(layout_.rank) {}
+    : program_(program), layout_(params_layout(program)), rank_(layout_.rank) {}
 
 std::string KernelWriter::unravel(int space, const std::string& idx,
                                   const std::string& flat) const {
@@ -180,18 +186,19 @@ std::string KernelWriter::offset(int view, int space, const std::string& idx) co
 std::string KernelWriter::space_code(int space, const std::string& idx,
                                      const std::string& lane) const {
   std::string s;
-  for (size_t k = 0; k < p_.instrs.size(); ++k) {
-    const Instr& in = p_.instrs[k];
+  for (size_t k = 0; k < program_.instrs.size(); ++k) {
+    const Instr& in = program_.instrs[k];
     if (in.space != space) continue;
     std::string v = absl::StrCat("v", k);
     std::string expr;
     auto operand = [&](int i) { return absl::StrCat("v", i); };
     switch (in.kind) {
       case InstrKind::kLoad:
-        expr = lane.empty() ? load(p_.input_dtypes[in.input], absl::StrCat("a.in[", in.input, "]"),
-                                   offset(in.view, space, idx))
-                            : from_storage(p_.input_dtypes[in.input],
-                                           absl::StrCat("ld", k, ".v[", lane, "]"));
+        expr = lane.empty()
+                   ? load(program_.input_dtypes[in.input], absl::StrCat("a.in[", in.input, "]"),
+                          offset(in.view, space, idx))
+                   : from_storage(program_.input_dtypes[in.input],
+                                  absl::StrCat("ld", k, ".v[", lane, "]"));
         break;
       case InstrKind::kParam:
         expr = cast(DType::F64, in.dtype, absl::StrCat("a.p[", in.param, "]"));
@@ -220,10 +227,11 @@ std::string KernelWriter::space_code(int space, const std::string& idx,
         break;
       }
       case InstrKind::kWhere:
-        expr = absl::StrCat("(", operand(in.operands[0]), " ? ", operand(in.operands[1]), " : ", operand(in.operands[2]), ")");
+        expr = absl::StrCat("(", operand(in.operands[0]), " ? ", operand(in.operands[1]), " : ",
+                            operand(in.operands[2]), ")");
         break;
       case InstrKind::kCast:
-        expr = cast(p_.instrs[in.operands[0]].dtype, in.dtype, operand(in.operands[0]));
+        expr = cast(program_.instrs[in.operands[0]].dtype, in.dtype, operand(in.operands[0]));
         break;
       case InstrKind::kAnchor:
         expr = "anchor_value";
@@ -245,19 +253,20 @@ std::string KernelWriter::space_code(int space, const std::string& idx,
 
 std::string KernelWriter::stores(const std::string& flat) const {
   std::string s;
-  for (const jit::Store& st : p_.stores) {
-    absl::StrAppend(&s, "      ",
-                    store(p_.output_dtypes[st.output], absl::StrCat("a.out[", st.output, "]"), flat,
-                          cast(p_.instrs[st.value].dtype, p_.output_dtypes[st.output],
-                               absl::StrCat("v", st.value))),
-                    "\n");
+  for (const jit::Store& st : program_.stores) {
+    absl::StrAppend(
+        &s, "      ",
+        store(program_.output_dtypes[st.output], absl::StrCat("a.out[", st.output, "]"), flat,
+              cast(program_.instrs[st.value].dtype, program_.output_dtypes[st.output],
+                   absl::StrCat("v", st.value))),
+        "\n");
   }
   return s;
 }
 
 std::string KernelWriter::epilogue(const std::string& value, const std::string& flat) const {
-  return absl::StrCat("      const ", register_type(p_.anchor_dtype),
-                      " anchor_value = ", round_to_dtype(p_.anchor_dtype, value), ";\n      ",
+  return absl::StrCat("      const ", register_type(program_.anchor_dtype),
+                      " anchor_value = ", round_to_dtype(program_.anchor_dtype, value), ";\n      ",
                       unravel(0, "idx0", flat), space_code(0, "idx0"), stores(flat));
 }
 

@@ -13,8 +13,8 @@
 
 namespace kiln::runtime::cuda {
 
-// The register type a dtype computes in (as on the CPU: f16/bf16/f32 in float, f64 in
-// double, integers and bool in 64-bit integers).
+// The C type of the register class `dt` computes in (jit::register_class, as on the CPU:
+// f16/bf16/f32 in float, f64 in double, integers and bool in 64-bit integers).
 std::string register_type(DType dt);
 
 // The C type an element of dtype `dt` is stored as in memory.
@@ -34,12 +34,12 @@ class KernelWriter {
  public:
   explicit KernelWriter(const jit::KernelProgram& program);
 
-  const jit::KernelProgram& program() const { return p_; }
+  const jit::KernelProgram& program() const { return program_; }
   const ParamsLayout& layout() const { return layout_; }
   // The length of every index array (the Params struct's rank).
   int index_rank() const { return rank_; }
   // The rank of iteration space `space`.
-  int rank(int space) const { return p_.space_ranks[space]; }
+  int rank(int space) const { return program_.space_ranks[space]; }
 
   // Declares `idx` as the multi-index of flat position `flat` in `space`.
   std::string unravel(int space, const std::string& idx, const std::string& flat) const;
@@ -62,7 +62,7 @@ class KernelWriter {
   std::string epilogue(const std::string& value, const std::string& flat) const;
 
  private:
-  const jit::KernelProgram& p_;
+  const jit::KernelProgram& program_;
   const ParamsLayout layout_;
   const int rank_;
 };

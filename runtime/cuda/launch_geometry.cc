@@ -11,25 +11,15 @@ bool is_reduction(const jit::KernelProgram& p) {
   return p.anchor == jit::AnchorKind::kReduce || p.anchor == jit::AnchorKind::kArgReduce;
 }
 
-// The elements one output of a reduction folds.
-int64_t reduced_extent(const jit::KernelLaunch& l) {
-  const int64_t outputs = ops::numel(l.spaces[0]);
-  return outputs > 0 ? ops::numel(l.spaces[1]) / outputs : 0;
-}
-
 // The blocks a kernel's work divides into before any cap.
 int64_t work_items(const jit::KernelProgram& p, const jit::KernelLaunch& l, int block) {
   const int64_t out = ops::numel(l.spaces[0]);
   if (is_reduction(p)) return reduction_is_outer(p) ? (out + 31) / 32 : (out + 7) / 8;
   if (matmul_is_tiled(p)) {  // a block per 64x64 tile of each matrix
-    const int64_t m = l.spaces[1][l.spaces[1].size() - 2], n = l.spaces[2].back();
-    if (m * n == 0) return 0;
-    return out / (m * n) * ((m + 63) / 64) * ((n + 63) / 64);
+    const jit::MatmulShape mm = jit::matmul_shape(l);
+    return mm.batches * ((mm.m + 63) / 64) * ((mm.n + 63) / 64);
   }
-  if (p.anchor == jit::AnchorKind::kRowNorm) {
-    const int64_t extent = l.spaces[1][p.anchor_attrs.axis];
-    return extent > 0 ? ops::numel(l.spaces[1]) / extent : 0;
-  }
+  if (p.anchor == jit::AnchorKind::kRowNorm) return jit::row_norm_shape(p, l).rows();
   return (out + block - 1) / block;
 }
 
@@ -40,8 +30,8 @@ int dynamic_shared_bytes(const jit::KernelProgram& p, const jit::KernelLaunch& l
   if (p.anchor != jit::AnchorKind::kRowNorm) return 0;
   // The cache holds the operand's register type: float for f16, bf16 and f32, else 8 bytes.
   const DType operand = p.instrs[p.anchor_operands[0]].dtype;
-  const int64_t element = is_floating(operand) && operand != DType::F64 ? 4 : 8;
-  const int64_t bytes = l.spaces[1][p.anchor_attrs.axis] * element;
+  const int64_t element = jit::register_class(operand) == jit::RegisterClass::kFloat ? 4 : 8;
+  const int64_t bytes = jit::row_norm_shape(p, l).extent * element;
   return bytes <= kDefaultSharedLimit ? static_cast<int>(bytes) : 0;
 }
 
@@ -51,13 +41,13 @@ LaunchSchedule schedule_launches(const jit::KernelProgram& p, const jit::KernelL
                                  int sm_count, bool allow_split) {
   const int64_t cap = int64_t{sm_count} * 32;
   LaunchStep step;
-  step.block = block_size(p);
+  step.block = kThreadsPerBlock;
   const int64_t items = work_items(p, l, step.block);
   step.grid_x = std::clamp<int64_t>(items, 1, cap);
   step.shared_bytes = dynamic_shared_bytes(p, l);
   LaunchSchedule schedule;
   const int64_t target = int64_t{4} * sm_count;
-  const int64_t extent = is_reduction(p) ? reduced_extent(l) : 0;
+  const int64_t extent = is_reduction(p) ? jit::reduced_extent(l) : 0;
   if (!allow_split || !is_reduction(p) || items >= target || extent < 4096) {
     schedule.steps.push_back(step);
     return schedule;

@@ -2,7 +2,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/cuda/family_renderers.h"
@@ -22,7 +21,8 @@ int vector_width(const KernelProgram& p) {
   int widest = 1;
   for (const Instr& in : p.instrs) {
     if (in.kind == InstrKind::kIndexLeaf) return 0;
-    if (in.kind == InstrKind::kLoad && absl::EndsWith(p.view_patterns[in.view], ":strided")) {
+    if (in.kind == InstrKind::kLoad &&
+        p.view_patterns[in.view].access == jit::ViewAccess::kStrided) {
       return 0;
     }
     if (in.kind == InstrKind::kLoad)
@@ -35,7 +35,8 @@ int vector_width(const KernelProgram& p) {
 // A load whose view is not the output's own layout (a broadcast bias row or column): it
 // reads through its strides from the group's first multi-index.
 bool indirect(const KernelProgram& p, const Instr& in) {
-  return in.kind == InstrKind::kLoad && !absl::EndsWith(p.view_patterns[in.view], ":contiguous");
+  return in.kind == InstrKind::kLoad &&
+         p.view_patterns[in.view].access != jit::ViewAccess::kContiguous;
 }
 
 // One thread per element of space 0, in a grid-stride loop.

@@ -27,13 +27,9 @@ std::string render_reduction(const KernelWriter& w) {
   const KernelProgram& p = w.program();
   std::string s;
   const bool arg = p.anchor == AnchorKind::kArgReduce;
-  std::vector<int> reduced, kept;
-  for (int d = 0; d < w.rank(1); ++d) {
-    const bool is_reduced = arg ? d == p.anchor_attrs.axis
-                                : std::find(p.anchor_attrs.axes.begin(), p.anchor_attrs.axes.end(),
-                                            d) != p.anchor_attrs.axes.end();
-    (is_reduced ? reduced : kept).push_back(d);
-  }
+  const jit::ReductionAxes dims = jit::reduction_axes(p, w.rank(1));
+  const std::vector<int>& reduced = dims.reduced;
+  const std::vector<int>& kept = dims.kept;
   const DType operand = p.instrs[p.anchor_operands[0]].dtype;
   const bool floating = is_floating(operand);
   const std::string acc = floating ? "double" : "i64";
