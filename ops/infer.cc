@@ -1,3 +1,5 @@
+// Shape and dtype inference with its error messages, for every op class. One file (a little
+// over 500 lines) because the rules share the error helpers and read best side by side.
 #include "ops/infer.h"
 
 #include <algorithm>

@@ -1,5 +1,7 @@
 // Every op of the catalog (ops/op_catalog.h), run on every device present and in the CUDA
 // host emulation, checked element by element against the reference evaluator.
+// Longer than 500 lines on purpose: one builder per op class in one table, so the walk over
+// the catalog and what each op is tested with can be read together.
 //
 // The catalog is walked programmatically: each op needs a builder in builders() below that
 // makes a few small lazy programs using it. An op added to the catalog without one fails

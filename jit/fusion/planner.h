@@ -25,7 +25,8 @@ namespace kiln::jit {
 
 inline constexpr int kRecomputeLimit = 8;
 // Bounds on one kernel, so its CUDA parameter block (pointers, sizes, strides and scalars:
-// under 8 KB at rank 8, far below the 32 KB the driver takes) and its source stay small.
+// about 17 KB at the rank limit of 32, below the 32 KB the driver takes) and its source stay
+// small.
 inline constexpr int kMaxKernelSources = 64;
 inline constexpr int kMaxFusedOps = 256;
 

@@ -1,3 +1,6 @@
+// The CUDA backend: preparing a plan's kernels, launching them, graph capture and replay for
+// compiled functions, and its registry entry. Slightly over 500 lines; the launch and replay
+// paths share the per-plan state kept here.
 #include "runtime/cuda/cuda_backend.h"
 
 #include <algorithm>
