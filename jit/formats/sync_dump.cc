@@ -9,9 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "jit/graph/env_options.h"
 #include "jit/formats/npy_file.h"
 #include "jit/formats/trace_export.h"
+#include "jit/graph/env_options.h"
 #include "runtime/atomic_file.h"
 #include "runtime/backend.h"
 
@@ -22,13 +22,14 @@ void report(const std::string& what) {
   std::fprintf(stderr, "kiln: KILN_DUMP: %s\n", what.c_str());
 }
 
-}  // namespace
-
+// A fresh folder name under KILN_DUMP_DIR for this sync point: unique per process and call.
 std::string new_folder() {
   static std::atomic<int> sequence{0};
   return absl::StrFormat("%s/sync-%d-%06d", env_options().dump_dir, static_cast<int>(::getpid()),
                          sequence++);
 }
+
+}  // namespace
 
 absl::Status write_trace_folder(const std::string& folder,
                                 const std::vector<detail::Node*>& outputs) {

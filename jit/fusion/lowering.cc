@@ -435,8 +435,6 @@ class Lowerer {
   absl::flat_hash_map<std::vector<int64_t>, int> instr_memo_;
 };
 
-}  // namespace
-
 // A custom kernel: its inputs and output are plan buffers, read and written whole.
 LoweredKernel lower_custom_kernel(const Trace& trace, const KernelGroup& group) {
   LoweredKernel out;
@@ -461,6 +459,8 @@ LoweredKernel lower_custom_kernel(const Trace& trace, const KernelGroup& group) 
   launch.nodes.push_back(node);
   return out;
 }
+
+}  // namespace
 
 LoweringResult lower_group(const Trace& trace, const FusionPlan& plan, const KernelGroup& group) {
   if (group.anchor == AnchorKind::kCustomKernel) return {lower_custom_kernel(trace, group)};
