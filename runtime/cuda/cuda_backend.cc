@@ -13,7 +13,6 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/stats_counters.h"
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
 #include "runtime/atomic_file.h"
@@ -25,6 +24,7 @@
 #include "runtime/cuda/launch_geometry.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "runtime/cuda/parallel_compile.h"
+#include "runtime/stats_counters.h"
 
 namespace kiln::runtime::cuda {
 namespace {
@@ -113,7 +113,8 @@ class CudaDevice {
           compile_in_parallel(cubin_cache(), sources, arch_);
       for (size_t i = 0; i < missing.size(); ++i) {
         if (!cubins[i].ok()) throw_compile_error(sources[i], cubins[i].status());
-        if (cubins[i]->source == CubinCache::Source::kDisk) runtime::counters().disk_cache_hits += 1;
+        if (cubins[i]->source == CubinCache::Source::kDisk)
+          runtime::counters().disk_cache_hits += 1;
         loaded_.emplace(missing[i],
                         Loaded{missing_programs[i], load(cubins[i]->cubin, sources[i].name)});
       }
@@ -442,19 +443,10 @@ class CudaBackend final : public Backend {
 
   void launch_custom(CUfunction f, const jit::KernelProgram* program, const jit::KernelLaunch& l,
                      const std::vector<uint64_t>& ins, uint64_t out) {
-    const jit::KernelProgram& p = *program;
-    const ops::CustomKernel* k = ops::custom_kernel(p.anchor_attrs.function);
-    std::vector<ops::ValueType> types;
-    std::vector<std::vector<int64_t>> shapes;
-    for (size_t i = 0; i < p.input_dtypes.size(); ++i) {
-      types.push_back(ops::ValueType{l.spaces[i + 1], p.input_dtypes[i]});
-      shapes.push_back(l.spaces[i + 1]);
-    }
-    const ops::CustomKernelLaunch geometry =
-        k->launch(types, ops::ValueType{l.spaces[0], p.anchor_dtype});
-    std::vector<std::byte> block = pack_custom_kernel_args(ins, shapes, out, l.spaces[0]);
-    void* args[] = {block.data()};
-    device_.launch(f, geometry.grid, geometry.block, geometry.shared_bytes, args, k->name);
+    CustomKernelCall call = prepare_custom_kernel_call(*program, l, ins, out);
+    void* args[] = {call.args.data()};
+    device_.launch(f, call.geometry.grid, call.geometry.block, call.geometry.shared_bytes, args,
+                   ops::custom_kernel(program->anchor_attrs.function)->name);
   }
 
   int index_;

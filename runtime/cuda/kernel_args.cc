@@ -125,4 +125,21 @@ std::vector<std::byte> pack_custom_kernel_args(const std::vector<uint64_t>& inpu
   return block;
 }
 
+CustomKernelCall prepare_custom_kernel_call(const jit::KernelProgram& program,
+                                            const jit::KernelLaunch& launch,
+                                            const std::vector<uint64_t>& input_pointers,
+                                            uint64_t output_pointer) {
+  const ops::CustomKernel* kernel = ops::custom_kernel(program.anchor_attrs.function);
+  std::vector<ops::ValueType> types;
+  std::vector<std::vector<int64_t>> shapes;
+  for (size_t i = 0; i < program.input_dtypes.size(); ++i) {
+    types.push_back(ops::ValueType{launch.spaces[i + 1], program.input_dtypes[i]});
+    shapes.push_back(launch.spaces[i + 1]);
+  }
+  CustomKernelCall call;
+  call.geometry = kernel->launch(types, ops::ValueType{launch.spaces[0], program.anchor_dtype});
+  call.args = pack_custom_kernel_args(input_pointers, shapes, output_pointer, launch.spaces[0]);
+  return call;
+}
+
 }  // namespace kiln::runtime::cuda

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "jit/fusion/kernel_ir.h"
+#include "ops/custom_functions.h"
 
 namespace kiln::runtime::cuda {
 
@@ -57,6 +58,18 @@ std::vector<std::byte> pack_custom_kernel_args(const std::vector<uint64_t>& inpu
                                                uint64_t output_pointer,
                                                const std::vector<int64_t>& output_shape);
 inline constexpr size_t kCustomKernelArgsSize = 696;
+
+// One launch of a user's custom kernel: the grid, block and shared memory its definition
+// asks for, and its packed argument struct. The backend and the host emulation both launch
+// from this.
+struct CustomKernelCall {
+  ops::CustomKernelLaunch geometry;
+  std::vector<std::byte> args;
+};
+CustomKernelCall prepare_custom_kernel_call(const jit::KernelProgram& program,
+                                            const jit::KernelLaunch& launch,
+                                            const std::vector<uint64_t>& input_pointers,
+                                            uint64_t output_pointer);
 
 }  // namespace kiln::runtime::cuda
 

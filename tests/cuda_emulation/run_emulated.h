@@ -67,25 +67,18 @@ namespace internal {
 inline void launch_emulated_custom(const EmulatedKernels& kernels, int module,
                                    const jit::PlannedKernel& pk, const std::vector<uint64_t>& ins,
                                    uint64_t out) {
-  const jit::KernelProgram& p = *pk.program;
-  const jit::KernelLaunch& l = pk.launch;
-  const ops::CustomKernel* k = ops::custom_kernel(p.anchor_attrs.function);
-  std::vector<ops::ValueType> types;
-  std::vector<std::vector<int64_t>> shapes;
-  for (size_t i = 0; i < p.input_dtypes.size(); ++i) {
-    types.push_back(ops::ValueType{l.spaces[i + 1], p.input_dtypes[i]});
-    shapes.push_back(l.spaces[i + 1]);
-  }
-  const ops::CustomKernelLaunch g = k->launch(types, ops::ValueType{l.spaces[0], p.anchor_dtype});
+  // The same geometry and argument block as the backend's launch.
+  runtime::cuda::CustomKernelCall call =
+      runtime::cuda::prepare_custom_kernel_call(*pk.program, pk.launch, ins, out);
+  const ops::CustomKernelLaunch& g = call.geometry;
   // The emulation runs one-dimensional blocks in a two-dimensional grid.
   if (g.grid[2] != 1 || g.block[1] != 1 || g.block[2] != 1) {
-    throw std::invalid_argument("the CUDA emulation cannot run custom kernel '" + k->name +
+    throw std::invalid_argument("the CUDA emulation cannot run custom kernel '" +
+                                ops::custom_kernel(pk.program->anchor_attrs.function)->name +
                                 "': it needs a 1-D block and a 2-D grid");
   }
-  std::vector<std::byte> block =
-      runtime::cuda::pack_custom_kernel_args(ins, shapes, out, l.spaces[0]);
   const runtime::cuda::SplitArgs unused;
-  kernels.launch(module, /*wide=*/true, block.data(), &unused, g.grid[0], g.grid[1], g.block[0],
+  kernels.launch(module, /*wide=*/true, call.args.data(), &unused, g.grid[0], g.grid[1], g.block[0],
                  g.shared_bytes);
 }
 
