@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "jit/fusion/launch_plan.h"
 #include "jit/formats/npy_file.h"
-#include "jit/graph/pending_graph.h"
 #include "jit/formats/trace_export.h"
+#include "jit/fusion/launch_plan.h"
+#include "jit/graph/pending_graph.h"
 #include "ops/element_access.h"
 #include "random_program.h"
 #include "reference_util.h"
@@ -17,21 +17,6 @@
 
 namespace kiln {
 namespace {
-
-double tolerance(DType dt) {
-  switch (dt) {
-    case DType::F64:
-      return 1e-9;
-    case DType::F32:
-      return 1e-4;
-    case DType::F16:
-      return 2e-2;
-    case DType::BF16:
-      return 8e-2;
-    default:
-      return 0;  // integers and bool: exact
-  }
-}
 
 // What the reference evaluator computes for a program, in one op-by-op run: the outputs,
 // and the largest finite magnitude of any floating value on the way (rounding errors scale
@@ -65,7 +50,8 @@ Reference run_reference(const std::vector<detail::Node*>& outputs) {
 double program_tolerance(const jit::TraceExport& trace) {
   double tol = 0;
   for (const auto& node : trace.json.at("nodes")) {
-    tol = std::max(tol, tolerance(dtype_from_name(node.at("dtype").get<std::string>())));
+    tol = std::max(
+        tol, testing::reference_tolerance(dtype_from_name(node.at("dtype").get<std::string>())));
   }
   return tol;
 }

@@ -752,21 +752,6 @@ std::vector<OpCases> build_catalog_cases() {
 // ---------------------------------------------------------------------------------------
 // Expected values and comparison.
 
-double tolerance(DType dt) {
-  switch (dt) {
-    case DType::F64:
-      return 1e-9;
-    case DType::F32:
-      return 1e-4;
-    case DType::F16:
-      return 2e-2;
-    case DType::BF16:
-      return 8e-2;
-    default:
-      return 0;  // integers and bool: exact
-  }
-}
-
 // What the reference evaluator computes for each output of a program, and how closely a
 // device must agree: per output, as a program holds outputs of every dtype.
 struct Expected {
@@ -788,7 +773,7 @@ Expected expected_of(const Program& p) {
     detail::Node* out = detail::TensorAccess::node(t).get();
     double tol = 0, magnitude = 0;
     for (const detail::Node* n : jit::collect_pending({out})) {
-      tol = std::max(tol, tolerance(n->type.dtype));
+      tol = std::max(tol, testing::reference_tolerance(n->type.dtype));
       if (!p.sums || !is_floating(n->type.dtype)) continue;
       for (int64_t k = 0; k < ops::numel(n->type.shape); ++k) {
         const double v = std::fabs(ops::load_double(*value_of.at(n), n->type.dtype, k));

@@ -71,6 +71,27 @@ inline int64_t broadcast_source(const std::vector<int64_t>& out_idx,
   return flat;
 }
 
+// How closely a device's value of dtype `dt` must agree with the reference evaluator's
+// (which computes floating ops in double) for random programs: relative or absolute, as
+// close() reads it.
+inline double reference_tolerance(DType dt) {
+  switch (dt) {
+    case DType::F64:
+      return 1e-9;
+    case DType::F32:
+      return 1e-4;
+    case DType::F16:
+      return 2e-2;
+    case DType::BF16:
+      return 8e-2;
+    case DType::Bool:
+    case DType::I32:
+    case DType::I64:
+      return 0;  // exact
+  }
+  return 0;
+}
+
 // Relative-or-absolute closeness; NaN never passes unless both are NaN and allowed.
 inline ::testing::AssertionResult close(long double want, double got, double tol,
                                         bool nan_ok = false) {
