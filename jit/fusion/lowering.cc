@@ -330,10 +330,18 @@ class Lowerer {
         return value(n.args[0], space, view_arg_map(n, node, space, map));
       case OpClass::kCast:
         return cast(value(n.args[0], space, map), n.type->dtype);
-      case OpClass::kUnary:  // elementwise: below
+      case OpClass::kUnary:  // elementwise: operands below
+        in.kind = InstrKind::kUnary;
+        break;
       case OpClass::kBinary:
+        in.kind = InstrKind::kBinary;
+        break;
       case OpClass::kWhere:
+        in.kind = InstrKind::kWhere;
+        break;
       case OpClass::kCustom:
+        in.kind = InstrKind::kCustom;
+        in.function = n.attrs->function;
         break;
       case OpClass::kReduce:  // anchors: reached only as the group's anchor, above
       case OpClass::kArgReduce:
@@ -364,35 +372,7 @@ class Lowerer {
       }
       operands.push_back(cast(v, want));
     }
-    switch (ops::op_class(n.op)) {
-      case OpClass::kUnary:
-        in.kind = InstrKind::kUnary;
-        break;
-      case OpClass::kBinary:
-        in.kind = InstrKind::kBinary;
-        break;
-      case OpClass::kCustom:
-        in.kind = InstrKind::kCustom;
-        in.function = n.attrs->function;
-        break;
-      case OpClass::kWhere:
-        in.kind = InstrKind::kWhere;
-        break;
-      case OpClass::kLeaf:  // handled above
-      case OpClass::kCast:
-      case OpClass::kView:
-      case OpClass::kReduce:
-      case OpClass::kArgReduce:
-      case OpClass::kMatmul:
-      case OpClass::kConcat:
-      case OpClass::kRowNorm:
-      case OpClass::kCustomKernel:
-        throw std::logic_error(
-            absl::StrCat("internal error: ", ops::op_name(n.op), " is not elementwise"));
-    }
-    in.operands[0] = operands[0];
-    if (operands.size() > 1) in.operands[1] = operands[1];
-    if (operands.size() > 2) in.operands[2] = operands[2];
+    std::copy(operands.begin(), operands.end(), in.operands.begin());
     if (ops::op_class(n.op) == OpClass::kUnary && !logical) {
       in.dtype = ops::compute_dtype(n.op, dtypes);
       return cast(emit(in), n.type->dtype);
