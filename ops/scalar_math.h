@@ -81,12 +81,11 @@ inline bool gives_bool(ops::OpKind op) {
 // One element of unary op `op` on a register of type T (float, double or int64_t). For an
 // integer register, an op without integer meaning is an internal error.
 template <class T>
-auto apply_unary(ops::OpKind op, T x) {
-  using Result = T;
-  return with_unary_functor(op, [&](auto fn) -> Result {
+T apply_unary(ops::OpKind op, T x) {
+  return with_unary_functor(op, [&](auto fn) -> T {
     using Fn = decltype(fn);
     if constexpr (std::is_floating_point_v<T> || Fn::kIntegers) {
-      return static_cast<Result>(fn(x));
+      return static_cast<T>(fn(x));
     } else {
       not_of_kind(op, "integer unary");
     }
