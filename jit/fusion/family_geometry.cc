@@ -82,4 +82,40 @@ MatmulShape matmul_shape(const KernelLaunch& launch) {
   return s;
 }
 
+MatmulBatchOffsets matmul_batch_offsets(const MatmulShape& mm) {
+  const int ra = static_cast<int>(mm.a.size()), rb = static_cast<int>(mm.b.size());
+  const int out_batch_rank = std::max(ra, rb) - 2;
+  // The output's batch shape, and each operand's element stride per output batch dim (0 where
+  // the operand lacks the dim or broadcasts it).
+  ops::Shape batch_shape(out_batch_rank, 1);
+  std::vector<int64_t> stride_a(out_batch_rank, 0), stride_b(out_batch_rank, 0);
+  auto place = [&](const ops::Shape& s, int64_t matrix, std::vector<int64_t>& strides) {
+    const int r = static_cast<int>(s.size());
+    int64_t stride = matrix;
+    for (int j = r - 3; j >= 0; --j) {
+      const int o = matmul_batch_dim(r, out_batch_rank, j);
+      batch_shape[o] = std::max(batch_shape[o], s[j]);
+      if (s[j] != 1) strides[o] = stride;
+      stride *= s[j];
+    }
+  };
+  place(mm.a, mm.m * mm.k, stride_a);
+  place(mm.b, mm.k * mm.n, stride_b);
+  MatmulBatchOffsets out;
+  out.a.resize(mm.batches);
+  out.b.resize(mm.batches);
+  for (int64_t bi = 0; bi < mm.batches; ++bi) {
+    int64_t rest = bi, oa = 0, ob = 0;
+    for (int o = out_batch_rank - 1; o >= 0; --o) {
+      const int64_t i = rest % batch_shape[o];
+      rest /= batch_shape[o];
+      oa += i * stride_a[o];
+      ob += i * stride_b[o];
+    }
+    out.a[bi] = oa;
+    out.b[bi] = ob;
+  }
+  return out;
+}
+
 }  // namespace kiln::jit

@@ -96,6 +96,22 @@ struct MatmulShape {
 // The matrix shape of matmul launch `launch` (spaces 1 and 2 are its operands).
 MatmulShape matmul_shape(const KernelLaunch& launch);
 
+// Matmul batch broadcasting (numpy): an operand's batch dims (all but its last two) are
+// right-aligned to the output's `out_batch_rank` batch dims, and a batch dim of extent 1 is
+// read at index 0. Batch dim j of an operand of rank `operand_rank` follows output batch dim
+// matmul_batch_dim(operand_rank, out_batch_rank, j). The CUDA renderer emits this rule; the
+// CPU executor applies it through matmul_batch_offsets.
+inline int matmul_batch_dim(int operand_rank, int out_batch_rank, int j) {
+  return out_batch_rank - (operand_rank - 2) + j;
+}
+
+// Where each of the output's batch matrices (in row-major batch order) starts in operands a
+// and b, contiguous row-major arrays of shapes mm.a and mm.b: mm.batches offsets each.
+struct MatmulBatchOffsets {
+  std::vector<int64_t> a, b;
+};
+MatmulBatchOffsets matmul_batch_offsets(const MatmulShape& mm);
+
 }  // namespace kiln::jit
 
 #endif  // KILN_JIT_FUSION_FAMILY_GEOMETRY_H_

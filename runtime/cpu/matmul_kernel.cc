@@ -12,7 +12,6 @@ namespace {
 
 using jit::KernelLaunch;
 using jit::KernelProgram;
-using ops::Shape;
 
 template <class T>
 void matmul(const KernelProgram& program, const KernelLaunch& launch,
@@ -21,35 +20,13 @@ void matmul(const KernelProgram& program, const KernelLaunch& launch,
   std::vector<T> a = evaluate_operand<T>(program, launch, inputs, params, 0);
   std::vector<T> b = evaluate_operand<T>(program, launch, inputs, params, 1);
   const jit::MatmulShape mm = jit::matmul_shape(launch);
-  const Shape &sa = mm.a, &sb = mm.b;
   const int64_t m = mm.m, k = mm.k, n = mm.n, batches = mm.batches;
-  // Broadcast batch index -> operand batch offsets.
-  Shape batch_shape;
-  const size_t rank = std::max(sa.size(), sb.size()) - 2;
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - (sa.size() - 2) ? 1 : sa[i - (rank - (sa.size() - 2))];
-    int64_t db = i < rank - (sb.size() - 2) ? 1 : sb[i - (rank - (sb.size() - 2))];
-    batch_shape.push_back(std::max(da, db));
-  }
-  auto batch_view = [&](const Shape& s, int64_t matrix) {
-    Shape bs(s.begin(), s.end() - 2);
-    std::vector<int64_t> cs = ops::contiguous_strides(bs);
-    jit::ViewParams v;
-    v.strides.assign(rank, 0);
-    for (size_t i = 0; i < bs.size(); ++i) {
-      size_t j = rank - bs.size() + i;
-      v.strides[j] = bs[i] == 1 ? 0 : cs[i] * matrix;
-    }
-    return v;
-  };
-  std::vector<int64_t> a_off(std::max<int64_t>(batches, 1)), b_off(std::max<int64_t>(batches, 1));
-  view_offsets(batch_shape, batch_view(sa, m * k), 0, batches, a_off.data());
-  view_offsets(batch_shape, batch_view(sb, k * n), 0, batches, b_off.data());
+  const jit::MatmulBatchOffsets offsets = jit::matmul_batch_offsets(mm);
   std::fill_n(result, ops::numel(launch.spaces[0]), T{});
   using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   for (int64_t bi = 0; bi < batches; ++bi) {
-    Eigen::Map<const RowMajor> ma(a.data() + a_off[bi], m, k);
-    Eigen::Map<const RowMajor> mb(b.data() + b_off[bi], k, n);
+    Eigen::Map<const RowMajor> ma(a.data() + offsets.a[bi], m, k);
+    Eigen::Map<const RowMajor> mb(b.data() + offsets.b[bi], k, n);
     Eigen::Map<RowMajor> mc(result + bi * m * n, m, n);
     if (k == 0) continue;
     // Rows split across cores; Eigen's kernel does each block.

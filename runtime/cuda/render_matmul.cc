@@ -17,7 +17,7 @@ std::string batch_indices(const KernelWriter& w, int space, int batch) {
   const int r = w.rank(space);
   for (int j = 0; j < r - 2; ++j) {
     absl::StrAppend(&s, "    idx", space, "[", j, "] = a.shape[", space, "][", j,
-                    "] == 1 ? 0 : out[", batch - (r - 2) + j, "];\n");
+                    "] == 1 ? 0 : out[", jit::matmul_batch_dim(r, batch, j), "];\n");
   }
   return s;
 }
@@ -150,14 +150,7 @@ std::string render_matmul(const KernelWriter& w) {
       "(I)blockDim.x) {\n    ",
       w.unravel(0, "out", "i"), "    I idx1[", w.index_rank(), "] = {0};\n    I idx2[",
       w.index_rank(), "] = {0};\n");
-  for (int j = 0; j < ra - 2; ++j) {  // batch dims of a, right-aligned to the output's
-    const int o = batch - (ra - 2) + j;
-    absl::StrAppend(&s, "    idx1[", j, "] = a.shape[1][", j, "] == 1 ? 0 : out[", o, "];\n");
-  }
-  for (int j = 0; j < rb - 2; ++j) {
-    const int o = batch - (rb - 2) + j;
-    absl::StrAppend(&s, "    idx2[", j, "] = a.shape[2][", j, "] == 1 ? 0 : out[", o, "];\n");
-  }
+  s += batch_indices(w, 1, batch) + batch_indices(w, 2, batch);
   if (ra > 1) absl::StrAppend(&s, "    idx1[", ra - 2, "] = out[", batch, "];\n");
   if (rb > 1) absl::StrAppend(&s, "    idx2[", rb - 1, "] = out[", r0 - 1, "];\n");
   const std::string acc =
