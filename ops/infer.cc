@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ops/custom_functions.h"
+#include "ops/gather.h"
 #include "ops/scalar_math.h"
 
 namespace kiln::ops {
@@ -30,6 +31,8 @@ std::string operand_name(OpKind op, size_t index) {
       return absl::StrCat("inputs[", index, "]");
     case OpClass::kRowNorm:
       return index == 0 ? "x" : (index == 1 ? "weight" : "bias");
+    case OpClass::kGather:
+      return index == 0 ? "x" : "indices";
     case OpClass::kLeaf:
     case OpClass::kUnary:
     case OpClass::kCast:
@@ -50,6 +53,8 @@ std::string describe_inputs(OpKind op, const std::vector<ValueType>& inputs) {
   return absl::StrCat(" (", absl::StrJoin(parts, ", "), ")");
 }
 
+}  // namespace
+
 // Builds the error for `op`: "[op] what (x: f32[2, 3])".
 absl::Status op_error(OpKind op, const std::vector<ValueType>& inputs, const std::string& what) {
   return absl::InvalidArgumentError(
@@ -64,6 +69,8 @@ absl::StatusOr<int> normalize_axis(int axis, int ndim) {
   }
   return axis < 0 ? axis + ndim : axis;
 }
+
+namespace {
 
 // What a unary op gives, from its functor's traits (ops/scalar_math.inc): bool for logical
 // ops, the input's dtype for ops defined on integers (neg of an i32 is an i32), otherwise
@@ -502,6 +509,8 @@ absl::StatusOr<ValueType> infer_any(OpKind op, const std::vector<ValueType>& inp
       return infer_concat(inputs, attrs);
     case OpClass::kRowNorm:
       return infer_row_norm(op, inputs, attrs);
+    case OpClass::kGather:
+      return infer_gather(op, inputs, attrs);
   }
   return op_error(op, inputs, "unknown op class");
 }

@@ -3,6 +3,7 @@
 #ifndef KILN_OPS_INFER_H_
 #define KILN_OPS_INFER_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -18,6 +19,13 @@ namespace kiln::ops {
 // An error message starts with "[op]" and names the inputs' shapes and dtypes.
 absl::StatusOr<ValueType> infer_output(OpKind op, const std::vector<ValueType>& inputs,
                                        Attrs& attrs);
+
+// The error for an illegal application of `op`: "[op] what (x: f32[2, 3], ...)", naming each
+// input the way the public API does.
+absl::Status op_error(OpKind op, const std::vector<ValueType>& inputs, const std::string& what);
+
+// `axis` of a rank-`ndim` value made non-negative, or an error naming the valid range.
+absl::StatusOr<int> normalize_axis(int axis, int ndim);
 
 // numpy broadcasting of two shapes.
 absl::StatusOr<Shape> broadcast_shapes(const Shape& a, const Shape& b);

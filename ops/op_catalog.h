@@ -24,6 +24,7 @@ enum class OpClass {
   kRowNorm,       // softmax log_softmax layer_norm rms_norm over one axis
   kCustom,        // a user's elementwise function (ops/custom_functions.h), F32 in and out
   kCustomKernel,  // a user's whole kernel (ops/custom_functions.h): its own rules for all
+  kGather,        // take take_along_axis: reads its first operand at positions its second holds
 };
 
 // X(Enum, name, class, arity): the enum, the name in trace files, errors and the public API
@@ -86,24 +87,26 @@ enum class OpClass {
   X(Slice, slice, kView, 1)
 
 // Everything else: ops with structure beyond one element (where, casts, reductions,
-// matmul, concat, row norms, custom code).
-#define KILN_STRUCTURED_OPS(X)            \
-  X(Where, where, kWhere, 3)              \
-  X(Astype, astype, kCast, 1)             \
-  X(Sum, sum, kReduce, 1)                 \
-  X(Mean, mean, kReduce, 1)               \
-  X(Max, max, kReduce, 1)                 \
-  X(Min, min, kReduce, 1)                 \
-  X(Argmax, argmax, kArgReduce, 1)        \
-  X(Argmin, argmin, kArgReduce, 1)        \
-  X(Matmul, matmul, kMatmul, 2)           \
-  X(Concat, concat, kConcat, -1)          \
-  X(Softmax, softmax, kRowNorm, 1)        \
-  X(LogSoftmax, log_softmax, kRowNorm, 1) \
-  X(LayerNorm, layer_norm, kRowNorm, 3)   \
-  X(RmsNorm, rms_norm, kRowNorm, 2)       \
-  X(Custom, custom, kCustom, -1)          \
-  X(CustomKernel, custom_kernel, kCustomKernel, -1)
+// matmul, concat, row norms, custom code, gathers).
+#define KILN_STRUCTURED_OPS(X)                      \
+  X(Where, where, kWhere, 3)                        \
+  X(Astype, astype, kCast, 1)                       \
+  X(Sum, sum, kReduce, 1)                           \
+  X(Mean, mean, kReduce, 1)                         \
+  X(Max, max, kReduce, 1)                           \
+  X(Min, min, kReduce, 1)                           \
+  X(Argmax, argmax, kArgReduce, 1)                  \
+  X(Argmin, argmin, kArgReduce, 1)                  \
+  X(Matmul, matmul, kMatmul, 2)                     \
+  X(Concat, concat, kConcat, -1)                    \
+  X(Softmax, softmax, kRowNorm, 1)                  \
+  X(LogSoftmax, log_softmax, kRowNorm, 1)           \
+  X(LayerNorm, layer_norm, kRowNorm, 3)             \
+  X(RmsNorm, rms_norm, kRowNorm, 2)                 \
+  X(Custom, custom, kCustom, -1)                    \
+  X(CustomKernel, custom_kernel, kCustomKernel, -1) \
+  X(Take, take, kGather, 2)                         \
+  X(TakeAlongAxis, take_along_axis, kGather, 2)
 
 #define KILN_OPS(X) \
   KILN_LEAF_OPS(X) KILN_UNARY_OPS(X) KILN_BINARY_OPS(X) KILN_STRUCTURED_OPS(X) KILN_VIEW_OPS(X)

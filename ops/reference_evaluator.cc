@@ -6,6 +6,7 @@
 
 #include "ops/custom_functions.h"
 #include "ops/element_access.h"
+#include "ops/gather.h"
 #include "ops/infer.h"
 #include "ops/scalar_math.h"
 
@@ -461,6 +462,9 @@ std::shared_ptr<Buffer> evaluate_reference(OpKind op, const Attrs& attrs, const 
       break;
     case OpClass::kRowNorm:
       eval_row_norm(op, attrs, out, inputs, *result);
+      break;
+    case OpClass::kGather:
+      evaluate_gather(op, attrs, out, inputs, *result);
       break;
   }
   return result;

@@ -106,6 +106,15 @@ class Inputs {
     return floating(v, dt, {rows, cols});
   }
 
+  // Indices of `dt` (I32 or I64) in [-extent, extent): valid, negative ones counting from
+  // the end.
+  Tensor indices(DType dt, std::vector<int64_t> shape, int64_t extent) {
+    std::vector<int64_t> v(testing::count(shape));
+    for (int64_t& x : v) x = pick(2 * extent) - extent;
+    if (dt == DType::I64) return Tensor::from_vector(v, shape);
+    return Tensor::from_vector(std::vector<int32_t>(v.begin(), v.end()), shape);
+  }
+
   uint64_t seed() { return rng_(); }
 
  private:
@@ -434,6 +443,46 @@ std::vector<Program> matmul_programs(Inputs& in) {
   return {p};
 }
 
+// Gathers: every dtype, each axis, negative indices, indices of rank 0 to 2 (take) and
+// broadcast (take_along_axis), fused with their consumers and with computed indices, and a
+// gather of a view (its x is stored first).
+std::vector<Program> gather_programs(OpKind op, Inputs& in) {
+  Program p{"every dtype and axis, fused consumers, computed indices, a viewed x"};
+  int turn = 0;
+  for (DType dt : kAllDtypes) {
+    const DType index_dtype = turn % 2 == 0 ? DType::I64 : DType::I32;
+    Tensor x = in.random(dt, {4, 5, 3});
+    const int axis = turn++ % 3;
+    const int64_t extent = x.shape()[axis];
+    if (op == OpKind::Take) {
+      std::vector<int64_t> index_shape = std::vector<std::vector<int64_t>>{{}, {6}, {2, 3}}[axis];
+      p.add(call(op, {dt, index_dtype}, absl::StrCat(" axis ", axis)),
+            take(x, in.indices(index_dtype, index_shape, extent), axis));
+    } else {
+      std::vector<int64_t> index_shape = {4, 5, 3};
+      index_shape[axis] = 2;
+      index_shape[(axis + 1) % 3] = 1;  // broadcast against x
+      p.add(call(op, {dt, index_dtype}, absl::StrCat(" axis ", axis)),
+            take_along_axis(x, in.indices(index_dtype, index_shape, extent), axis));
+    }
+  }
+  Tensor table = in.random(DType::F32, {7, 6}, Values::kPlain);
+  Tensor ids = in.indices(DType::I64, {3, 4}, 7);
+  if (op == OpKind::Take) {
+    p.add("embedding(f32, i64) * 2 + 1, fused", embedding(table, ids) * 2.0 + 1.0);
+    p.add("take(f32, computed i64) axis -1",
+          take(table, (in.indices(DType::I64, {3, 4}, 6) + 7) - 7, -1));
+    p.add("take(transposed f32, i32) axis 0",
+          take(table.transpose(0, 1), in.indices(DType::I32, {5}, 6), 0));
+  } else {
+    Tensor by_row = argmax(table, 1, /*keepdims=*/true);
+    p.add("take_along_axis(f32, argmax keepdims) == max", take_along_axis(table, by_row, 1));
+    p.add("take_along_axis(exp(f32), i64) axis -1",
+          take_along_axis(exp(table), in.indices(DType::I64, {7, 9}, 6), -1));
+  }
+  return {p};
+}
+
 // Each dtype joins views along one axis, in turn; then mixed dtypes promote.
 std::vector<Program> concat_programs(Inputs& in) {
   Program p{"every dtype, both axes, views as operands, mixed dtypes"};
@@ -697,6 +746,9 @@ const std::map<OpKind, Builder>& builders() {
     m[OpKind::Astype] = astype_programs;
     m[OpKind::Matmul] = matmul_programs;
     m[OpKind::Concat] = concat_programs;
+    for (OpKind op : {OpKind::Take, OpKind::TakeAlongAxis}) {
+      m[op] = [op](Inputs& in) { return gather_programs(op, in); };
+    }
     m[OpKind::Custom] = custom_programs;
     m[OpKind::CustomKernel] = custom_kernel_programs;
     return m;

@@ -27,6 +27,14 @@ Tensor ProgramGenerator::make_input(const std::vector<int64_t>& shape, DType dt)
   return Tensor::from_vector(values, shape).astype(dt).eval();
 }
 
+Tensor ProgramGenerator::make_indices(const std::vector<int64_t>& shape, int64_t extent, DType dt) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<int64_t> values(n);
+  for (int64_t& v : values) v = pick(static_cast<int>(2 * extent)) - extent;
+  return Tensor::from_vector(values, shape).astype(dt).eval();
+}
+
 std::vector<int64_t> ProgramGenerator::broadcastable(const std::vector<int64_t>& shape) {
   std::vector<int64_t> out = shape;
   for (int64_t& d : out) {
@@ -263,9 +271,25 @@ void ProgramGenerator::step() {
       Tensor y = make_input(shape, x.dtype());
       return add(matmul(x, y), a.exact && integral);
     }
-    case 10: {  // concat
+    case 10: {  // concat, or a gather with fresh in-range indices
       if (x.ndim() == 0) return;
       int axis = pick(x.ndim());
+      const int64_t extent = x.shape()[axis];
+      if (chance(0.5) && extent > 0) {
+        const DType index_dtype = chance(0.5) ? DType::I32 : DType::I64;
+        std::vector<int64_t> shape;
+        if (chance(0.5)) {
+          shape.resize(pick(3));
+          for (int64_t& d : shape) d = 1 + pick(4);
+          return add(take(x, make_indices(shape, extent, index_dtype), axis - x.ndim()), a.exact);
+        }
+        shape = x.shape();
+        shape[axis] = 1 + pick(4);
+        for (int d = 0; d < x.ndim(); ++d) {
+          if (d != axis && chance(0.3)) shape[d] = 1;  // broadcast against x
+        }
+        return add(take_along_axis(x, make_indices(shape, extent, index_dtype), axis), a.exact);
+      }
       std::vector<int64_t> shape = x.shape();
       shape[axis] = 1 + pick(3);
       return add(concat({x, make_input(shape, random_dtype())}, axis), false);

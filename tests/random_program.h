@@ -32,6 +32,8 @@ class ProgramGenerator {
   std::vector<int64_t> random_shape();
   DType random_dtype();
   Tensor make_input(const std::vector<int64_t>& shape, DType dt);
+  // In-range indices (negative ones included) for an axis of `extent` elements.
+  Tensor make_indices(const std::vector<int64_t>& shape, int64_t extent, DType dt);
   // A shape that broadcasts against `shape`: dims set to 1, leading dims dropped.
   std::vector<int64_t> broadcastable(const std::vector<int64_t>& shape);
   const Value& any();

@@ -78,6 +78,15 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // Joins tensors of equal rank along axis; other dims must match; dtypes promote.
 Tensor concat(const std::vector<Tensor>& tensors, int axis);
 
+// Indexing (numpy semantics). Indices are I32 or I64; a negative index counts from the end.
+// An out-of-range index is a kiln::Error at the sync that names the op, the index and the
+// extent; nothing is read out of range. Both fuse into their consumers like a load.
+// take: shape x.shape[:axis] + indices.shape + x.shape[axis+1:], x's dtype.
+Tensor take(const Tensor& x, const Tensor& indices, int axis);
+// take_along_axis: indices has x's rank, its other dims broadcast against x's; the result
+// picks, along axis, the elements indices names (as after argsort or topk).
+Tensor take_along_axis(const Tensor& x, const Tensor& indices, int axis);
+
 Tensor operator-(const Tensor& x);
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);

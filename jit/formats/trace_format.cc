@@ -65,6 +65,7 @@ json attrs_to_json(OpKind op, const ops::Attrs& a) {
       j["dtype"] = dtype_name(a.dtype);
       break;
     case OpClass::kConcat:
+    case OpClass::kGather:
       j["axis"] = a.axis;
       break;
     case OpClass::kView:
@@ -130,6 +131,7 @@ absl::StatusOr<ops::Attrs> attrs_from_json(OpKind op, const json& j) {
       break;
     }
     case OpClass::kConcat:
+    case OpClass::kGather:
       read("axis", a.axis, true);
       break;
     case OpClass::kView:

@@ -17,6 +17,8 @@ std::string ViewPattern::to_string() const {
       return absl::StrCat(out, ":broadcast(", absl::StrJoin(broadcast_dims, ","), ")");
     case ViewAccess::kStrided:
       return out + ":strided";
+    case ViewAccess::kGathered:
+      return out + ":gathered";
   }
   return out + ":?";
 }

@@ -27,6 +27,7 @@ enum class ViewAccess {
   kContiguous,  // row-major over its whole source, from offset 0
   kBroadcast,   // some dims of size > 1 have stride 0
   kStrided,     // anything else (a transpose, a slice)
+  kGathered,    // a kGather's view: strided, plus a data-dependent position along one axis
 };
 
 // A view's access pattern: what a renderer specializes on. It never holds sizes.
@@ -41,6 +42,7 @@ struct ViewPattern {
 };
 
 // The access pattern of `view` over `space`, reading a source of `source_numel` elements.
+// (Lowering marks a kGather's view kGathered itself.)
 ViewPattern view_pattern(const ops::Shape& space, const ViewParams& view, int64_t source_numel);
 
 // The register class a dtype computes in: f16/bf16/f32 in float, f64 in double, integers and

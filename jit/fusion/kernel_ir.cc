@@ -28,6 +28,8 @@ const char* kind_name(InstrKind kind) {
       return "anchor";
     case InstrKind::kCustom:
       return "custom";
+    case InstrKind::kGather:
+      return "gather";
   }
   return "?";
 }

@@ -7,8 +7,9 @@
 // A pointwise kernel has no anchor and only space 0.
 //
 // Values are SSA instructions over one space each: loads through strided index maps, leaves
-// computed from the index (arange, rand, randn), scalar parameters, elementwise ops and
-// casts. Stores write space-0 values to the kernel's outputs.
+// computed from the index (arange, rand, randn), scalar parameters, elementwise ops, casts,
+// and gathers (a load whose position along one axis is another instruction's value). Stores write
+// space-0 values to the kernel's outputs.
 //
 // The program (KernelProgram) never depends on sizes: shapes, strides, offsets and scalars
 // are launch parameters (KernelLaunch). So a new batch size reuses every program.
@@ -38,6 +39,9 @@ enum class InstrKind {
   kCast,       // operands[0] converted to dtype
   kAnchor,     // the anchor's result at this space-0 position (epilogue only)
   kCustom,     // a registered custom function of its operands (F32 in and out)
+  kGather,     // input[input] at view[view]'s offset plus a position along the gathered
+               // axis: operands[0] (an I64 index, checked against the axis's extent); op is
+               // take or take_along_axis
 };
 
 struct Instr {
@@ -87,6 +91,10 @@ struct KernelProgram {
 struct ViewParams {
   std::vector<int64_t> strides;  // per dim of the view's space
   int64_t offset = 0;
+  // A kGather's view (ViewAccess::kGathered) also moves along the gathered axis: position p
+  // (0 <= p < gather_extent) reads offset + ... + p * gather_stride.
+  int64_t gather_stride = 0;
+  int64_t gather_extent = 0;
 };
 
 struct KernelLaunch {

@@ -173,20 +173,85 @@ class Lowerer {
     return static_cast<int>(out_.launch.views.size() - 1);
   }
 
-  int load(int node, int space, const IndexMap& map) {
+  // The kernel's input slot reading materialized node `node`.
+  int input_slot(int node) {
     auto& inputs = out_.launch.inputs;
     auto it = std::find(inputs.begin(), inputs.end(), node);
-    int slot = static_cast<int>(it - inputs.begin());
-    if (it == inputs.end()) {
-      inputs.push_back(node);
-      out_.program.input_dtypes.push_back(trace_.nodes[node].type->dtype);
-    }
+    if (it != inputs.end()) return static_cast<int>(it - inputs.begin());
+    inputs.push_back(node);
+    out_.program.input_dtypes.push_back(trace_.nodes[node].type->dtype);
+    return static_cast<int>(inputs.size() - 1);
+  }
+
+  int load(int node, int space, const IndexMap& map) {
     Instr in;
     in.kind = InstrKind::kLoad;
     in.dtype = trace_.nodes[node].type->dtype;
     in.space = space;
-    in.input = slot;
+    in.input = input_slot(node);
     in.view = view_slot(map, trace_.nodes[node].type->shape, space);
+    return emit(in);
+  }
+
+  // Gather `node` (take, take_along_axis; ops/gather.h) in `space`. Its indices are computed
+  // here like any operand; x is read from its buffer (the planner stores every gather's x)
+  // through a view that leaves the gathered axis to the index.
+  int gather(const TraceNode& n, int node, int space, const IndexMap& map) {
+    if (map.flat) throw NeedsMaterialization{node};
+    const int x = n.args[0], indices = n.args[1];
+    const Shape& x_shape = trace_.nodes[x].type->shape;
+    const Shape& index_shape = trace_.nodes[indices].type->shape;
+    const int axis = n.attrs->axis;
+    const int rank = static_cast<int>(x_shape.size());
+    IndexMap x_map, index_map;
+    auto follow = [&](IndexMap& r, int j) {  // r's next dim follows the node's dim j
+      r.src.push_back(map.src[j]);
+      r.scale.push_back(map.scale[j]);
+      r.base.push_back(map.base[j]);
+    };
+    auto fixed = [](IndexMap& r) {  // r's next dim stays at 0 (the gathered axis, a broadcast)
+      r.src.push_back(-1);
+      r.scale.push_back(0);
+      r.base.push_back(0);
+    };
+    if (n.op == OpKind::Take) {
+      const int index_rank = static_cast<int>(index_shape.size());
+      for (int i = 0; i < index_rank; ++i) follow(index_map, axis + i);
+      for (int d = 0; d < rank; ++d) {
+        if (d == axis) {
+          fixed(x_map);
+        } else {
+          follow(x_map, d < axis ? d : d - 1 + index_rank);
+        }
+      }
+    } else {
+      index_map = broadcast(map, index_shape, n.type->shape, node);
+      for (int d = 0; d < rank; ++d) {
+        if (d == axis || (x_shape[d] == 1 && n.type->shape[d] != 1)) {
+          fixed(x_map);
+        } else {
+          follow(x_map, d);
+        }
+      }
+    }
+    if (!plan_.materialized[x]) {
+      throw std::logic_error(
+          absl::StrCat("internal error: the x of gather node ", node, " is not stored"));
+    }
+    Instr in;
+    in.kind = InstrKind::kGather;
+    in.op = n.op;
+    in.dtype = n.type->dtype;
+    in.space = space;
+    in.operands[0] = cast(value(indices, space, index_map), DType::I64);
+    in.input = input_slot(x);
+    in.view = view_slot(x_map, x_shape, space);
+    ViewParams& view = out_.launch.views[in.view];
+    view.gather_stride = ops::contiguous_strides(x_shape)[axis];
+    view.gather_extent = x_shape[axis];
+    ViewPattern& pattern = out_.program.view_patterns[in.view];
+    pattern.access = ViewAccess::kGathered;
+    pattern.broadcast_dims.clear();
     return emit(in);
   }
 
@@ -343,6 +408,8 @@ class Lowerer {
         in.kind = InstrKind::kCustom;
         in.function = n.attrs->function;
         break;
+      case OpClass::kGather:
+        return gather(n, node, space, map);
       case OpClass::kReduce:  // anchors: reached only as the group's anchor, above
       case OpClass::kArgReduce:
       case OpClass::kMatmul:

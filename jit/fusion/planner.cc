@@ -18,9 +18,12 @@ bool is_elementwise(ops::OpKind op) {
          c == OpClass::kCast || c == OpClass::kCustom;
 }
 
+// Nodes a kernel computes inline wherever they are read (elementwise ops, leaves, views and
+// gathers), as opposed to anchors and inputs.
 bool is_expression(ops::OpKind op) {
-  return op != ops::OpKind::Input && (is_elementwise(op) || ops::op_class(op) == OpClass::kLeaf ||
-                                      ops::op_class(op) == OpClass::kView);
+  const OpClass c = ops::op_class(op);
+  return op != ops::OpKind::Input && (is_elementwise(op) || c == OpClass::kLeaf ||
+                                      c == OpClass::kView || c == OpClass::kGather);
 }
 
 class Planner {
@@ -45,6 +48,12 @@ class Planner {
       materialize(i, "a custom kernel's result");
       for (int a : trace_.nodes[i].args)
         materialize(a, "a custom kernel reads it as a dense buffer");
+    }
+    // A gather reads x at positions known only when it runs: x must be a buffer.
+    for (size_t i = 0; i < n; ++i) {
+      if (ops::op_class(trace_.nodes[i].op) == OpClass::kGather) {
+        materialize(trace_.nodes[i].args[0], "a gather reads it at data-dependent positions");
+      }
     }
     for (int f : forced)
       materialize(f, "its users index it through a reshape that strides cannot express");
@@ -149,7 +158,9 @@ class Planner {
         if (is_anchor) {
           materialize(a, "it feeds another anchor" + at);
         } else if (!is_elementwise(node.op)) {
-          materialize(a, "it is viewed" + at);
+          materialize(
+              a, (ops::op_class(node.op) == OpClass::kGather ? "it is gathered" : "it is viewed") +
+                     at);
         } else if (shape(a) != shape(i)) {
           materialize(a, "it is broadcast to a larger iteration space" + at);
         } else if (!carried_[i].empty() && carried_[i][0] != from[0]) {
@@ -324,6 +335,7 @@ AnchorKind anchor_kind(ops::OpKind op) {
     case OpClass::kCast:
     case OpClass::kView:
     case OpClass::kCustom:
+    case OpClass::kGather:
       return AnchorKind::kNone;
   }
   return AnchorKind::kNone;  // not reached: every class is named above

@@ -35,6 +35,7 @@ void append_structure(ops::OpKind op, const ops::ValueType& type, const ops::Att
     case ops::OpClass::kArgReduce:
     case ops::OpClass::kConcat:
     case ops::OpClass::kRowNorm:
+    case ops::OpClass::kGather:
       out.insert(out.end(), {a.keepdims, a.axis});
       break;
     case ops::OpClass::kCast:

@@ -13,6 +13,7 @@
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
 #include "ops/element_access.h"
+#include "ops/gather.h"
 #include "ops/scalar_math.h"
 #include "runtime/cpu/simd_math.h"
 #include "runtime/thread_pool.h"
@@ -264,6 +265,25 @@ int64_t TileEvaluator::contiguous_start(int view, int64_t begin) const {
   return launch_.views[view].offset + begin;
 }
 
+void TileEvaluator::eval_gather(int k, const Instr& in, int64_t begin, int64_t n) {
+  const jit::ViewParams& view = launch_.views[in.view];
+  // The view's offsets with the gathered axis at 0, then each element's position added.
+  offsets(in.view, in.space, begin, n);
+  int64_t* off = regs_.offsets[in.view].data();
+  const int64_t* index = regs_.get<int64_t>(in.operands[0]);
+  for (int64_t e = 0; e < n; ++e) {
+    const int64_t position = math::gather_position<int64_t>(index[e], view.gather_extent);
+    // Checked before anything is read there; the kernel's outputs are never realized.
+    if (position < 0) throw Error(ops::index_error_message(in.op, index[e], view.gather_extent));
+    off[e] += position * view.gather_stride;
+  }
+  dispatch(register_class(in.dtype), [&](auto t) {
+    using T = decltype(t);
+    load_with<T>(*inputs_[in.input], program_.input_dtypes[in.input], n, alloc<T>(k, n),
+                 [off](int64_t e) { return off[e]; });
+  });
+}
+
 void TileEvaluator::eval(int k, int64_t begin, int64_t n) {
   const Instr& in = program_.instrs[k];
   const RegisterClass c = register_class(in.dtype);
@@ -297,6 +317,8 @@ void TileEvaluator::eval(int k, int64_t begin, int64_t n) {
     }
     case InstrKind::kIndexLeaf:
       return eval_index_leaf(k, in, begin, n);
+    case InstrKind::kGather:
+      return eval_gather(k, in, begin, n);
     case InstrKind::kAnchor:
       dispatch(c, [&](auto t) {
         using T = decltype(t);

@@ -136,6 +136,9 @@ class TileEvaluator {
   // what they compute (only float-versus-double rounding differs from the reference).
   void round_to_dtype(int k, DType dt, int64_t n);
   void eval_index_leaf(int k, const jit::Instr& in, int64_t begin, int64_t n);
+  // A gather: loads through its view plus each element's checked position (throws
+  // kiln::Error for an out-of-range index).
+  void eval_gather(int k, const jit::Instr& in, int64_t begin, int64_t n);
   void eval_cast(int k, const jit::Instr& in, int64_t n);
   void eval_unary(int k, const jit::Instr& in, int64_t n);
   void eval_binary(int k, const jit::Instr& in, int64_t n);

@@ -244,7 +244,10 @@ class CudaBackend final : public Backend {
     for (size_t slot = 0; slot < plan.input_nodes.size(); ++slot) {
       buffers[plan.input_nodes[slot]] = place_on(args.inputs[slot], here());
     }
+    const bool gathers = plan_gathers(plan);
+    if (gathers) reset_index_error();
     launch_kernels(plan, functions, args.params, buffers, /*keep=*/nullptr);
+    if (gathers) check_index_error();
     std::vector<std::shared_ptr<Buffer>> results;
     for (int o : plan.outputs) results.push_back(buffers.at(o));
     return results;
@@ -279,6 +282,8 @@ class CudaBackend final : public Backend {
         copy_on_device(*g.slots[slot], *given);
       }
     }
+    const bool gathers = plan_gathers(*plan);
+    if (gathers) reset_index_error();  // before the graph in stream order, never inside it
     if (capture) {
       try {
         capture_graph(*plan, functions, args.params, g);
@@ -294,6 +299,7 @@ class CudaBackend final : public Backend {
     throw_if_failed(driver_api().graph_launch(g.exec, device_.stream()), "cuGraphLaunch",
                     device_.name());
     runtime::counters().kernels_launched += g.launches;
+    if (gathers) check_index_error();
     std::vector<std::shared_ptr<Buffer>> results;
     for (const std::shared_ptr<Buffer>& out : g.outputs) {
       results.push_back(device_.allocate(out->nbytes()));
@@ -319,6 +325,33 @@ class CudaBackend final : public Backend {
   };
 
   Device here() const { return Device{DeviceType::CUDA, index_}; }
+
+  static bool plan_gathers(const jit::LaunchPlan& plan) {
+    for (const jit::PlannedKernel& k : plan.kernels) {
+      if (has_gathers(*k.program)) return true;
+    }
+    return false;
+  }
+
+  // Out-of-range indices (ops/gather.h): every gather reports into one IndexErrorWord on the
+  // device. It is zeroed before a plan with gathers runs, and read after it (which waits for
+  // the plan): the run then raises the first report. The word is made on first use, outside
+  // any graph capture.
+  void reset_index_error() {
+    static const IndexErrorWord kZero;
+    if (index_error_ == nullptr) index_error_ = device_.allocate(sizeof(IndexErrorWord));
+    throw_if_failed(driver_api().memcpy_htod_async(index_error_->device_pointer(), &kZero,
+                                                   sizeof kZero, device_.stream()),
+                    "cuMemcpyHtoDAsync", device_.name());
+  }
+  void check_index_error() {
+    IndexErrorWord word;
+    throw_if_failed(driver_api().memcpy_dtoh_async(&word, index_error_->device_pointer(),
+                                                   sizeof word, device_.stream()),
+                    "cuMemcpyDtoHAsync", device_.name());
+    device_.synchronize();
+    throw_if_index_error(word);
+  }
 
   static bool graphs_enabled() {
     static const bool enabled = [] {
@@ -424,7 +457,9 @@ class CudaBackend final : public Backend {
       } else {
         std::vector<double> params;
         for (int p : l.params) params.push_back(plan_params[p]);
-        std::vector<std::byte> block = pack_params(*pk.program, l, ins, outs, params);
+        std::vector<std::byte> block =
+            pack_params(*pk.program, l, ins, outs, params,
+                        index_error_ != nullptr ? index_error_->device_pointer() : 0);
         const LaunchSchedule schedule = schedule_launches(*pk.program, l, device_.sm_count());
         std::shared_ptr<Buffer> scratch;
         if (schedule.scratch_bytes > 0) scratch = allocate(schedule.scratch_bytes);
@@ -451,6 +486,7 @@ class CudaBackend final : public Backend {
 
   int index_;
   CudaDevice& device_;
+  std::shared_ptr<Buffer> index_error_;  // the device's IndexErrorWord, once a plan gathers
   absl::flat_hash_map<const jit::LaunchPlan*, Graph> graphs_;  // guarded by the stream mutex
 };
 

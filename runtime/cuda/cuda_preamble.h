@@ -53,6 +53,15 @@ __device__ __forceinline__ i64 sat_i32(double v) {
   return (i64)(int)v;
 }
 __device__ __forceinline__ i64 wrap_i32(i64 v) { return (i64)(int)(unsigned int)(u64)v; }
+// Gathers: the first out-of-range index of a plan's launches, for the host to raise after
+// them (IndexErrorWord in runtime/cuda/kernel_args.h: flag, index, extent, op).
+__device__ __forceinline__ void kiln_report_index_error(u64* error, i64 index, i64 extent, int op) {
+  if (atomicCAS(error, 0ull, 1ull) == 0ull) {
+    error[1] = (u64)index;
+    error[2] = (u64)extent;
+    error[3] = (u64)op;
+  }
+}
 // Tensor cores: D = A * B + D for a 16x16 (row) by 16x8 (col) product, f32 accumulators,
 // fragments as PTX lays them out; pack2 makes a register of two 16-bit elements (low first).
 __device__ __forceinline__ unsigned pack2(unsigned short lo, unsigned short hi) {

@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "kiln/error.h"
+#include "ops/gather.h"
 
 namespace kiln::runtime::cuda {
 namespace {
@@ -29,6 +31,18 @@ void put(std::vector<std::byte>& block, size_t offset, T value) {
 
 }  // namespace
 
+void throw_if_index_error(const IndexErrorWord& word) {
+  if (word.flag == 0) return;
+  throw Error(ops::index_error_message(static_cast<ops::OpKind>(word.op), word.index, word.extent));
+}
+
+bool has_gathers(const jit::KernelProgram& program) {
+  for (const jit::Instr& in : program.instrs) {
+    if (in.kind == jit::InstrKind::kGather) return true;
+  }
+  return false;
+}
+
 ParamsLayout params_layout(const jit::KernelProgram& program) {
   ParamsLayout l;
   l.inputs = std::max<int>(1, static_cast<int>(program.input_dtypes.size()));
@@ -45,6 +59,12 @@ ParamsLayout params_layout(const jit::KernelProgram& program) {
   l.stride = l.shape + 8 * static_cast<size_t>(l.spaces) * l.rank;
   l.offset = l.stride + 8 * static_cast<size_t>(l.views) * l.rank;
   l.size = l.offset + 8 * l.views;
+  l.gathers = has_gathers(program);
+  if (l.gathers) {
+    l.gather = l.size;
+    l.index_error = l.gather + 16 * static_cast<size_t>(l.views);
+    l.size = l.index_error + 8;
+  }
   return l;
 }
 
@@ -52,14 +72,18 @@ std::string params_struct_source(const ParamsLayout& l) {
   return absl::StrCat("struct Params {\n  const void* in[", l.inputs, "];\n  void* out[", l.outputs,
                       "];\n  double p[", l.params, "];\n  i64 shape[", l.spaces, "][", l.rank,
                       "];\n  i64 stride[", l.views, "][", l.rank, "];\n  i64 offset[", l.views,
-                      "];\n};\n\n");
+                      "];\n",
+                      l.gathers ? absl::StrCat("  i64 gather[", l.views,
+                                               "][2];  // extent, stride\n  u64* index_error;\n")
+                                : "",
+                      "};\n\n");
 }
 
 std::vector<std::byte> pack_params(const jit::KernelProgram& program,
                                    const jit::KernelLaunch& launch,
                                    const std::vector<uint64_t>& input_pointers,
                                    const std::vector<uint64_t>& output_pointers,
-                                   const std::vector<double>& params) {
+                                   const std::vector<double>& params, uint64_t index_error) {
   const ParamsLayout l = params_layout(program);
   std::vector<std::byte> block(l.size, std::byte{0});
   for (size_t i = 0; i < input_pointers.size(); ++i) put(block, l.in + 8 * i, input_pointers[i]);
@@ -77,7 +101,12 @@ std::vector<std::byte> pack_params(const jit::KernelProgram& program,
       put(block, l.stride + 8 * (v * l.rank + d), launch.views[v].strides[d]);
     }
     put(block, l.offset + 8 * v, launch.views[v].offset);
+    if (l.gathers) {
+      put(block, l.gather + 16 * v, launch.views[v].gather_extent);
+      put(block, l.gather + 16 * v + 8, launch.views[v].gather_stride);
+    }
   }
+  if (l.gathers) put(block, l.index_error, index_error);
   return block;
 }
 

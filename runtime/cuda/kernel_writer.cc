@@ -200,6 +200,24 @@ std::string KernelWriter::space_code(int space, const std::string& idx,
                    : from_storage(program_.input_dtypes[in.input],
                                   absl::StrCat("ld", k, ".v[", lane, "]"));
         break;
+      case InstrKind::kGather: {
+        // The position along the gathered axis, checked first: an out-of-range index is
+        // reported to the host (which raises it after the launch) and reads nothing.
+        const std::string index = operand(in.operands[0]);
+        const std::string position = absl::StrCat("g", k);
+        const std::string extent = absl::StrCat("(i64)a.gather[", in.view, "][0]");
+        absl::StrAppend(&s, "      const i64 ", position, " = kiln::math::gather_position<i64>(",
+                        index, ", ", extent, ");\n      if (", position,
+                        " < 0) kiln_report_index_error(a.index_error, ", index, ", ", extent, ", ",
+                        static_cast<int>(in.op), ");  // ", ops::op_name(in.op), "\n");
+        expr =
+            absl::StrCat("(", position, " < 0 ? (", register_type(in.dtype), ")0 : ",
+                         load(program_.input_dtypes[in.input], absl::StrCat("a.in[", in.input, "]"),
+                              absl::StrCat(offset(in.view, space, idx), " + (I)", position,
+                                           " * (I)a.gather[", in.view, "][1]")),
+                         ")");
+        break;
+      }
       case InstrKind::kParam:
         expr = cast(DType::F64, in.dtype, absl::StrCat("a.p[", in.param, "]"));
         break;

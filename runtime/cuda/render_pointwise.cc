@@ -14,13 +14,14 @@ using jit::InstrKind;
 using jit::KernelProgram;
 
 // Elements per thread of the 16-byte path: E = 16 / the widest element loaded or stored.
-// 0 (no vector path) when an index leaf needs every element's own multi-index, or a load
+// 0 (no vector path) when an index leaf or a gather needs every element's own multi-index,
+// or a load
 // goes through a general strided view (a transpose or slice, rarely vectorizable: its
 // vector path would only double the kernel's size and compile time).
 int vector_width(const KernelProgram& p) {
   int widest = 1;
   for (const Instr& in : p.instrs) {
-    if (in.kind == InstrKind::kIndexLeaf) return 0;
+    if (in.kind == InstrKind::kIndexLeaf || in.kind == InstrKind::kGather) return 0;
     if (in.kind == InstrKind::kLoad &&
         p.view_patterns[in.view].access == jit::ViewAccess::kStrided) {
       return 0;

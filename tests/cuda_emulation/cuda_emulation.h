@@ -38,6 +38,13 @@ using std::erf;
 using std::erfc;
 
 inline float __int_as_float(int v) { return std::bit_cast<float>(v); }
+// Fibers of a launch take turns on one OS thread, so a plain read-modify-write is atomic.
+inline unsigned long long atomicCAS(unsigned long long* address, unsigned long long compare,
+                                    unsigned long long value) {
+  const unsigned long long old = *address;
+  if (old == compare) *address = value;
+  return old;
+}
 inline long long __double_as_longlong(double v) { return std::bit_cast<long long>(v); }
 
 // Switching fibers saves the callee-saved registers on the old stack and returns on the new

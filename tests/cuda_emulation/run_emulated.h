@@ -90,6 +90,7 @@ inline std::vector<std::shared_ptr<runtime::Buffer>> run_emulated_plan(
     const EmulatedKernels& kernels, const jit::LaunchPlan& plan, const jit::PlanArguments& args,
     const std::vector<int>& modules, const EmulationVariant& v) {
   std::map<int, std::shared_ptr<runtime::Buffer>> buffers;
+  runtime::cuda::IndexErrorWord index_error;  // as the backend's device word
   for (size_t slot = 0; slot < plan.input_nodes.size(); ++slot) {
     buffers[plan.input_nodes[slot]] = args.inputs[slot];
   }
@@ -111,8 +112,8 @@ inline std::vector<std::shared_ptr<runtime::Buffer>> run_emulated_plan(
     }
     std::vector<double> params;
     for (int p : pk.launch.params) params.push_back(args.params[p]);
-    std::vector<std::byte> block =
-        runtime::cuda::pack_params(*pk.program, pk.launch, ins, outs, params);
+    std::vector<std::byte> block = runtime::cuda::pack_params(
+        *pk.program, pk.launch, ins, outs, params, reinterpret_cast<uint64_t>(&index_error));
     const runtime::cuda::LaunchSchedule schedule =
         runtime::cuda::schedule_launches(*pk.program, pk.launch, kEmulatedSms, v.split);
     std::vector<std::byte> scratch(static_cast<size_t>(schedule.scratch_bytes), std::byte{0xff});
@@ -123,6 +124,7 @@ inline std::vector<std::shared_ptr<runtime::Buffer>> run_emulated_plan(
                      v.shared ? step.shared_bytes : 0);
     }
   }
+  runtime::cuda::throw_if_index_error(index_error);  // as the backend does after the plan
   std::vector<std::shared_ptr<runtime::Buffer>> out;
   for (int n : plan.outputs) out.push_back(buffers.at(n));
   return out;

@@ -1,0 +1,46 @@
+// Gathers: take and take_along_axis read their first operand x at positions that their
+// second operand (integer indices) holds along one axis. This file holds what every layer
+// shares about them: the shape rule, the index rule (ops/scalar_math.inc's gather_position:
+// negative indices count from the end), the reference evaluation and the error an
+// out-of-range index raises at the sync.
+//
+//   take(x, indices, axis):            out = x.shape[:axis] + indices.shape + x.shape[axis+1:]
+//                                      out[..., i..., ...] = x[..., indices[i...], ...]
+//   take_along_axis(x, indices, axis): indices has x's rank; other dims broadcast (numpy);
+//                                      out[..., i, ...] = x[..., indices[..., i, ...], ...]
+#ifndef KILN_OPS_GATHER_H_
+#define KILN_OPS_GATHER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ops/attrs.h"
+#include "ops/op_catalog.h"
+#include "ops/reference_evaluator.h"
+#include "ops/value_type.h"
+#include "runtime/buffer.h"
+
+namespace kiln::ops {
+
+// The output type of gather `op`, attrs.axis made non-negative; an error names the operands.
+absl::StatusOr<ValueType> infer_gather(OpKind op, const std::vector<ValueType>& in, Attrs& attrs);
+
+// The message of the kiln::Error an out-of-range index raises: it names the op, the index and
+// the extent of the axis it indexes.
+std::string index_error_message(OpKind op, int64_t index, int64_t extent);
+
+// Where gather `op`'s output element at multi-index `out_index` reads x: x's multi-index with
+// the gathered axis left at 0 (the caller adds the index). Broadcast dims read 0.
+std::vector<int64_t> gather_source_index(OpKind op, const Shape& x, const Shape& indices, int axis,
+                                         const std::vector<int64_t>& out_index);
+
+// The reference evaluation of gather `op` into `result` (of type `out`); throws kiln::Error
+// with index_error_message at the first out-of-range index, in row-major output order.
+void evaluate_gather(OpKind op, const Attrs& attrs, const ValueType& out,
+                     const std::vector<HostValue>& in, runtime::Buffer& result);
+
+}  // namespace kiln::ops
+
+#endif  // KILN_OPS_GATHER_H_

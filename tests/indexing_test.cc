@@ -1,0 +1,192 @@
+// take, take_along_axis and embedding (ops/gather.h): values against loops written here
+// from numpy's definitions, out-of-range indices as errors at the sync (on the CPU and in
+// the CUDA emulation), fusion into consumers, errors at record time, trace files.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "jit/fusion/launch_plan.h"
+#include "jit/fusion/trace.h"
+#include "kiln/kiln.h"
+#include "runtime/backend.h"
+#include "tests/cuda_emulation/emulated_kernels.h"
+#include "tests/cuda_emulation/run_emulated.h"
+#include "tests/test_util.h"
+
+namespace kiln {
+namespace {
+
+// Random indices in [-extent, extent) (negative ones count from the end).
+std::vector<int64_t> random_indices(int64_t n, int64_t extent, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> pick(-extent, extent - 1);
+  std::vector<int64_t> v(n);
+  for (int64_t& i : v) i = pick(rng);
+  return v;
+}
+
+int64_t wrapped(int64_t i, int64_t extent) { return i < 0 ? i + extent : i; }
+
+// numpy.take over every axis of a [3, 4, 5] x, with 2-D indices; every element checked.
+TEST(Take, MatchesNumpyOnEveryAxis) {
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE(testing::test_seed());
+  const std::vector<int64_t> shape = {3, 4, 5};
+  const std::vector<float> xv = testing::random_floats(60, rng);
+  Tensor x = Tensor::from_vector(xv, shape);
+  for (int axis = 0; axis < 3; ++axis) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    const std::vector<int64_t> iv = random_indices(6, shape[axis], rng);
+    Tensor indices = Tensor::from_vector(iv, {2, 3});
+    std::vector<float> got = take(x, indices, axis - 3).to_vector<float>();  // negative axis
+    std::vector<int64_t> out_shape = shape;
+    out_shape[axis] = 6;  // the two index dims, flattened: same row-major order
+    ASSERT_EQ(got.size(), static_cast<size_t>(testing::count(out_shape)));
+    for (int64_t e = 0; e < testing::count(out_shape); ++e) {
+      std::vector<int64_t> at = testing::unravel(e, out_shape);
+      at[axis] = wrapped(iv[at[axis]], shape[axis]);
+      EXPECT_EQ(got[e], xv[(at[0] * 4 + at[1]) * 5 + at[2]]) << "element " << e;
+    }
+  }
+}
+
+// numpy.take_along_axis with indices broadcast against x on the other dims.
+TEST(TakeAlongAxis, MatchesNumpyWithBroadcastIndices) {
+  std::mt19937_64 rng(testing::test_seed() + 1);
+  const std::vector<double> xv = testing::random_doubles(12, rng);
+  Tensor x = Tensor::from_vector(xv, {3, 4});
+  const std::vector<int64_t> iv = random_indices(2, 3, rng);  // [2, 1]: broadcast over columns
+  std::vector<int32_t> iv32(iv.begin(), iv.end());
+  std::vector<double> got =
+      take_along_axis(x, Tensor::from_vector(iv32, {2, 1}), 0).to_vector<double>();
+  ASSERT_EQ(got.size(), 8u);
+  for (int64_t r = 0; r < 2; ++r) {
+    for (int64_t c = 0; c < 4; ++c) EXPECT_EQ(got[r * 4 + c], xv[wrapped(iv[r], 3) * 4 + c]);
+  }
+  // The argmax along an axis picks the max: take_along_axis(x, argmax keepdims) == max.
+  Tensor best = take_along_axis(x, argmax(x, 1, true), 1);
+  EXPECT_EQ(best.to_vector<double>(), max(x, {1}, true).to_vector<double>());
+}
+
+TEST(Embedding, IsTakeAlongAxisZeroAndFusesIntoItsConsumers) {
+  std::mt19937_64 rng(testing::test_seed() + 2);
+  const std::vector<float> tv = testing::random_floats(10 * 8, rng);
+  Tensor table = Tensor::from_vector(tv, {10, 8});
+  const std::vector<int64_t> ids = random_indices(6, 10, rng);
+  Tensor idx = Tensor::from_vector(ids, {2, 3});
+  Tensor w = Tensor::from_vector(testing::random_floats(8 * 4, rng), {8, 4});
+  Tensor y = embedding(table, idx) * 2.0 + 1.0;
+  Tensor z = matmul(embedding(table, idx), w);
+  reset_stats();
+  std::vector<float> got = y.to_vector<float>();
+  EXPECT_EQ(stats().kernels_launched, 1) << "the gather fuses into the elementwise kernel";
+  reset_stats();
+  z.eval();
+  EXPECT_EQ(stats().kernels_launched, 1) << "the gather fuses into the matmul's prologue";
+  ASSERT_EQ(y.shape(), (std::vector<int64_t>{2, 3, 8}));
+  for (int64_t e = 0; e < 48; ++e) {
+    EXPECT_EQ(got[e], tv[wrapped(ids[e / 8], 10) * 8 + e % 8] * 2.0f + 1.0f);
+  }
+}
+
+// An out-of-range index fails the sync with the op, the index and the extent; the tensors
+// that existed stay valid and the next sync works.
+TEST(Take, OutOfRangeIndexIsAnErrorAtTheSync) {
+  Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5}, {5});
+  for (int64_t bad : {5, -6, 1000}) {
+    Tensor indices = Tensor::from_vector(std::vector<int64_t>{0, bad, 1}, {3});
+    Tensor y = take(x, indices, 0) + 1.0;  // recording succeeds: the values are not known
+    testing::expect_error([&] { y.eval(); },
+                          {"[take]", "index " + std::to_string(bad), "extent 5"});
+  }
+  Tensor rows = Tensor::from_vector(std::vector<int32_t>{3, 0}, {1, 2});
+  testing::expect_error(
+      [&] {
+        take_along_axis(x.reshape({1, 5}), rows + 2, 1).eval();
+      },
+      {"[take_along_axis]", "index 5", "extent 5"});
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(take(x, rows, 0).to_vector<float>(), (std::vector<float>{4, 1}));
+}
+
+TEST(Take, BadOperandsAreClearErrorsWhenRecorded) {
+  Tensor x = Tensor::zeros({2, 3});
+  testing::expect_error([&] { take(x, Tensor::zeros({2}), 0); },
+                        {"[take]", "i32 or i64 indices", "f32"});
+  testing::expect_error([&] { take(x, Tensor::zeros({2}, DType::I64), 2); },
+                        {"[take]", "axis 2", "rank 2"});
+  testing::expect_error([&] { take(Tensor::zeros({}), Tensor::zeros({2}, DType::I64), 0); },
+                        {"[take]", "0-d"});
+  testing::expect_error([&] { take_along_axis(x, Tensor::zeros({2}, DType::I64), 0); },
+                        {"[take_along_axis]", "rank 2"});
+  testing::expect_error(
+      [&] {
+        take_along_axis(x, Tensor::zeros({2, 2}, DType::I64), 0);
+      },
+      {"[take_along_axis]", "does not broadcast"});
+}
+
+TEST(Take, TraceFilesDumpLoadAndReplay) {
+  Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor i = Tensor::from_vector(std::vector<int32_t>{2, -3}, {2});
+  Tensor j = Tensor::from_vector(std::vector<int64_t>{1, 0}, {2, 1});
+  std::vector<Tensor> outs = {take(x, i, 1), take_along_axis(x, j, 1) * 2.0};
+  const std::string json = dump_trace(outs, DumpFormat::Json);
+  EXPECT_NE(json.find("\"op\":\"take\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"take_along_axis\""), std::string::npos) << json;
+  LoadedTrace trace = load_trace(json);
+  std::map<std::string, Tensor> inputs;
+  for (const auto& in : trace.inputs()) {
+    inputs[in.name] = in.name == "in0" ? x : in.name == "in1" ? i : j;
+  }
+  std::vector<Tensor> again = trace.run(inputs);
+  EXPECT_EQ(again[0].to_vector<float>(), (std::vector<float>{3, 1, 6, 4}));
+  EXPECT_EQ(again[1].to_vector<float>(), (std::vector<float>{4, 8}));
+}
+
+// The same errors from generated CUDA, run in the host emulation: the kernel reports into
+// the index error word and the launcher raises it after the plan.
+class GatherEmulationTest : public testing::ScratchDirTest {};
+
+TEST_F(GatherEmulationTest, OutOfRangeIndexIsReportedByTheKernel) {
+  Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor good = Tensor::from_vector(std::vector<int64_t>{-1, 0}, {2});
+  Tensor bad = Tensor::from_vector(std::vector<int64_t>{1, -4}, {2});
+  std::vector<std::shared_ptr<const jit::LaunchPlan>> plans;
+  std::vector<jit::PlanArguments> args;
+  std::vector<testing::EmulatedModule> modules;
+  std::vector<std::vector<int>> module_of_kernel;
+  for (const Tensor& indices : {good, bad}) {
+    Tensor y = exp(take(x, indices, 1));
+    const jit::Trace trace = jit::build_trace({detail::TensorAccess::node(y).get()});
+    plans.push_back(jit::build_plan(trace));
+    args.push_back(jit::arguments_of(trace));
+    module_of_kernel.emplace_back();
+    for (const jit::PlannedKernel& pk : plans.back()->kernels) {
+      module_of_kernel.back().push_back(static_cast<int>(modules.size()));
+      modules.push_back(testing::emulated_module(*pk.program));
+    }
+  }
+  absl::StatusOr<testing::EmulatedKernels> kernels =
+      testing::EmulatedKernels::build(modules, dir_.string());
+  ASSERT_TRUE(kernels.ok()) << kernels.status();
+  for (const testing::EmulationVariant& v : testing::emulation_variants()) {
+    SCOPED_TRACE(v.name());
+    std::vector<std::shared_ptr<runtime::Buffer>> out =
+        testing::run_emulated_plan(*kernels, *plans[0], args[0], module_of_kernel[0], v);
+    const float* got = out[0]->as<float>();
+    const float want[] = {3, 1, 6, 4};
+    for (int e = 0; e < 4; ++e) EXPECT_FLOAT_EQ(got[e], std::exp(want[e]));
+    testing::expect_error(
+        [&] { testing::run_emulated_plan(*kernels, *plans[1], args[1], module_of_kernel[1], v); },
+        {"[take]", "index -4", "extent 3"});
+  }
+}
+
+}  // namespace
+}  // namespace kiln
