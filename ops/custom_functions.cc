@@ -117,10 +117,22 @@ absl::Status check_custom_kernel(const CustomKernel& k) {
     return s;
   }
   if (!k.infer) return absl::InvalidArgumentError("the shape rule is empty");
-  if (!k.launch) return absl::InvalidArgumentError("the launch rule is empty");
   if (!k.cpu) return absl::InvalidArgumentError("the C++ (CPU) fallback is empty");
-  if (k.cuda_source.empty()) return absl::InvalidArgumentError("the CUDA source is empty");
+  // A CPU-only kernel has no CUDA source and needs no launch rule.
+  if (!k.cuda_source.empty() && !k.launch) {
+    return absl::InvalidArgumentError(
+        "the launch rule is empty (a kernel with a CUDA source "
+        "needs one)");
+  }
   return absl::OkStatus();
+}
+
+std::string cpu_only_kernel_error(const CustomKernel& k, const std::string& device_name) {
+  return absl::StrCat("[custom_kernel ", k.name,
+                      "] has no CUDA source, so it runs only on the "
+                      "CPU, not on ",
+                      device_name,
+                      " (give KernelFunction::cuda and a launch rule to run it there)");
 }
 
 absl::StatusOr<int> register_custom_kernel(CustomKernel k) {

@@ -53,9 +53,10 @@ struct CustomKernelLaunch {
 };
 
 struct CustomKernel {
-  std::string name;         // a C identifier: the __global__ function's name
-  int arity = 1;            // 1 to kMaxCustomKernelInputs inputs
-  std::string cuda_source;  // defines extern "C" __global__ void <name>(KilnKernelArgs)
+  std::string name;  // a C identifier: the __global__ function's name
+  int arity = 1;     // 1 to kMaxCustomKernelInputs inputs
+  // Defines extern "C" __global__ void <name>(KilnKernelArgs); empty for a CPU-only kernel.
+  std::string cuda_source;
   // The output's dtype and shape from the inputs'; a status error rejects the call.
   std::function<absl::StatusOr<ValueType>(const std::vector<ValueType>&)> infer;
   std::function<CustomKernelLaunch(const std::vector<ValueType>&, const ValueType&)> launch;
@@ -71,6 +72,8 @@ constexpr int kMaxCustomKernelInputs = 8;
 extern const char* const kCustomKernelArgsSource;
 
 absl::Status check_custom_kernel(const CustomKernel& k);
+// The error of running CPU-only kernel `k` on `device_name` ("cuda:0").
+std::string cpu_only_kernel_error(const CustomKernel& k, const std::string& device_name);
 absl::StatusOr<int> register_custom_kernel(CustomKernel k);
 const CustomKernel* custom_kernel(int id);
 std::optional<int> custom_kernel_id(std::string_view name);

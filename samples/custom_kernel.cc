@@ -2,8 +2,9 @@
 //  - an elementwise function (softplus), which fuses into generated kernels like a built-in;
 //  - a whole kernel (a row-wise prefix sum, which fusion cannot express), which runs as its
 //    own kernel with its own launch rule.
-// Each has a CUDA definition (used on NVIDIA GPUs; checked with NVRTC when it is defined,
-// where NVRTC is installed) and a C++ definition (used on the CPU).
+// Each has a CUDA definition (used on NVIDIA GPUs; the function's is checked with NVRTC when
+// it is defined, the kernel's when a GPU first runs it) and a C++ definition (used on the
+// CPU). A kernel may leave out the CUDA definition: it then runs only on the CPU.
 //
 //   build/samples/custom_kernel
 #include <cmath>

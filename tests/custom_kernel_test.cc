@@ -5,7 +5,9 @@
 
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/trace.h"
+#include "jit/graph/record.h"
 #include "kiln/custom.h"
+#include "ops/custom_functions.h"
 #include "runtime/cuda/cuda_renderer.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "tests/reference_util.h"
@@ -122,18 +124,37 @@ TEST(CustomKernel, CompilesForSm80AndSm90) {
   }
 }
 
+// The CUDA module Kiln builds for a call of `k` on a CPU tensor (no GPU is needed to render it).
+std::string module_of(const CustomKernel& k) {
+  Tensor y = k({Tensor::rand({4, 8}, 3)});
+  jit::Trace trace = jit::build_trace({detail::TensorAccess::node(y).get()});
+  std::shared_ptr<const jit::LaunchPlan> plan = jit::build_plan(trace);
+  return runtime::cuda::render_cuda(*plan->kernels.back().program);
+}
+
+// NVRTC's verdict on that module for sm_80: the message, or "" when it compiles.
+std::string compile_error_of(const CustomKernel& k) {
+  absl::StatusOr<std::string> cubin = runtime::cuda::compile_to_cubin(module_of(k), k.name(), 80);
+  return cubin.ok() ? "" : std::string(cubin.status().message());
+}
+
 TEST(CustomKernel, BadDefinitionsAndCallsAreRejectedWithTheReason) {
   ASSERT_TRUE(runtime::cuda::nvrtc_available().ok());
+  // A bad CUDA source is accepted at definition (NVRTC runs only when a GPU runs the kernel)
+  // and fails the module's compile with the reason.
   KernelFunction k = cumsum_definition();
   k.name = "test_bad_kernel";
   k.cuda = R"(extern "C" __global__ void test_bad_kernel(KilnKernelArgs a) { oops; })";
-  testing::expect_error([&] { define_kernel(k); },
-                        {"[define_kernel]", "test_bad_kernel", "does not compile", "oops"});
-  k.cuda = R"(extern "C" __global__ void test_bad_kernel(float* x) {})";
-  testing::expect_error([&] { define_kernel(k); }, {"test_bad_kernel", "must be declared extern"});
-  k.cuda = R"(extern "C" __global__ void test_bad_kernel(KilnKernelArgs a) {})";
+  EXPECT_NE(compile_error_of(define_kernel(k)).find("oops"), std::string::npos);
+  k.name = "test_bad_signature";
+  k.cuda = R"(extern "C" __global__ void test_bad_signature(float* x) {})";
+  EXPECT_NE(compile_error_of(define_kernel(k)).find("test_bad_signature must be declared extern"),
+            std::string::npos);
+  EXPECT_EQ(compile_error_of(cumsum()), "");  // the check passes a right signature
+  k.name = "test_no_launch";
+  k.cuda = R"(extern "C" __global__ void test_no_launch(KilnKernelArgs a) {})";
   k.launch = nullptr;
-  testing::expect_error([&] { define_kernel(k); }, {"launch rule is empty"});
+  testing::expect_error([&] { define_kernel(k); }, {"test_no_launch", "launch rule is empty"});
   k = cumsum_definition();
   k.arity = 9;
   testing::expect_error([&] { define_kernel(k); }, {"arity 9", "1 to 8"});
@@ -145,6 +166,40 @@ TEST(CustomKernel, BadDefinitionsAndCallsAreRejectedWithTheReason) {
                         {"[custom_kernel test_cumsum_rows]", "expects an f32 input", "f64[2, 3]"});
   testing::expect_error([&] { scan({d, d}); }, {"takes 1 inputs, got 2"});
   EXPECT_EQ(detail::Node::live_nodes().load(), live);  // a failed call records nothing
+}
+
+// A CPU-only kernel: no CUDA source and no launch rule. It runs on the CPU, renders as a
+// comment, and cannot be recorded on a CUDA device.
+TEST(CustomKernel, CpuOnlyKernelsNeedNoCudaSource) {
+  KernelFunction def = cumsum_definition();
+  def.name = "test_cpu_only_cumsum";
+  def.cuda.clear();
+  def.launch = nullptr;
+  CustomKernel scan = define_kernel(def);
+  SCOPED_TRACE(test_seed());
+  std::mt19937_64 rng(test_seed());
+  std::vector<float> x = random_floats(6 * 5, rng);
+  Tensor y = scan({Tensor::from_vector(x, {6, 5})});
+  std::vector<float> got = y.to_vector<float>();
+  for (int r = 0; r < 6; ++r) {
+    float total = 0;
+    for (int c = 0; c < 5; ++c) EXPECT_EQ(got[r * 5 + c], total += x[r * 5 + c]);
+  }
+  EXPECT_NE(module_of(scan).find("has no CUDA source: it runs only on the CPU"), std::string::npos);
+  const std::optional<int> cpu_only = ops::custom_kernel_id(scan.name());
+  ASSERT_TRUE(cpu_only.has_value());
+  ops::Attrs attrs;
+  attrs.function = *cpu_only;
+  testing::expect_error(
+      [&] {
+        jit::check_runs_on(ops::OpKind::CustomKernel, attrs, {DeviceType::CUDA, 1});
+      },
+      {"[custom_kernel test_cpu_only_cumsum]", "no CUDA source", "not on cuda:1"});
+  jit::check_runs_on(ops::OpKind::CustomKernel, attrs, {DeviceType::CPU, 0});  // no throw
+  const std::optional<int> with_source = ops::custom_kernel_id(cumsum().name());
+  ASSERT_TRUE(with_source.has_value());
+  attrs.function = *with_source;
+  jit::check_runs_on(ops::OpKind::CustomKernel, attrs, {DeviceType::CUDA, 1});  // has a source
 }
 
 TEST(CustomKernel, WorksInsideACompiledFunction) {

@@ -80,11 +80,13 @@ struct LaunchDims {
 struct KernelFunction {
   std::string name;  // a C identifier; the __global__ function's name
   int arity = 1;     // 1 to 8 inputs
-  std::string cuda;  // the kernel's CUDA C++ source
+  // The kernel's CUDA C++ source. Leave it empty for a CPU-only kernel: calling that one on
+  // a CUDA tensor is then the error.
+  std::string cuda;
   // The output's dtype and shape from the inputs'. Throw kiln::Error to reject a call; the
   // message becomes part of the op's error.
   std::function<TensorType(const std::vector<TensorType>& inputs)> infer;
-  // The CUDA launch for these inputs and output.
+  // The CUDA launch for these inputs and output (needed when `cuda` is given).
   std::function<LaunchDims(const std::vector<TensorType>& inputs, const TensorType& output)> launch;
   // The CPU fallback: computes the output from the inputs (all dense row-major, of the dtypes
   // and shapes given).
@@ -106,8 +108,9 @@ class CustomKernel {
   friend CustomKernel define_kernel(const KernelFunction& k);
 };
 
-// Checks the definition (and, where NVRTC is installed, compiles the CUDA source and checks
-// that it defines the kernel with the right signature) and registers it.
+// Checks the definition and registers it. The CUDA source is compiled (by NVRTC) only when
+// a CUDA device first runs the kernel: a source that does not compile, or does not define
+// the kernel with the signature above, is then a kiln::Error at that sync.
 CustomKernel define_kernel(const KernelFunction& k);
 
 }  // namespace kiln

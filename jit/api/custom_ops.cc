@@ -78,18 +78,6 @@ std::vector<TensorType> public_types(const std::vector<ops::ValueType>& types) {
   return out;
 }
 
-// The user's source after the argument struct, plus a check that it defines
-// `<name>(KilnKernelArgs)` as a kernel.
-std::string kernel_check_source(const KernelFunction& k) {
-  return absl::StrCat(ops::kCustomKernelArgsSource, "\n", k.cuda, "\n\n",
-                      "template <class A, class B> struct kiln_same { enum { value = 0 }; };\n",
-                      "template <class A> struct kiln_same<A, A> { enum { value = 1 }; };\n",
-                      "static_assert(kiln_same<decltype(&", k.name,
-                      "), void (*)(KilnKernelArgs)>::value, \"", k.name,
-                      " must be declared extern \\\"C\\\" __global__ void ", k.name,
-                      "(KilnKernelArgs)\");\n");
-}
-
 }  // namespace
 
 CustomKernel define_kernel(const KernelFunction& k) {
@@ -131,11 +119,7 @@ CustomKernel define_kernel(const KernelFunction& k) {
   if (absl::Status s = ops::check_custom_kernel(def); !s.ok()) {
     throw Error(absl::StrCat("[define_kernel] '", name, "': ", s.message()));
   }
-  if (absl::Status s = check_cuda(kernel_check_source(k), name); !s.ok()) {
-    throw Error(absl::StrCat("[define_kernel] '", name,
-                             "': the CUDA source does not compile as a kernel ", name,
-                             "(KilnKernelArgs): ", s.message()));
-  }
+  // NVRTC compiles the CUDA source only when a CUDA device first runs the kernel.
   absl::StatusOr<int> id = ops::register_custom_kernel(std::move(def));
   if (!id.ok()) throw Error(absl::StrCat("[define_kernel] '", name, "': ", id.status().message()));
   return CustomKernel(*id, name);

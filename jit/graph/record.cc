@@ -9,6 +9,7 @@
 #include "jit/graph/pending_graph.h"
 #include "jit/graph/sync.h"
 #include "kiln/error.h"
+#include "ops/custom_functions.h"
 #include "ops/infer.h"
 
 namespace kiln::jit {
@@ -70,11 +71,21 @@ ops::ValueType check_op(ops::OpKind op, const std::vector<Tensor>& inputs, ops::
   return *std::move(type);
 }
 
+void check_runs_on(ops::OpKind op, const ops::Attrs& attrs, Device device) {
+  if (op != ops::OpKind::CustomKernel || device.type == DeviceType::CPU) return;
+  const ops::CustomKernel* k = ops::custom_kernel(attrs.function);
+  if (k != nullptr && k->cuda_source.empty()) {
+    throw Error(ops::cpu_only_kernel_error(*k, device_name(device)));
+  }
+}
+
 Tensor record(ops::OpKind op, const std::vector<Tensor>& inputs, ops::Attrs attrs) {
   ops::ValueType type = check_op(op, inputs, attrs);
+  const Device device = common_device(op, inputs);
+  check_runs_on(op, attrs, device);
   auto node = std::make_shared<Node>();
   node->op = op;
-  node->device = common_device(op, inputs);
+  node->device = device;
   node->type = std::move(type);
   node->attrs = std::move(attrs);
   node->inputs.reserve(inputs.size());

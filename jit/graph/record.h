@@ -22,6 +22,9 @@ Tensor record(ops::OpKind op, const std::vector<Tensor>& inputs, ops::Attrs attr
 // Canonicalizes `attrs` as record() does.
 ops::ValueType check_op(ops::OpKind op, const std::vector<Tensor>& inputs, ops::Attrs& attrs);
 
+// Throws kiln::Error when `op` cannot run on `device`: a CPU-only custom kernel elsewhere.
+void check_runs_on(ops::OpKind op, const ops::Attrs& attrs, Device device);
+
 // A tensor that is already computed: a realized "input" node holding `data`.
 Tensor make_realized(const ops::ValueType& type, std::shared_ptr<runtime::Buffer> data,
                      Device device);

@@ -183,7 +183,9 @@ class CudaDevice {
       return {entry_name(p, wide), render_cuda(p, wide ? IndexWidths::k64 : IndexWidths::k32)};
     }
     const ops::CustomKernel* k = ops::custom_kernel(p.anchor_attrs.function);
-    return {k->name, absl::StrCat(ops::kCustomKernelArgsSource, "\n", k->cuda_source, "\n")};
+    // Recording refuses a CPU-only kernel on CUDA; this guards any other way in.
+    if (k->cuda_source.empty()) throw Error(ops::cpu_only_kernel_error(*k, "cuda"));
+    return {k->name, render_cuda(p)};
   }
 
   [[noreturn]] static void throw_compile_error(const KernelSource& k, const absl::Status& s) {

@@ -29,7 +29,8 @@ std::string render_matmul(const KernelWriter& w);
 // Concat: a thread per output element.
 std::string render_concat(const KernelWriter& w);
 
-// A user's custom kernel: the whole module, its own source after the argument struct.
+// A user's custom kernel: the whole module, its own source after the argument struct and
+// before a check of its signature; a comment for a CPU-only kernel.
 std::string render_custom_kernel(const jit::KernelProgram& program);
 
 }  // namespace kiln::runtime::cuda
