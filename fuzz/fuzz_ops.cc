@@ -67,7 +67,7 @@ Tensor apply_random_op(FuzzedDataProvider& in, const std::vector<Tensor>& pool) 
   };
   const Tensor& a = pick();
   const int axis = in.ConsumeIntegralInRange<int>(-3, 3);
-  switch (in.ConsumeIntegralInRange<int>(0, 25)) {
+  switch (in.ConsumeIntegralInRange<int>(0, 28)) {
     case 0:
       return kiln::exp(a);
     case 1:
@@ -114,12 +114,20 @@ Tensor apply_random_op(FuzzedDataProvider& in, const std::vector<Tensor>& pool) 
       return a.broadcast_to(small_shape(in));
     case 21:
       return a.reshape(with_many_ones(in, a.shape()));
-    case 22:
-      return a.permute(permutation(in, a.ndim()));
+    case 22: {
+      Tensor p = a.permute(permutation(in, a.ndim()));
+      return in.ConsumeBool() ? p.contiguous() : p;
+    }
     case 23:  // indices from the pool: often not integers, often out of range
       return kiln::take(a, pick(), axis);
     case 24:
       return kiln::take_along_axis(a, pick(), axis);
+    case 25:  // rank < 2 is an error
+      return kiln::tril(a, axis);
+    case 26:
+      return kiln::triu(a, axis);
+    case 27:  // mismatched shapes and ranges are errors
+      return kiln::update_slice(a, pick(), axis, in.ConsumeIntegralInRange<int64_t>(-2, 6));
     default:
       return kiln::mean(a, {}, false);
   }

@@ -496,6 +496,8 @@ absl::StatusOr<ValueType> infer_any(OpKind op, const std::vector<ValueType>& inp
           return infer_broadcast_to(inputs, attrs);
         case OpKind::Slice:
           return infer_slice(inputs, attrs);
+        case OpKind::Contiguous:
+          return inputs[0];
           KILN_LEAF_OPS(KILN_OP_CASE)
           KILN_UNARY_OPS(KILN_OP_CASE)
           KILN_BINARY_OPS(KILN_OP_CASE)

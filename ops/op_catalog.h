@@ -18,7 +18,7 @@ enum class OpClass {
   kCast,       // astype
   kReduce,     // sum mean max min over a set of axes
   kArgReduce,  // argmax argmin over one axis
-  kView,       // reshape permute broadcast_to slice: index math, no arithmetic
+  kView,       // reshape permute broadcast_to slice contiguous: index math, no arithmetic
   kMatmul,
   kConcat,
   kRowNorm,       // softmax log_softmax layer_norm rms_norm over one axis
@@ -79,12 +79,14 @@ enum class OpClass {
   X(LogicalAnd, logical_and, kBinary, 2) \
   X(LogicalOr, logical_or, kBinary, 2)
 
-// Views: index math over their operand, no arithmetic.
+// Views: index math over their operand, no arithmetic. Contiguous is the identity view
+// that the planner always gives a buffer of its own (Tensor::contiguous).
 #define KILN_VIEW_OPS(X)                 \
   X(Reshape, reshape, kView, 1)          \
   X(Permute, permute, kView, 1)          \
   X(BroadcastTo, broadcast_to, kView, 1) \
-  X(Slice, slice, kView, 1)
+  X(Slice, slice, kView, 1)              \
+  X(Contiguous, contiguous, kView, 1)
 
 // Everything else: ops with structure beyond one element (where, casts, reductions,
 // matmul, concat, row norms, custom code, gathers).

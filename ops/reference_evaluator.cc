@@ -192,7 +192,7 @@ void eval_cast(const ValueType& out, const HostValue& in, Buffer& result) {
 void eval_view(OpKind op, const Attrs& attrs, const ValueType& out, const HostValue& in,
                Buffer& result) {
   const int64_t size = dtype_size(out.dtype);
-  if (op == OpKind::Reshape) {
+  if (op == OpKind::Reshape || op == OpKind::Contiguous) {
     std::memcpy(result.data(), in.buffer->data(), static_cast<size_t>(numel(out.shape) * size));
     return;
   }

@@ -131,6 +131,50 @@ TEST(Take, BadOperandsAreClearErrorsWhenRecorded) {
       {"[take_along_axis]", "does not broadcast"});
 }
 
+// update_slice: every element against a host copy with the range overwritten, over a short
+// decode loop that writes one position per step along a negative axis; casts and errors.
+TEST(UpdateSlice, WritesTheRangeAndKeepsTheRest) {
+  std::mt19937_64 rng(testing::test_seed() + 5);
+  SCOPED_TRACE(testing::test_seed());
+  const int64_t heads = 2, capacity = 6, dim = 3;
+  std::vector<float> want(heads * capacity * dim, 0.0f);
+  Tensor cache = Tensor::zeros({heads, capacity, dim});
+  for (int64_t pos = 0; pos < capacity; ++pos) {
+    const std::vector<float> step = testing::random_floats(heads * dim, rng);
+    cache = update_slice(cache, Tensor::from_vector(step, {heads, 1, dim}), -2, pos);
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t d = 0; d < dim; ++d) want[(h * capacity + pos) * dim + d] = step[h * dim + d];
+    }
+    EXPECT_EQ(cache.to_vector<float>(), want) << "after step " << pos;
+  }
+  // A wider update in the middle, cast to x's dtype; x itself is unchanged.
+  Tensor x = Tensor::from_vector(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8}, {2, 4});
+  Tensor y = update_slice(x, Tensor::from_vector(std::vector<float>{9.5, 8, 7, 6}, {2, 2}), 1, 1);
+  EXPECT_EQ(y.dtype(), DType::I32);
+  EXPECT_EQ(y.to_vector<int32_t>(), (std::vector<int32_t>{1, 9, 8, 4, 5, 7, 6, 8}));
+  EXPECT_EQ(x.to_vector<int32_t>(), (std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(update_slice(x, Tensor::zeros({1, 4}, DType::I32), 0, 1).to_vector<int32_t>(),
+            (std::vector<int32_t>{1, 2, 3, 4, 0, 0, 0, 0}));
+  testing::expect_error(
+      [&] {
+        update_slice(x, Tensor::zeros({2, 2}, DType::I32), 1, 3);
+      },
+      {"[update_slice]", "start 3", "extent 4", "0 <= start <= 2", "i32[2, 4]"});
+  testing::expect_error(
+      [&] {
+        update_slice(x, Tensor::zeros({2, 1}, DType::I32), 1, -1);
+      },
+      {"[update_slice]", "start -1"});
+  testing::expect_error(
+      [&] {
+        update_slice(x, Tensor::zeros({3, 1}, DType::I32), 1, 0);
+      },
+      {"[update_slice]", "dim 0 of update must equal x's (2)", "i32[3, 1]"});
+  testing::expect_error([&] { update_slice(x, Tensor::zeros({4}, DType::I32), 0, 0); },
+                        {"[update_slice]", "x's rank 2"});
+  testing::expect_error([&] { update_slice(x, x, 2, 0); }, {"[update_slice]", "axis 2"});
+}
+
 TEST(Take, TraceFilesDumpLoadAndReplay) {
   Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor i = Tensor::from_vector(std::vector<int32_t>{2, -3}, {2});

@@ -393,6 +393,10 @@ std::vector<Tensor> views_of(OpKind op, DType dt, const Tensor& x, Inputs& in) {
       return {maximum(x.slice(2, 1, 5, 2), in.random(dt, {3, 4, 2})),
               maximum(x.slice(0, -2, 100).slice(1, 1, 4, 2), in.random(dt, {2, 2, 5})),
               maximum(x.slice(1, 3, 1), in.random(dt, {3, 0, 5}))};  // empty
+    case OpKind::Contiguous:  // its own buffer, then read by a fused consumer or output
+      return {maximum(x.transpose(0, 2).contiguous(), in.random(dt, {5, 4, 3})),
+              x.slice(1, 1, 4, 2).contiguous(),
+              maximum(x, in.random(dt, {3, 4, 5})).contiguous().reshape({12, 5})};
     default:
       return {};
   }
@@ -413,6 +417,7 @@ std::vector<Program> view_programs(OpKind op, Inputs& in) {
   Tensor v = op == OpKind::Reshape       ? x.reshape({6, 10})
              : op == OpKind::Permute     ? x.permute({2, 0, 1})
              : op == OpKind::BroadcastTo ? x.broadcast_to({2, 3, 4, 5})
+             : op == OpKind::Contiguous  ? x.transpose(0, 1).contiguous()
                                          : x.slice(1, 1, 4, 2);
   Program reduce{"a view into a reduction", {}, {}, /*sums=*/true};
   reduce.add(call(op, {DType::F32}, " then sum"), sum(v * 1.5, {0}));
@@ -732,7 +737,8 @@ const std::map<OpKind, Builder>& builders() {
     for (const auto& [kind, function] : arg_reduce) {
       m[kind] = [op = kind, fn = function](Inputs& in) { return arg_reduce_programs(op, fn, in); };
     }
-    for (OpKind op : {OpKind::Reshape, OpKind::Permute, OpKind::BroadcastTo, OpKind::Slice}) {
+    for (OpKind op : {OpKind::Reshape, OpKind::Permute, OpKind::BroadcastTo, OpKind::Slice,
+                      OpKind::Contiguous}) {
       m[op] = [op](Inputs& in) { return view_programs(op, in); };
     }
     for (OpKind op : {OpKind::Softmax, OpKind::LogSoftmax, OpKind::LayerNorm, OpKind::RmsNorm}) {

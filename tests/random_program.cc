@@ -229,7 +229,7 @@ void ProgramGenerator::step() {
     }
     case 8: {  // views
       const int n = x.ndim();
-      switch (pick(6)) {
+      switch (pick(7)) {
         case 0: {
           std::vector<int> axes(n);
           std::iota(axes.begin(), axes.end(), 0);
@@ -257,9 +257,16 @@ void ProgramGenerator::step() {
           if (chance(0.5)) to.insert(to.begin(), 2);
           return add(x.broadcast_to(to), a.exact);
         }
-        default:
+        case 5: {  // a triangle, any diagonal (also past the matrix)
           if (n < 2) return;
-          return add(x.transpose(0, n - 1), a.exact);
+          const int64_t k = pick(9) - 4;
+          return add(chance(0.5) ? tril(x, k) : triu(x, k), a.exact);
+        }
+        default: {
+          if (n < 2) return;
+          Tensor t = x.transpose(0, n - 1);
+          return add(chance(0.3) ? t.contiguous() : t, a.exact);  // sometimes its own buffer
+        }
       }
     }
     case 9: {  // matmul with a fresh right operand (a dot product is a sum: see above)
@@ -291,6 +298,11 @@ void ProgramGenerator::step() {
         return add(take_along_axis(x, make_indices(shape, extent, index_dtype), axis), a.exact);
       }
       std::vector<int64_t> shape = x.shape();
+      if (chance(0.3) && extent > 0) {  // overwrite a range of x (a KV cache write)
+        shape[axis] = 1 + pick(static_cast<int>(extent));
+        const int64_t start = pick(static_cast<int>(extent - shape[axis]) + 1);
+        return add(update_slice(x, make_input(shape, x.dtype()), axis - x.ndim(), start), a.exact);
+      }
       shape[axis] = 1 + pick(3);
       return add(concat({x, make_input(shape, random_dtype())}, axis), false);
     }

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <random>
 
+#include "kiln/debug.h"
 #include "kiln/nn.h"
 #include "ops/value_type.h"
 #include "test_util.h"
@@ -103,6 +104,44 @@ TEST(View, NonContiguousViewsFeedEveryOpKind) {
     ASSERT_EQ(from_view.size(), from_copy.size());
     for (size_t i = 0; i < from_view.size(); ++i) EXPECT_EQ(from_view[i], from_copy[i]);
   }
+}
+
+// contiguous(): a pending view becomes a row-major buffer of its own (one copy kernel), which
+// consumers then read instead of recomputing the view; a computed tensor is returned as is.
+TEST(View, ContiguousCopiesAViewOnceAndKeepsComputedTensors) {
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE(testing::test_seed());
+  const std::vector<float> wv = testing::random_floats(6 * 4, rng);
+  Tensor w = Tensor::from_vector(wv, {6, 4});
+  Tensor wt = w.transpose(0, 1).contiguous();
+  EXPECT_EQ(wt.shape(), (std::vector<int64_t>{4, 6}));
+  EXPECT_NE(explain_plan({wt * 2.0}, ExplainDetail::kPlan).find("contiguous() gives it"),
+            std::string::npos)
+      << explain_plan({wt * 2.0}, ExplainDetail::kPlan);
+  reset_stats();
+  wt.eval();
+  EXPECT_EQ(stats().kernels_launched, 1);
+  std::vector<float> got = wt.to_vector<float>();
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 6; ++j) EXPECT_EQ(got[i * 6 + j], wv[j * 4 + i]);
+  // Computed: contiguous() is the same tensor and launches nothing.
+  reset_stats();
+  Tensor again = wt.contiguous();
+  EXPECT_EQ(again.to_vector<float>(), got);
+  EXPECT_EQ(stats().kernels_launched, 0);
+  // Pending: the copy is stored even where a consumer could have fused the view (2 kernels,
+  // not 1), and the values match the fused version.
+  Tensor s = w.slice(0, 1, 6, 2);
+  reset_stats();
+  std::vector<float> copied = (s.contiguous() + 1.0).to_vector<float>();
+  EXPECT_EQ(stats().kernels_launched, 2);
+  EXPECT_EQ(copied, (s + 1.0).to_vector<float>());
+  EXPECT_EQ(s.contiguous().contiguous().to_vector<float>(), s.to_vector<float>());
+  EXPECT_THROW(Tensor().contiguous(), Error);
+  // Trace files name it and replay it.
+  const std::string json = dump_trace({w.transpose(0, 1).contiguous()}, DumpFormat::Json);
+  EXPECT_NE(json.find("\"op\":\"contiguous\""), std::string::npos) << json;
+  EXPECT_EQ(load_trace(json).run({{"in0", w}})[0].to_vector<float>(), got);
 }
 
 // A rank-70 view of 12 elements used to crash the CPU executor (a fixed 64-entry index

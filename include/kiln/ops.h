@@ -86,6 +86,18 @@ Tensor take(const Tensor& x, const Tensor& indices, int axis);
 // take_along_axis: indices has x's rank, its other dims broadcast against x's; the result
 // picks, along axis, the elements indices names (as after argsort or topk).
 Tensor take_along_axis(const Tensor& x, const Tensor& indices, int axis);
+// x with x[start : start + update.shape[axis]] along axis replaced by update (cast to x's
+// dtype): a KV cache write. update has x's rank and x's other dims; axis may be negative;
+// the range must lie inside x (0 <= start <= extent - update's extent), else kiln::Error.
+// x itself is not changed: the result is a new tensor.
+Tensor update_slice(const Tensor& x, const Tensor& update, int axis, int64_t start);
+
+// The lower (tril) or upper (triu) triangle of the last two dims, the rest set to zero:
+// tril keeps x[..., i, j] where j - i <= k, triu where j - i >= k (k = 0: the diagonal; as
+// numpy and PyTorch). x needs rank >= 2; dtype and shape are kept. They compose from a
+// position mask and where, so they fuse into their consumers (trace files show those ops).
+Tensor tril(const Tensor& x, int64_t k = 0);
+Tensor triu(const Tensor& x, int64_t k = 0);
 
 Tensor operator-(const Tensor& x);
 Tensor operator+(const Tensor& a, const Tensor& b);

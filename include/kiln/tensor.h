@@ -60,6 +60,10 @@ class Tensor {
   // Python-style slice of one axis: negative start/stop count from the end and are clamped;
   // step must be >= 1.
   Tensor slice(int axis, int64_t start, int64_t stop, int64_t step = 1) const;
+  // The same values in a row-major buffer of their own once computed: a view (a transpose,
+  // a slice) is copied out once instead of being read through strides by every consumer.
+  // A computed tensor is already row-major and is returned as is (no copy, no kernel).
+  Tensor contiguous() const;
 
  private:
   explicit Tensor(std::shared_ptr<detail::Node> node) : node_(std::move(node)) {}

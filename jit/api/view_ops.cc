@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "jit/graph/node.h"
 #include "jit/graph/record.h"
 #include "kiln/error.h"
 #include "kiln/tensor.h"
@@ -30,6 +31,13 @@ Tensor Tensor::astype(DType dt) const {
   ops::Attrs attrs;
   attrs.dtype = dt;
   return jit::record(OpKind::Astype, {*this}, std::move(attrs));
+}
+
+Tensor Tensor::contiguous() const {
+  if (!defined()) throw Error("[contiguous] the tensor is empty (undefined)");
+  const std::shared_ptr<detail::Node>& node = detail::TensorAccess::node(*this);
+  if (node->realized() || node->op == OpKind::Contiguous) return *this;
+  return jit::record(OpKind::Contiguous, {*this}, {});
 }
 
 Tensor Tensor::reshape(std::vector<int64_t> shape) const {

@@ -324,6 +324,8 @@ class Lowerer {
         }
         return r;
       }
+      case OpKind::Contiguous:
+        return m;
       case OpKind::Slice: {
         int axis = n.attrs->axis;
         if (n.attrs->step == 1 && n.attrs->start == 0 && n.attrs->stop == from[axis]) return m;

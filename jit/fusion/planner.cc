@@ -55,6 +55,11 @@ class Planner {
         materialize(trace_.nodes[i].args[0], "a gather reads it at data-dependent positions");
       }
     }
+    for (size_t i = 0; i < n; ++i) {
+      if (trace_.nodes[i].op == ops::OpKind::Contiguous) {
+        materialize(i, "contiguous() gives it a row-major buffer of its own");
+      }
+    }
     for (int f : forced)
       materialize(f, "its users index it through a reshape that strides cannot express");
   }
