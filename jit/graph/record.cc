@@ -99,7 +99,7 @@ Tensor record(ops::OpKind op, const std::vector<Tensor>& inputs, ops::Attrs attr
   return TensorAccess::wrap(std::move(node));
 }
 
-Tensor make_realized(const ops::ValueType& type, std::shared_ptr<runtime::Buffer> data,
+Tensor make_realized(const ops::ValueType& type, const std::shared_ptr<runtime::Buffer>& data,
                      Device device) {
   auto node = std::make_shared<Node>();
   node->op = ops::OpKind::Input;

@@ -26,7 +26,7 @@ ops::ValueType check_op(ops::OpKind op, const std::vector<Tensor>& inputs, ops::
 void check_runs_on(ops::OpKind op, const ops::Attrs& attrs, Device device);
 
 // A tensor that is already computed: a realized "input" node holding `data`.
-Tensor make_realized(const ops::ValueType& type, std::shared_ptr<runtime::Buffer> data,
+Tensor make_realized(const ops::ValueType& type, const std::shared_ptr<runtime::Buffer>& data,
                      Device device);
 
 // An input node with no data yet: a placeholder for checking a trace file without running
