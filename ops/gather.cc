@@ -37,6 +37,23 @@ absl::StatusOr<Shape> take_along_axis_shape(const std::vector<ValueType>& in, in
   return out;
 }
 
+// Where gather `op`'s output element at multi-index `out_index` reads x: x's multi-index with
+// the gathered axis left at 0 (the caller adds the index). Broadcast dims read 0.
+std::vector<int64_t> gather_source_index(OpKind op, const Shape& x, const Shape& indices, int axis,
+                                         const std::vector<int64_t>& out_index) {
+  std::vector<int64_t> source(x.size(), 0);
+  const int rank = static_cast<int>(x.size());
+  for (int d = 0; d < rank; ++d) {
+    if (d == axis) continue;
+    if (op == OpKind::Take) {
+      source[d] = out_index[d < axis ? d : d - 1 + static_cast<int>(indices.size())];
+    } else {
+      source[d] = x[d] == 1 ? 0 : out_index[d];
+    }
+  }
+  return source;
+}
+
 }  // namespace
 
 absl::StatusOr<ValueType> infer_gather(OpKind op, const std::vector<ValueType>& in, Attrs& attrs) {
@@ -65,21 +82,6 @@ std::string index_error_message(OpKind op, int64_t index, int64_t extent) {
   return absl::StrCat("[", op_name(op), "] index ", index,
                       " is out of range for an axis of extent ", extent, " (expected ", -extent,
                       " <= index < ", extent, ")");
-}
-
-std::vector<int64_t> gather_source_index(OpKind op, const Shape& x, const Shape& indices, int axis,
-                                         const std::vector<int64_t>& out_index) {
-  std::vector<int64_t> source(x.size(), 0);
-  const int rank = static_cast<int>(x.size());
-  for (int d = 0; d < rank; ++d) {
-    if (d == axis) continue;
-    if (op == OpKind::Take) {
-      source[d] = out_index[d < axis ? d : d - 1 + static_cast<int>(indices.size())];
-    } else {
-      source[d] = x[d] == 1 ? 0 : out_index[d];
-    }
-  }
-  return source;
 }
 
 void evaluate_gather(OpKind op, const Attrs& attrs, const ValueType& out,

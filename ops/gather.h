@@ -31,11 +31,6 @@ absl::StatusOr<ValueType> infer_gather(OpKind op, const std::vector<ValueType>& 
 // the extent of the axis it indexes.
 std::string index_error_message(OpKind op, int64_t index, int64_t extent);
 
-// Where gather `op`'s output element at multi-index `out_index` reads x: x's multi-index with
-// the gathered axis left at 0 (the caller adds the index). Broadcast dims read 0.
-std::vector<int64_t> gather_source_index(OpKind op, const Shape& x, const Shape& indices, int axis,
-                                         const std::vector<int64_t>& out_index);
-
 // The reference evaluation of gather `op` into `result` (of type `out`); throws kiln::Error
 // with index_error_message at the first out-of-range index, in row-major output order.
 void evaluate_gather(OpKind op, const Attrs& attrs, const ValueType& out,

@@ -42,21 +42,17 @@ class Planner {
       if (trace_.nodes[i].op == ops::OpKind::Input) materialize(i, "input");
     }
     for (int o : trace_.outputs) materialize(o, "output");
-    // A custom kernel reads dense buffers and writes its own: nothing fuses on either side.
+    // Ops that need buffers around them, each for its own reason.
     for (size_t i = 0; i < n; ++i) {
-      if (trace_.nodes[i].op != ops::OpKind::CustomKernel) continue;
-      materialize(i, "a custom kernel's result");
-      for (int a : trace_.nodes[i].args)
-        materialize(a, "a custom kernel reads it as a dense buffer");
-    }
-    // A gather reads x at positions known only when it runs: x must be a buffer.
-    for (size_t i = 0; i < n; ++i) {
-      if (ops::op_class(trace_.nodes[i].op) == OpClass::kGather) {
-        materialize(trace_.nodes[i].args[0], "a gather reads it at data-dependent positions");
-      }
-    }
-    for (size_t i = 0; i < n; ++i) {
-      if (trace_.nodes[i].op == ops::OpKind::Contiguous) {
+      const TraceNode& node = trace_.nodes[i];
+      if (node.op == ops::OpKind::CustomKernel) {
+        // A custom kernel reads dense buffers and writes its own: nothing fuses either side.
+        materialize(i, "a custom kernel's result");
+        for (int a : node.args) materialize(a, "a custom kernel reads it as a dense buffer");
+      } else if (ops::op_class(node.op) == OpClass::kGather) {
+        // A gather reads x at positions known only when it runs: x must be a buffer.
+        materialize(node.args[0], "a gather reads it at data-dependent positions");
+      } else if (node.op == ops::OpKind::Contiguous) {
         materialize(i, "contiguous() gives it a row-major buffer of its own");
       }
     }

@@ -15,9 +15,8 @@ using jit::KernelProgram;
 
 // Elements per thread of the 16-byte path: E = 16 / the widest element loaded or stored.
 // 0 (no vector path) when an index leaf or a gather needs every element's own multi-index,
-// or a load
-// goes through a general strided view (a transpose or slice, rarely vectorizable: its
-// vector path would only double the kernel's size and compile time).
+// or a load goes through a general strided view (a transpose or slice, rarely vectorizable:
+// its vector path would only double the kernel's size and compile time).
 int vector_width(const KernelProgram& p) {
   int widest = 1;
   for (const Instr& in : p.instrs) {
