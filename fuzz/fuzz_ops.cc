@@ -67,7 +67,7 @@ Tensor apply_random_op(FuzzedDataProvider& in, const std::vector<Tensor>& pool) 
   };
   const Tensor& a = pick();
   const int axis = in.ConsumeIntegralInRange<int>(-3, 3);
-  switch (in.ConsumeIntegralInRange<int>(0, 28)) {
+  switch (in.ConsumeIntegralInRange<int>(0, 30)) {
     case 0:
       return kiln::exp(a);
     case 1:
@@ -128,6 +128,13 @@ Tensor apply_random_op(FuzzedDataProvider& in, const std::vector<Tensor>& pool) 
       return kiln::triu(a, axis);
     case 27:  // mismatched shapes and ranges are errors
       return kiln::update_slice(a, pick(), axis, in.ConsumeIntegralInRange<int64_t>(-2, 6));
+    case 28:
+      return kiln::cumsum(a, axis);
+    case 29: {  // k past the extent, bool x and 0-d x are errors
+      kiln::TopK t =
+          kiln::topk(a, in.ConsumeIntegralInRange<int64_t>(-1, 6), axis, in.ConsumeBool());
+      return in.ConsumeBool() ? t.values : t.indices;
+    }
     default:
       return kiln::mean(a, {}, false);
   }

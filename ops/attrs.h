@@ -15,7 +15,7 @@ struct Attrs {
   std::vector<int64_t> shape;  // reshape, broadcast_to; leaves: their own shape
   std::vector<int> axes;       // sum mean max min (sorted, non-negative), permute
   bool keepdims = false;       // reductions
-  int axis = 0;                // argmax argmin concat slice softmax log_softmax
+  int axis = 0;                // argmax argmin concat slice softmax log_softmax cumsum topk
   int64_t start = 0;           // slice (normalized to 0 <= start <= dim)
   int64_t stop = 0;            // slice
   int64_t step = 1;            // slice
@@ -25,6 +25,8 @@ struct Attrs {
   DType dtype = DType::F32;    // astype; leaves: their own dtype
   std::string name;            // input
   int function = -1;           // custom: the registered function's id
+  int64_t k = 0;               // topk_indices: how many (the result's extent along axis)
+  bool largest = true;         // topk_indices: the k largest (else the k smallest)
 };
 
 }  // namespace kiln::ops

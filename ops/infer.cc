@@ -384,10 +384,33 @@ absl::StatusOr<ValueType> infer_concat(const std::vector<ValueType>& in, Attrs& 
   return ValueType{out, dt};
 }
 
+// cumsum keeps x's shape; a floating x keeps its dtype, integers and bool sum in I64 (as
+// numpy and PyTorch). topk_indices gives the I64 positions of the k largest (or smallest)
+// along axis: x's shape with that extent replaced by k.
+absl::StatusOr<ValueType> infer_row_scan(OpKind op, const ValueType& x, Attrs& attrs) {
+  const int ndim = static_cast<int>(x.shape.size());
+  absl::StatusOr<int> axis = normalize_axis(attrs.axis, std::max(ndim, 1));
+  if (!axis.ok()) return op_error(op, {x}, std::string(axis.status().message()));
+  attrs.axis = *axis;
+  if (op == OpKind::Cumsum) return ValueType{x.shape, is_floating(x.dtype) ? x.dtype : DType::I64};
+  if (ndim == 0) return op_error(op, {x}, "needs x of rank >= 1");
+  if (x.dtype == DType::Bool) return op_error(op, {x}, "needs a numeric x, not bool");
+  const int64_t extent = x.shape[*axis];
+  if (attrs.k < 0 || attrs.k > extent) {
+    return op_error(op, {x},
+                    absl::StrCat("k ", attrs.k, " is out of range for axis ", *axis, " of extent ",
+                                 extent, " (expected 0 <= k <= ", extent, ")"));
+  }
+  Shape out = x.shape;
+  out[*axis] = attrs.k;
+  return ValueType{out, DType::I64};
+}
+
 absl::StatusOr<ValueType> infer_row_norm(OpKind op, const std::vector<ValueType>& in,
                                          Attrs& attrs) {
   const ValueType& x = in[0];
   int ndim = static_cast<int>(x.shape.size());
+  if (op == OpKind::Cumsum || op == OpKind::TopkIndices) return infer_row_scan(op, x, attrs);
   DType dt = x.dtype;
   for (const ValueType& v : in) dt = promote_types(dt, v.dtype);
   if (!is_floating(x.dtype)) return op_error(op, in, "needs a floating x (use astype first)");

@@ -21,7 +21,8 @@ enum class OpClass {
   kView,       // reshape permute broadcast_to slice contiguous: index math, no arithmetic
   kMatmul,
   kConcat,
-  kRowNorm,       // softmax log_softmax layer_norm rms_norm over one axis
+  kRowNorm,       // row ops: each result along one axis reads its whole row (softmax
+                  // log_softmax layer_norm rms_norm; the scan cumsum; the selection topk)
   kCustom,        // a user's elementwise function (ops/custom_functions.h), F32 in and out
   kCustomKernel,  // a user's whole kernel (ops/custom_functions.h): its own rules for all
   kGather,        // take take_along_axis: reads its first operand at positions its second holds
@@ -105,6 +106,8 @@ enum class OpClass {
   X(LogSoftmax, log_softmax, kRowNorm, 1)           \
   X(LayerNorm, layer_norm, kRowNorm, 3)             \
   X(RmsNorm, rms_norm, kRowNorm, 2)                 \
+  X(Cumsum, cumsum, kRowNorm, 1)                    \
+  X(TopkIndices, topk_indices, kRowNorm, 1)         \
   X(Custom, custom, kCustom, -1)                    \
   X(CustomKernel, custom_kernel, kCustomKernel, -1) \
   X(Take, take, kGather, 2)                         \

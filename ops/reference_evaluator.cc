@@ -1,8 +1,10 @@
 #include "ops/reference_evaluator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "ops/custom_functions.h"
 #include "ops/element_access.h"
@@ -379,8 +381,55 @@ void eval_concat(const ValueType& out, const std::vector<HostValue>& in, const A
   }
 }
 
+// cumsum along the axis: floats add in double, integers and bool in int64 (wrapping).
+void eval_cumsum(const Attrs& attrs, const ValueType& out, const HostValue& x, Buffer& result) {
+  const RowLayout r = row_layout(out.shape, attrs.axis);
+  for (int64_t o = 0; o < r.outer; ++o) {
+    for (int64_t i = 0; i < r.inner; ++i) {
+      double total = 0;
+      uint64_t int_total = 0;
+      for (int64_t k = 0; k < r.extent; ++k) {
+        const int64_t at = r.at(o, k, i);
+        if (is_floating(out.dtype)) {
+          total += load_double(*x.buffer, x.type.dtype, at);
+          store_double(result, out.dtype, at, total);
+        } else {
+          int_total += static_cast<uint64_t>(load_int(*x.buffer, x.type.dtype, at));
+          result.as<int64_t>()[at] = static_cast<int64_t>(int_total);
+        }
+      }
+    }
+  }
+}
+
+// The positions of the k first elements of each row in topk's order (math::topk_before).
+void eval_topk_indices(const Attrs& attrs, const ValueType& out, const HostValue& x,
+                       Buffer& result) {
+  const RowLayout in = row_layout(x.type.shape, attrs.axis);
+  const RowLayout r = row_layout(out.shape, attrs.axis);
+  std::vector<int64_t> order(in.extent);
+  for (int64_t o = 0; o < in.outer; ++o) {
+    for (int64_t i = 0; i < in.inner; ++i) {
+      for (int64_t k = 0; k < in.extent; ++k) order[k] = k;
+      auto before = [&](int64_t a, int64_t b) {
+        const int64_t pa = in.at(o, a, i), pb = in.at(o, b, i);
+        if (is_floating(x.type.dtype)) {
+          return math::topk_before(load_double(*x.buffer, x.type.dtype, pa), a,
+                                   load_double(*x.buffer, x.type.dtype, pb), b, attrs.largest);
+        }
+        return math::topk_before(load_int(*x.buffer, x.type.dtype, pa), a,
+                                 load_int(*x.buffer, x.type.dtype, pb), b, attrs.largest);
+      };
+      std::partial_sort(order.begin(), order.begin() + r.extent, order.end(), before);
+      for (int64_t k = 0; k < r.extent; ++k) result.as<int64_t>()[r.at(o, k, i)] = order[k];
+    }
+  }
+}
+
 void eval_row_norm(OpKind op, const Attrs& attrs, const ValueType& out,
                    const std::vector<HostValue>& in, Buffer& result) {
+  if (op == OpKind::Cumsum) return eval_cumsum(attrs, out, in[0], result);
+  if (op == OpKind::TopkIndices) return eval_topk_indices(attrs, out, in[0], result);
   RowLayout r = row_layout(out.shape, attrs.axis);
   auto x = [&](int64_t idx) {
     return round_to(out.dtype, load_double(*in[0].buffer, in[0].type.dtype, idx));

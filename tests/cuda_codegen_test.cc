@@ -81,10 +81,14 @@ TEST(CudaCodegen, PackedParametersMatchTheStructEveryKernelDeclares) {
     absl::StrAppend(&source, "static_assert(sizeof(Params) == ", l.size, ", \"size\");\n");
     // NVRTC has no offsetof; the members' sizes in order, adding up to sizeof(Params) (so
     // there is no padding), fix every offset.
-    const size_t ends[] = {l.out, l.p, l.shape, l.stride, l.offset, l.size};
-    const char* members[] = {"in", "out", "p", "shape", "stride", "offset"};
+    // A kernel with gathers has two more members (kernel_args.h).
+    const size_t offset_end = l.offset + 8 * static_cast<size_t>(l.views);
+    const size_t ends[] = {l.out,    l.p,        l.shape,       l.stride,
+                           l.offset, offset_end, l.index_error, l.size};
+    const char* members[] = {"in",     "out",    "p",      "shape",
+                             "stride", "offset", "gather", "index_error"};
     size_t start = 0;
-    for (int m = 0; m < 6; ++m) {
+    for (int m = 0; m < (l.gathers ? 8 : 6); ++m) {
       absl::StrAppend(&source, "static_assert(sizeof(((Params*)0)->", members[m],
                       ") == ", ends[m] - start, ", \"", members[m], "\");\n");
       start = ends[m];

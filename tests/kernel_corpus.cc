@@ -17,6 +17,9 @@ std::vector<Tensor> kernel_corpus() {
     outs.push_back(log_softmax(v, 1));
     outs.push_back(layer_norm(x, w, w * 0.5));
     outs.push_back(rms_norm(v, w));
+    outs.push_back(cumsum(v * 2.0, 1) + 1.0);
+    outs.push_back(topk(x, 3, 1).values * 2.0);
+    outs.push_back(topk(v, 2, 0, /*largest=*/false).indices);
     outs.push_back(relu(matmul(x, m) + 1.0).astype(DType::F32));
     outs.push_back(matmul(v, m));
     outs.push_back(matmul(w, m));
@@ -36,10 +39,12 @@ std::vector<Tensor> kernel_corpus() {
     outs.push_back(logical_or(logical_and(a > 1.0, b < 2.0), logical_not(a == b)));
     outs.push_back(max(a, {1}, true));
     outs.push_back(argmin(a, 0));
+    outs.push_back(cumsum(a, 1));
     outs.push_back(concat({a, a}, 0));
     outs.push_back((a / (b + 1.0)).astype(dt));
     if (dt != DType::Bool) {
       outs.push_back(matmul(a, a.transpose(0, 1)));
+      outs.push_back(topk(a, 2, 0).indices);
       outs.push_back(pow(a, b) * a - neg(abs(a)) + square(a) + maximum(a, b) + minimum(a, b));
       outs.push_back(Tensor::full({2, 2}, 3, dt) + a.slice(0, 0, 2).slice(1, 0, 2));
     }

@@ -538,6 +538,52 @@ std::vector<Program> row_norm_programs(OpKind op, Inputs& in) {
   return {p};
 }
 
+// cumsum: every dtype along each axis in turn (integers over their whole range wrap, floats
+// carry NaN and inf), through a fused prologue and epilogue, and over a transposed view.
+std::vector<Program> cumsum_programs(Inputs& in) {
+  Program p{"every dtype, each axis, wide values, fused prologue and epilogue, a view"};
+  p.sums = true;
+  int turn = 0;
+  for (DType dt : kAllDtypes) {
+    const int axis = turn++ % 3 - 1;  // -1, 0, 1 in turn
+    p.add(call(OpKind::Cumsum, {dt}, absl::StrCat(" axis ", axis)),
+          cumsum(in.random(dt, {3, 40, 5}, is_floating(dt) ? Values::kSpecial : Values::kWide),
+                 axis));
+  }
+  Tensor x = in.random(DType::F32, {6, 300}, Values::kPlain);
+  p.add("cumsum(exp(f32) * 2) - 1 over 300", cumsum(exp(x) * 2.0, 1) - 1.0);
+  p.add("cumsum(transpose(f16)) axis 0",
+        cumsum(in.random(DType::F16, {7, 5}, Values::kPlain).transpose(0, 1), 0));
+  p.add("cumsum(bool) 0-d", cumsum(in.random(DType::Bool, {}), 0));
+  return {p};
+}
+
+// topk_indices through kiln::topk: every numeric dtype (ties among small integers, NaN and
+// inf among floats), largest and smallest, each axis, k from 0 to the whole extent, the
+// values gathered in the same plan, and a computed x.
+std::vector<Program> topk_programs(Inputs& in) {
+  Program p{"every numeric dtype, both orders, each axis, k from 0 to extent, values"};
+  int turn = 0;
+  for (DType dt : kAllDtypes) {
+    if (dt == DType::Bool) continue;
+    const int axis = turn % 2 == 0 ? -1 : 0;
+    const bool largest = turn++ % 3 != 1;
+    Tensor x = in.random(dt, {9, 37}, Values::kSpecial);
+    const int64_t extent = x.shape()[axis < 0 ? 1 : 0];
+    const int64_t k = std::vector<int64_t>{5, 1, extent, 0}[turn % 4];
+    TopK t = topk(x, k, axis, largest);
+    const std::string how =
+        absl::StrCat(" k ", k, " axis ", axis, largest ? " largest" : " smallest");
+    p.add(call(OpKind::TopkIndices, {dt}, how), t.indices);
+    p.add(call(OpKind::TopkIndices, {dt}, absl::StrCat(how, ", values")), t.values);
+  }
+  Tensor logits = in.random(DType::F32, {4, 700}, Values::kPlain);
+  TopK t = topk(logits * 0.5 - 1.0, 40);
+  p.add("topk(f32 * 0.5 - 1) k 40 of 700", t.indices);
+  p.add("topk(f32 * 0.5 - 1) k 40 of 700, values * 2", t.values * 2.0);
+  return {p};
+}
+
 // Leaves, every dtype each takes: a realized input, constants, arange, random numbers.
 std::vector<Program> leaf_programs(OpKind op, Inputs& in) {
   Program p{"every dtype"};
@@ -752,6 +798,8 @@ const std::map<OpKind, Builder>& builders() {
     m[OpKind::Astype] = astype_programs;
     m[OpKind::Matmul] = matmul_programs;
     m[OpKind::Concat] = concat_programs;
+    m[OpKind::Cumsum] = cumsum_programs;
+    m[OpKind::TopkIndices] = topk_programs;
     for (OpKind op : {OpKind::Take, OpKind::TakeAlongAxis}) {
       m[op] = [op](Inputs& in) { return gather_programs(op, in); };
     }

@@ -306,13 +306,23 @@ void ProgramGenerator::step() {
       shape[axis] = 1 + pick(3);
       return add(concat({x, make_input(shape, random_dtype())}, axis), false);
     }
-    default: {  // row norms
+    default: {  // row ops: norms, cumsum, topk
       const Value* f = any_floating();
       if (f == nullptr || f->t.ndim() == 0) return;
       const bool exact = f->exact;
       const Tensor v = f->t;
       int64_t d = v.shape().back();
-      switch (pick(4)) {
+      switch (pick(6)) {
+        case 4:  // a running sum: rounding differs by path, like a reduction
+          return add(cumsum(v, pick(v.ndim()) - v.ndim()), false);
+        case 5: {
+          // Near-equal computed values may order differently by path: topk sees exact ones.
+          if (!exact) return;
+          const int axis = pick(v.ndim());
+          TopK t = topk(v, pick(static_cast<int>(v.shape()[axis]) + 1), axis, chance(0.7));
+          add(t.indices, true);
+          return add(t.values, true);
+        }
         case 0:
           return add(softmax(v, pick(v.ndim())), false);
         case 1:

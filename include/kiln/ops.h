@@ -72,6 +72,10 @@ Tensor min(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
 Tensor argmax(const Tensor& x, int axis, bool keepdims = false);
 Tensor argmin(const Tensor& x, int axis, bool keepdims = false);
 
+// Running sum along axis (negative counts from the end), x's shape: y[i] = x[0] + ... + x[i].
+// A floating x keeps its dtype; integers and bool sum in I64 (numpy, PyTorch).
+Tensor cumsum(const Tensor& x, int axis);
+
 // numpy matmul: 1-D operands are promoted to matrices and the added dim removed after;
 // batch dims broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b);
@@ -86,6 +90,17 @@ Tensor take(const Tensor& x, const Tensor& indices, int axis);
 // take_along_axis: indices has x's rank, its other dims broadcast against x's; the result
 // picks, along axis, the elements indices names (as after argsort or topk).
 Tensor take_along_axis(const Tensor& x, const Tensor& indices, int axis);
+// The k largest elements along axis (the k smallest when !largest), in order, and their
+// positions (I64): values equals take_along_axis(x, indices, axis). Equal values come in
+// order of position; NaN counts as larger than every number (as PyTorch's topk). x is
+// numeric (not bool) of rank >= 1; 0 <= k <= x.shape[axis]. Both have x's shape with the
+// axis's extent replaced by k.
+struct TopK {
+  Tensor values;
+  Tensor indices;
+};
+TopK topk(const Tensor& x, int64_t k, int axis = -1, bool largest = true);
+
 // x with x[start : start + update.shape[axis]] along axis replaced by update (cast to x's
 // dtype): a KV cache write. update has x's rank and x's other dims; axis may be negative;
 // the range must lie inside x (0 <= start <= extent - update's extent), else kiln::Error.

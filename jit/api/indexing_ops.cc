@@ -1,4 +1,4 @@
-// take, take_along_axis and embedding: gathers (ops/gather.h); update_slice.
+// take, take_along_axis and embedding: gathers (ops/gather.h); topk; update_slice.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +23,17 @@ Tensor take_along_axis(const Tensor& x, const Tensor& indices, int axis) {
 }
 
 Tensor embedding(const Tensor& table, const Tensor& ids) { return take(table, ids, 0); }
+
+// The selection is one row op (topk_indices); the values are a gather of x at its result,
+// which fuses into the same kernel's epilogue or the values' consumers.
+TopK topk(const Tensor& x, int64_t k, int axis, bool largest) {
+  ops::Attrs attrs;
+  attrs.axis = axis;
+  attrs.k = k;
+  attrs.largest = largest;
+  Tensor indices = jit::record(ops::OpKind::TopkIndices, {x}, std::move(attrs));
+  return TopK{take_along_axis(x, indices, axis), indices};
+}
 
 namespace {
 

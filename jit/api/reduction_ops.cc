@@ -1,4 +1,4 @@
-// Reductions of the public API.
+// Reductions of the public API, and the running sum cumsum.
 #include "jit/graph/record.h"
 #include "kiln/ops.h"
 
@@ -38,6 +38,12 @@ Tensor argmax(const Tensor& x, int axis, bool keepdims) {
 }
 Tensor argmin(const Tensor& x, int axis, bool keepdims) {
   return arg_reduce(ops::OpKind::Argmin, x, axis, keepdims);
+}
+
+Tensor cumsum(const Tensor& x, int axis) {
+  ops::Attrs attrs;
+  attrs.axis = axis;
+  return jit::record(ops::OpKind::Cumsum, {x}, std::move(attrs));
 }
 
 }  // namespace kiln

@@ -79,7 +79,14 @@ json attrs_to_json(OpKind op, const ops::Attrs& a) {
       }
       break;
     case OpClass::kRowNorm:
-      if (op == OpKind::Softmax || op == OpKind::LogSoftmax) j["axis"] = a.axis;
+      if (op == OpKind::Softmax || op == OpKind::LogSoftmax || op == OpKind::Cumsum) {
+        j["axis"] = a.axis;
+      }
+      if (op == OpKind::TopkIndices) {
+        j["axis"] = a.axis;
+        j["k"] = a.k;
+        j["largest"] = a.largest;
+      }
       if (op == OpKind::LayerNorm || op == OpKind::RmsNorm) j["eps"] = a.eps;
       break;
     case OpClass::kLeaf:
@@ -145,6 +152,12 @@ absl::StatusOr<ops::Attrs> attrs_from_json(OpKind op, const json& j) {
       }
       break;
     case OpClass::kRowNorm:
+      if (op == OpKind::Cumsum) read("axis", a.axis, true);
+      if (op == OpKind::TopkIndices) {
+        read("axis", a.axis, true);
+        read("k", a.k, true);
+        read("largest", a.largest, false);
+      }
       if (op == OpKind::Softmax || op == OpKind::LogSoftmax) read("axis", a.axis, false);
       if (op == OpKind::Softmax || op == OpKind::LogSoftmax) {
         if (!j.is_object() || !j.contains("axis")) a.axis = -1;

@@ -64,6 +64,9 @@ std::string KernelProgram::to_string() const {
       absl::StrAppend(&out, " axes=[", absl::StrJoin(anchor_attrs.axes, ","), "]");
     }
     absl::StrAppend(&out, " axis=", anchor_attrs.axis, " keepdims=", anchor_attrs.keepdims);
+    if (anchor_op == ops::OpKind::TopkIndices) {
+      absl::StrAppend(&out, anchor_attrs.largest ? " largest" : " smallest");
+    }
     absl::StrAppend(&out, " operands=[", absl::StrJoin(anchor_operands, ","), "]");
     if (anchor_param >= 0) absl::StrAppend(&out, " eps=p", anchor_param);
     if (anchor == AnchorKind::kCustomKernel) {

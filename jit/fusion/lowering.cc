@@ -88,6 +88,7 @@ class Lowerer {
       prog.anchor_attrs.axes = a.attrs->axes;
       prog.anchor_attrs.keepdims = a.attrs->keepdims;
       prog.anchor_attrs.axis = a.attrs->axis;
+      prog.anchor_attrs.largest = a.attrs->largest;
       prog.anchor_dtype = a.type->dtype;
       if (a.param_slot >= 0) prog.anchor_param = param_slot(a.param_slot);
       record_computed_node(anchor);
@@ -95,10 +96,12 @@ class Lowerer {
         const Shape& s = trace_.nodes[arg].type->shape;
         int space = static_cast<int>(launch.spaces.size());
         launch.spaces.push_back(s);
-        // Operands arrive in the dtype the anchor computes in (arg-reductions compare as is).
+        // Operands arrive in the dtype the anchor computes in (arg-reductions and topk
+        // compare as is).
         int v = value(arg, space, IndexMap::identity(s.size()));
-        prog.anchor_operands.push_back(
-            group_.anchor == AnchorKind::kArgReduce ? v : cast(v, a.type->dtype));
+        const bool compares =
+            group_.anchor == AnchorKind::kArgReduce || a.op == OpKind::TopkIndices;
+        prog.anchor_operands.push_back(compares ? v : cast(v, a.type->dtype));
       }
     }
     for (int store : group_.stores) {

@@ -34,9 +34,11 @@ void append_structure(ops::OpKind op, const ops::ValueType& type, const ops::Att
       break;
     case ops::OpClass::kArgReduce:
     case ops::OpClass::kConcat:
-    case ops::OpClass::kRowNorm:
     case ops::OpClass::kGather:
       out.insert(out.end(), {a.keepdims, a.axis});
+      break;
+    case ops::OpClass::kRowNorm:  // topk's k is its result's extent, part of the key anyway
+      out.insert(out.end(), {a.axis, a.largest});
       break;
     case ops::OpClass::kCast:
       out.push_back(static_cast<int64_t>(a.dtype));

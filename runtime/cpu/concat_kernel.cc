@@ -1,8 +1,8 @@
 // Concat kernels: each operand is evaluated whole and scattered into its slice of the
 // result.
 #include "runtime/cpu/kernel_families.h"
-#include "runtime/thread_pool.h"
 #include "runtime/cpu/tile_evaluator.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 namespace {

@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "jit/graph/env_options.h"
-#include "runtime/stats_counters.h"
 #include "runtime/backend.h"
 #include "runtime/cpu/kernel_executor.h"
+#include "runtime/stats_counters.h"
 
 namespace kiln::runtime {
 namespace {

@@ -29,6 +29,16 @@ void run_row_norm(const jit::KernelProgram& program, const jit::KernelLaunch& la
                   const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
                   const std::vector<double>& params);
 
+// cumsum along the anchor axis (kRowNorm's scan).
+void run_cumsum(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
+                const std::vector<double>& params);
+
+// topk_indices along the anchor axis (kRowNorm's selection).
+void run_topk_indices(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                      const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
+                      const std::vector<double>& params);
+
 // A batched, broadcasting matmul on Eigen's GEMM, then the epilogue (kMatmul).
 void run_matmul(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                 const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,

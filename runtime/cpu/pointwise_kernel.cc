@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "runtime/cpu/kernel_families.h"
-#include "runtime/thread_pool.h"
 #include "runtime/cpu/tile_evaluator.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 

@@ -5,9 +5,8 @@
 #include <type_traits>
 
 #include "runtime/cpu/kernel_families.h"
+#include "runtime/cpu/row_walk.h"
 #include "runtime/cpu/simd_math.h"
-#include "runtime/cpu/tile_evaluator.h"
-#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -89,8 +88,7 @@ void norm_row(OpKind op, const T* x, T* y, int64_t extent, int64_t stride, const
   }
 }
 
-// softmax / log_softmax / layer_norm / rms_norm along the anchor axis, in T. Rows along the
-// last axis are computed one at a time straight from the prologue, so x is read once.
+// softmax / log_softmax / layer_norm / rms_norm along the anchor axis, in T.
 template <class T>
 void row_norm(const KernelProgram& program, const KernelLaunch& launch,
               const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
@@ -103,32 +101,13 @@ void row_norm(const KernelProgram& program, const KernelLaunch& launch,
     b = evaluate_operand<T>(program, launch, inputs, params, 2);
   }
   const jit::RowShape rows = jit::row_norm_shape(program, launch);
-  const int64_t outer = rows.outer, extent = rows.extent, inner = rows.inner;
-  if (extent == 0) return;
   const double eps = program.anchor_param >= 0 ? params[program.anchor_param] : 0.0;
-  const int operand = program.anchor_operands[0];
-  if (inner == 1) {
-    parallel_for(outer, std::max<int64_t>(1, 16384 / extent), [&](int64_t r0, int64_t r1) {
-      TileEvaluator ev(program, launch, inputs, params, nullptr);
-      std::vector<T> scratch(extent);
-      for (int64_t r = r0; r < r1; ++r) {
-        ev.run(1, r * extent, extent);
-        // Lowering casts the operand to the anchor's dtype, whose register class is T.
-        const T* x = ev.template values<T>(operand);
-        norm_row<T>(program.anchor_op, x, result + r * extent, extent, 1, w.data(), b.data(), eps,
-                    scratch.data());
-      }
-    });
-    return;
-  }
-  std::vector<T> x = evaluate_operand<T>(program, launch, inputs, params, 0);
-  parallel_for(outer * inner, 64, [&](int64_t r0, int64_t r1) {
-    std::vector<T> scratch(extent);
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t base = (r / inner) * extent * inner + (r % inner);
-      norm_row<T>(program.anchor_op, x.data() + base, result + base, extent, inner, w.data(),
-                  b.data(), eps, scratch.data());
-    }
+  // Lowering casts the operand to the anchor's dtype, whose register class is T.
+  for_each_row<T>(program, launch, inputs, params, [&](const T* x, int64_t stride, int64_t r) {
+    thread_local std::vector<T> scratch;
+    scratch.resize(rows.extent);
+    norm_row<T>(program.anchor_op, x, result + row_start(r, rows.extent, rows.inner), rows.extent,
+                stride, w.data(), b.data(), eps, scratch.data());
   });
 }
 

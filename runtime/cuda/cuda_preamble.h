@@ -1,8 +1,8 @@
 // The device-side helpers every generated kernel starts with: storage conversions (f16 and
 // bf16 through PTX cvt, so no CUDA headers are needed), the cast rules of
-// docs/semantics.md, tensor-core and shared-memory helpers and block reductions, then the op
-// functors of ops/scalar_math.inc (what each elementwise op computes, Philox and
-// Box-Muller: the same source the host compiles).
+// docs/semantics.md, tensor-core and shared-memory helpers, block reductions and scans, then
+// the op functors of ops/scalar_math.inc (what each elementwise op computes, Philox and
+// Box-Muller, topk's order: the same source the host compiles), then topk's block select.
 // The PTX is the only part a host compiler cannot take; under KILN_CUDA_HOST_EMULATION (the
 // tests' host execution of generated kernels) the conversions come from the host instead.
 #ifndef KILN_RUNTIME_CUDA_CUDA_PREAMBLE_H_
@@ -113,6 +113,24 @@ template <class T, class F> __device__ T block_reduce(T v, F f, T identity, T* s
   __syncthreads();
   return v;
 }
+// Block-wide inclusive prefix sum of v over the threads in order (cumsum); *total gets the
+// whole block's sum. `shared` holds 32 values.
+template <class T> __device__ T block_inclusive_scan(T v, T* shared, T* total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  for (int o = 1; o < 32; o <<= 1) { const T u = __shfl_up_sync(0xffffffffu, v, o); if (lane >= o) v += u; }
+  if (lane == 31) shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    T s = lane < warps ? shared[lane] : (T)0;
+    for (int o = 1; o < 32; o <<= 1) { const T u = __shfl_up_sync(0xffffffffu, s, o); if (lane >= o) s += u; }
+    if (lane < warps) shared[lane] = s;
+  }
+  __syncthreads();
+  if (warp > 0) v += shared[warp - 1];
+  *total = shared[warps - 1];
+  __syncthreads();
+  return v;
+}
 // ---- op functors (ops/scalar_math.inc) ----
 #define KILN_SCALAR __device__ __forceinline__
 namespace kiln {
@@ -123,6 +141,35 @@ inline constexpr const char* kPreambleEnd = R"CUDA(
 }  // namespace math
 }  // namespace kiln
 #undef KILN_SCALAR
+// The block's first candidate in topk's order (kiln::math::topk_before): every thread brings
+// its best (value, index), index < 0 for none, and every thread gets the block's.
+template <class X, class I> __device__ void block_select(X& value, I& index, bool largest, X* shared_value, I* shared_index) {
+  auto merge = [&](X v, I i) {
+    if (i >= 0 && (index < 0 || kiln::math::topk_before(v, i, value, index, largest))) { value = v; index = i; }
+  };
+  for (int o = 16; o > 0; o >>= 1) {
+    const X v = __shfl_down_sync(0xffffffffu, value, o);
+    const I i = __shfl_down_sync(0xffffffffu, index, o);
+    merge(v, i);
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  if (lane == 0) { shared_value[warp] = value; shared_index[warp] = index; }
+  __syncthreads();
+  if (warp == 0) {
+    index = -1;
+    if (lane < warps) { value = shared_value[lane]; index = shared_index[lane]; }
+    for (int o = 16; o > 0; o >>= 1) {
+      const X v = __shfl_down_sync(0xffffffffu, value, o);
+      const I i = __shfl_down_sync(0xffffffffu, index, o);
+      merge(v, i);
+    }
+    if (lane == 0) { shared_value[0] = value; shared_index[0] = index; }
+  }
+  __syncthreads();
+  value = shared_value[0];
+  index = shared_index[0];
+  __syncthreads();
+}
 // ---- end of preamble ----
 )CUDA";
 

@@ -69,6 +69,12 @@ std::string render_cuda(const jit::KernelProgram& program, IndexWidths widths) {
     case AnchorKind::kArgReduce:
       return assemble_module(w, widths, render_reduction(w));
     case AnchorKind::kRowNorm:
+      if (program.anchor_op == ops::OpKind::Cumsum) {
+        return assemble_module(w, widths, render_cumsum(w));
+      }
+      if (program.anchor_op == ops::OpKind::TopkIndices) {
+        return assemble_module(w, widths, render_topk(w));
+      }
       return assemble_module(w, widths, render_row_norm(w));
     case AnchorKind::kMatmul:
       return assemble_module(w, widths, render_matmul(w));

@@ -20,8 +20,18 @@ std::string render_pointwise(const KernelWriter& w);
 // (outer), optionally split over gridDim.y.
 std::string render_reduction(const KernelWriter& w);
 
-// Softmax, log_softmax, layer_norm and rms_norm: a block per row.
+// Row ops (kRowNorm), a block per row. Softmax, log_softmax, layer_norm and rms_norm:
 std::string render_row_norm(const KernelWriter& w);
+// cumsum: a block-wide scan over each chunk of the row, carried to the next;
+std::string render_cumsum(const KernelWriter& w);
+// topk_indices: k rounds of a block-wide select, each after the last one's pick.
+std::string render_topk(const KernelWriter& w);
+// Their shared parts (render_row_norm.cc): the row loop, opened with extent, rows and idx1
+// set to the row's start (the caller closes it), and inside it the row's cache in dynamic
+// shared memory (declare_row_cache: row_cache, and `persistent` when the launch gave room for the
+// whole row).
+std::string open_row_loop(const KernelWriter& w);
+std::string declare_row_cache(const std::string& cached);
 
 // Matmuls: tiled through shared memory (tensor cores or f32), or a thread per output.
 std::string render_matmul(const KernelWriter& w);

@@ -25,9 +25,10 @@ int64_t work_items(const jit::KernelProgram& p, const jit::KernelLaunch& l, int 
 
 constexpr int kDefaultSharedLimit = 48 * 1024;
 
-// A row norm's row, if it fits in kDefaultSharedLimit; nothing for other kernels.
+// The row of a row norm or topk, if it fits in kDefaultSharedLimit; nothing for other kernels
+// (cumsum reads each element once).
 int dynamic_shared_bytes(const jit::KernelProgram& p, const jit::KernelLaunch& l) {
-  if (p.anchor != jit::AnchorKind::kRowNorm) return 0;
+  if (p.anchor != jit::AnchorKind::kRowNorm || p.anchor_op == ops::OpKind::Cumsum) return 0;
   // The cache holds the operand's register type: float for f16, bf16 and f32, else 8 bytes.
   const DType operand = p.instrs[p.anchor_operands[0]].dtype;
   const int64_t element = jit::register_class(operand) == jit::RegisterClass::kFloat ? 4 : 8;

@@ -14,6 +14,31 @@ using ops::OpKind;
 // passes 2 and 3 read them back: the row crosses global memory once. Otherwise every pass
 // recomputes the row from global memory. Each thread touches the same positions k in every
 // pass, so the cache needs no barrier of its own.
+// The start of every row op: extent and rows, then a block-stride loop over the rows that
+// sets idx1 (space 1's index) to the row's first element; the caller closes the loop.
+std::string open_row_loop(const KernelWriter& w) {
+  const int axis = w.program().anchor_attrs.axis;
+  std::vector<int> row_dims;  // every dim but the axis: which row
+  for (int d = 0; d < w.rank(1); ++d) {
+    if (d != axis) row_dims.push_back(d);
+  }
+  const std::string extent =  // a 0-d x is one row of one element
+      w.rank(1) == 0 ? "(I)1" : absl::StrCat("(I)a.shape[1][", axis, "]");
+  return absl::StrCat("  const I extent = ", extent, ";\n  const I rows = (", w.numel(1),
+                      ") / (extent > 0 ? extent : (I)1);\n",
+                      "  for (I row = blockIdx.x; row < rows; row += gridDim.x) {\n", "    I idx1[",
+                      w.index_rank(), "] = {0};\n    ", w.unravel_dims(row_dims, "row"), "\n");
+}
+
+// Inside the row loop: the block's dynamic shared memory as a cache of the row's values of
+// C type `cached`, and whether the launch gave enough of it for the whole row.
+std::string declare_row_cache(const std::string& cached) {
+  return absl::StrCat("    ", cached, "* const row_cache = dynamic_shared<", cached, ">();\n",
+                      "    const bool persistent = (u64)dynamic_shared_bytes() >= (u64)extent * "
+                      "sizeof(",
+                      cached, ");\n");
+}
+
 std::string render_row_norm(const KernelWriter& w) {
   const KernelProgram& p = w.program();
   std::string s;
@@ -22,19 +47,9 @@ std::string render_row_norm(const KernelWriter& w) {
   const std::string t = register_type(p.anchor_dtype);
   const int operand = p.anchor_operands[0];
   const std::string cached = register_type(p.instrs[operand].dtype);
-  std::vector<int> row_dims;  // every dim but the axis: which row
-  for (int d = 0; d < w.rank(1); ++d) {
-    if (d != axis) row_dims.push_back(d);
-  }
-  absl::StrAppend(&s, "  __shared__ double shared[32];\n  const I extent = (I)a.shape[1][", axis,
-                  "];\n  const I rows = (", w.numel(1), ") / (extent > 0 ? extent : (I)1);\n",
-                  "  const double eps = ",
-                  p.anchor_param >= 0 ? absl::StrCat("a.p[", p.anchor_param, "]") : "0.0", ";\n  ",
-                  cached, "* const row_cache = dynamic_shared<", cached, ">();\n",
-                  "  const bool persistent = (u64)dynamic_shared_bytes() >= (u64)extent * sizeof(",
-                  cached, ");\n", "  for (I row = blockIdx.x; row < rows; row += gridDim.x) {\n",
-                  "    I idx1[", w.index_rank(), "] = {0};\n    ", w.unravel_dims(row_dims, "row"),
-                  "\n");
+  absl::StrAppend(&s, "  __shared__ double shared[32];\n  const double eps = ",
+                  p.anchor_param >= 0 ? absl::StrCat("a.p[", p.anchor_param, "]") : "0.0", ";\n",
+                  open_row_loop(w), declare_row_cache(cached));
   // Pass 1's value at k: from global memory through the prologue, kept in the cache.
   auto x_from_memory = [&](const std::string& k) {
     return absl::StrCat("      idx1[", axis, "] = ", k, ";\n", w.space_code(1, "idx1"),

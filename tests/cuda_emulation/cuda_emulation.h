@@ -276,6 +276,10 @@ T __shfl_down_sync(unsigned, T v, int delta) {
   return kiln_emulation::shuffle(v, [delta](int lane) { return lane + delta; });
 }
 template <class T>
+T __shfl_up_sync(unsigned, T v, int delta) {
+  return kiln_emulation::shuffle(v, [delta](int lane) { return lane - delta; });
+}
+template <class T>
 T __shfl_xor_sync(unsigned, T v, int mask) {
   return kiln_emulation::shuffle(v, [mask](int lane) { return lane ^ mask; });
 }
