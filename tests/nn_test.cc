@@ -81,6 +81,10 @@ TEST(NN, LinearIsXTimesWTransposedPlusB) {
   EXPECT_EQ(linear(x, w, b).to_vector<float>(), (std::vector<float>{-1.5f, 3, -1.5f, 12}));
   testing::expect_error([&] { linear(x, w.transpose(0, 1), b); },
                         {"[linear]", "w [out, in]", "f32[3, 2]"});
+  // Without a bias: the same rows less b.
+  EXPECT_EQ(linear(x, w).to_vector<float>(), (std::vector<float>{-2, 4, -2, 13}));
+  testing::expect_error([&] { linear(x, w.transpose(0, 1)); },
+                        {"[linear]", "w [out, in]", "f32[3, 2]"});
 }
 
 TEST(NN, NormsNeedFloatingDtypes) {

@@ -14,6 +14,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
 // x @ w.T + b with PyTorch's layout: w is [out, in], b is [out].
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
+Tensor linear(const Tensor& x, const Tensor& w);  // no bias (Llama's projections)
 // Rows of `table` [vocabulary, ...] for each id of `ids` (I32 or I64): take(table, ids, 0),
 // of shape ids.shape + table.shape[1:].
 Tensor embedding(const Tensor& table, const Tensor& ids);

@@ -44,4 +44,14 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   return matmul(x, w.transpose(0, 1)) + b;
 }
 
+Tensor linear(const Tensor& x, const Tensor& w) {
+  bool ok = x.defined() && w.defined() && x.ndim() >= 1 && w.ndim() == 2 &&
+            x.shape().back() == w.shape()[1];
+  if (!ok) {
+    throw Error(absl::StrCat("[linear] expected x [..., in], w [out, in] (x: ", type_of(x),
+                             ", w: ", type_of(w), ")"));
+  }
+  return matmul(x, w.transpose(0, 1));
+}
+
 }  // namespace kiln
