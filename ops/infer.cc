@@ -12,6 +12,7 @@
 #include "ops/custom_functions.h"
 #include "ops/gather.h"
 #include "ops/scalar_math.h"
+#include "ops/update_slice.h"
 
 namespace kiln::ops {
 namespace {
@@ -33,6 +34,8 @@ std::string operand_name(OpKind op, size_t index) {
       return index == 0 ? "x" : (index == 1 ? "weight" : "bias");
     case OpClass::kGather:
       return index == 0 ? "x" : "indices";
+    case OpClass::kUpdateSlice:
+      return index == 0 ? "x" : "update";
     case OpClass::kLeaf:
     case OpClass::kUnary:
     case OpClass::kCast:
@@ -536,6 +539,8 @@ absl::StatusOr<ValueType> infer_any(OpKind op, const std::vector<ValueType>& inp
       return infer_row_norm(op, inputs, attrs);
     case OpClass::kGather:
       return infer_gather(op, inputs, attrs);
+    case OpClass::kUpdateSlice:
+      return infer_update_slice(inputs, attrs);
   }
   return op_error(op, inputs, "unknown op class");
 }

@@ -26,6 +26,7 @@ enum class OpClass {
   kCustom,        // a user's elementwise function (ops/custom_functions.h), F32 in and out
   kCustomKernel,  // a user's whole kernel (ops/custom_functions.h): its own rules for all
   kGather,        // take take_along_axis: reads its first operand at positions its second holds
+  kUpdateSlice,   // update_slice: x with a range along one axis overwritten (ops/update_slice.h)
 };
 
 // X(Enum, name, class, arity): the enum, the name in trace files, errors and the public API
@@ -90,7 +91,7 @@ enum class OpClass {
   X(Contiguous, contiguous, kView, 1)
 
 // Everything else: ops with structure beyond one element (where, casts, reductions,
-// matmul, concat, row norms, custom code, gathers).
+// matmul, concat, row ops, custom code, gathers, update_slice).
 #define KILN_STRUCTURED_OPS(X)                      \
   X(Where, where, kWhere, 3)                        \
   X(Astype, astype, kCast, 1)                       \
@@ -111,7 +112,8 @@ enum class OpClass {
   X(Custom, custom, kCustom, -1)                    \
   X(CustomKernel, custom_kernel, kCustomKernel, -1) \
   X(Take, take, kGather, 2)                         \
-  X(TakeAlongAxis, take_along_axis, kGather, 2)
+  X(TakeAlongAxis, take_along_axis, kGather, 2)     \
+  X(UpdateSlice, update_slice, kUpdateSlice, 2)
 
 #define KILN_OPS(X) \
   KILN_LEAF_OPS(X) KILN_UNARY_OPS(X) KILN_BINARY_OPS(X) KILN_STRUCTURED_OPS(X) KILN_VIEW_OPS(X)

@@ -11,6 +11,7 @@
 #include "ops/gather.h"
 #include "ops/infer.h"
 #include "ops/scalar_math.h"
+#include "ops/update_slice.h"
 
 namespace kiln::ops {
 namespace {
@@ -514,6 +515,9 @@ std::shared_ptr<Buffer> evaluate_reference(OpKind op, const Attrs& attrs, const 
       break;
     case OpClass::kGather:
       evaluate_gather(op, attrs, out, inputs, *result);
+      break;
+    case OpClass::kUpdateSlice:
+      evaluate_update_slice(attrs, out, inputs, *result);
       break;
   }
   return result;

@@ -175,6 +175,60 @@ TEST(UpdateSlice, WritesTheRangeAndKeepsTheRest) {
   testing::expect_error([&] { update_slice(x, x, 2, 0); }, {"[update_slice]", "axis 2"});
 }
 
+// A 200-step decode loop writing one position per step: `start` is a launch parameter, so
+// steps after the second build no plan and compile nothing; the cache is written in place
+// (its handle is replaced each step), so the bytes allocated per step are the step's
+// input alone, never the cache's size. Every element is checked against a host copy.
+TEST(UpdateSlice, DecodeLoopReusesOnePlanAndWritesInPlace) {
+  std::mt19937_64 rng(testing::test_seed() + 6);
+  SCOPED_TRACE(testing::test_seed());
+  const int64_t heads = 2, capacity = 200, dim = 8;
+  const int64_t cache_bytes = heads * capacity * dim * 4, step_bytes = heads * dim * 4;
+  std::vector<float> want(heads * capacity * dim, 0.0f);
+  Tensor cache = Tensor::zeros({heads, capacity, dim}).eval();
+  Stats after_second{};
+  for (int64_t pos = 0; pos < capacity; ++pos) {
+    const std::vector<float> step = testing::random_floats(heads * dim, rng);
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t d = 0; d < dim; ++d) want[(h * capacity + pos) * dim + d] = step[h * dim + d];
+    }
+    const Stats before = stats();
+    cache = update_slice(cache, Tensor::from_vector(step, {heads, 1, dim}), 1, pos);
+    cache.eval();
+    const Stats now = stats();
+    ASSERT_EQ(now.bytes_allocated - before.bytes_allocated, step_bytes)
+        << "step " << pos << ": only the step's input is allocated (the cache is " << cache_bytes
+        << " bytes)";
+    ASSERT_EQ(now.kernels_launched - before.kernels_launched, 1) << "step " << pos;
+    if (pos == 1) after_second = now;
+  }
+  const Stats end = stats();
+  EXPECT_EQ(end.plans_built, after_second.plans_built) << "a plan was built after step 2";
+  EXPECT_EQ(end.kernels_compiled, after_second.kernels_compiled);
+  EXPECT_EQ(cache.to_vector<float>(), want);
+}
+
+// In place only when nothing else can see x: a kept handle, or a pending op that reads x,
+// still sees the old values (then the kernel writes into a copy).
+TEST(UpdateSlice, KeepsXWhenSomethingStillSeesIt) {
+  Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {4}).eval();
+  Tensor kept = x;
+  Tensor pending = x * 10.0;
+  const Stats before = stats();
+  x = update_slice(x, Tensor::from_vector(std::vector<float>{-1, -2}, {2}), 0, 1);
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1, -1, -2, 4}));
+  EXPECT_GE(stats().bytes_allocated - before.bytes_allocated, 16) << "a copy of x";
+  EXPECT_EQ(kept.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(pending.to_vector<float>(), (std::vector<float>{10, 20, 30, 40}));
+  // Without the kept handle and the pending reader, the next write is in place.
+  kept = Tensor();
+  pending = Tensor();
+  const Stats again = stats();
+  x = update_slice(x, Tensor::from_vector(std::vector<float>{9}, {1}), 0, 0);
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{9, -1, -2, 4}));
+  EXPECT_EQ(stats().bytes_allocated - again.bytes_allocated, 4) << "only the update";
+}
+
 TEST(Take, TraceFilesDumpLoadAndReplay) {
   Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor i = Tensor::from_vector(std::vector<int32_t>{2, -3}, {2});

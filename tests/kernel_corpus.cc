@@ -20,6 +20,7 @@ std::vector<Tensor> kernel_corpus() {
     outs.push_back(cumsum(v * 2.0, 1) + 1.0);
     outs.push_back(topk(x, 3, 1).values * 2.0);
     outs.push_back(topk(v, 2, 0, /*largest=*/false).indices);
+    outs.push_back(update_slice(v, x.reshape({1, 4, 6}) * 2.0, 0, 3));
     outs.push_back(relu(matmul(x, m) + 1.0).astype(DType::F32));
     outs.push_back(matmul(v, m));
     outs.push_back(matmul(w, m));
@@ -40,6 +41,7 @@ std::vector<Tensor> kernel_corpus() {
     outs.push_back(max(a, {1}, true));
     outs.push_back(argmin(a, 0));
     outs.push_back(cumsum(a, 1));
+    outs.push_back(update_slice(a, b.reshape({1, 4}), 0, 1));
     outs.push_back(concat({a, a}, 0));
     outs.push_back((a / (b + 1.0)).astype(dt));
     if (dt != DType::Bool) {

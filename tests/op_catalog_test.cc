@@ -584,6 +584,34 @@ std::vector<Program> topk_programs(Inputs& in) {
   return {p};
 }
 
+// update_slice: every dtype in turn along each axis, updates of another dtype (cast), a
+// computed update (the prologue fuses), a computed x (a copy is written), two writes in a
+// row, and a whole-axis write.
+std::vector<Program> update_slice_programs(Inputs& in) {
+  Program p{"every dtype and axis, casts, computed x and update, chained writes"};
+  int turn = 0;
+  for (DType dt : kAllDtypes) {
+    const int axis = turn % 3;
+    const DType other = kAllDtypes[(turn + 3) % std::size(kAllDtypes)];
+    ++turn;
+    std::vector<int64_t> shape = {3, 6, 4};
+    Tensor x = in.random(dt, shape);
+    shape[axis] = 2;
+    const int64_t start = turn % 2 == 0 ? 0 : x.shape()[axis] - 2;
+    p.add(call(OpKind::UpdateSlice, {dt, other}, absl::StrCat(" axis ", axis, " start ", start)),
+          update_slice(x, in.random(other, shape), axis - 3, start));
+  }
+  Tensor cache = in.random(DType::F32, {2, 8, 5}, Values::kPlain);
+  Tensor step = in.random(DType::F32, {2, 1, 5}, Values::kPlain);
+  p.add("update_slice(f32, exp(f32) * 2) at 3", update_slice(cache, exp(step) * 2.0, 1, 3));
+  p.add("update_slice(f32 + 1, f32) at 7: a computed x", update_slice(cache + 1.0, step, 1, 7));
+  p.add("update_slice twice, then * 3",
+        update_slice(update_slice(cache, step, 1, 0), step * -1.0, 1, 1) * 3.0);
+  p.add("update_slice(f16, f16) the whole axis",
+        update_slice(in.random(DType::F16, {4, 3}), in.random(DType::F16, {4, 3}), 1, 0));
+  return {p};
+}
+
 // Leaves, every dtype each takes: a realized input, constants, arange, random numbers.
 std::vector<Program> leaf_programs(OpKind op, Inputs& in) {
   Program p{"every dtype"};
@@ -800,6 +828,7 @@ const std::map<OpKind, Builder>& builders() {
     m[OpKind::Concat] = concat_programs;
     m[OpKind::Cumsum] = cumsum_programs;
     m[OpKind::TopkIndices] = topk_programs;
+    m[OpKind::UpdateSlice] = update_slice_programs;
     for (OpKind op : {OpKind::Take, OpKind::TakeAlongAxis}) {
       m[op] = [op](Inputs& in) { return gather_programs(op, in); };
     }

@@ -35,55 +35,11 @@ TopK topk(const Tensor& x, int64_t k, int axis, bool largest) {
   return TopK{take_along_axis(x, indices, axis), indices};
 }
 
-namespace {
-
-std::string described(const char* name, const Tensor& t) {
-  return absl::StrCat(name, ": ", dtype_name(t.dtype()), ops::format_shape(t.shape()));
-}
-
-[[noreturn]] void update_slice_error(const Tensor& x, const Tensor& update,
-                                     const std::string& why) {
-  throw Error(absl::StrCat("[update_slice] ", why, " (", described("x", x), ", ",
-                           described("update", update), ")"));
-}
-
-}  // namespace
-
-// For now a concat of x's parts around the update (so it fuses and runs on every device);
-// docs/semantics.md says what is still to come (start as a launch parameter, in place).
 Tensor update_slice(const Tensor& x, const Tensor& update, int axis, int64_t start) {
-  if (!x.defined() || !update.defined()) {
-    throw Error("[update_slice] an input tensor is empty (undefined)");
-  }
-  const int rank = x.ndim();
-  if (update.ndim() != rank) {
-    update_slice_error(x, update, absl::StrCat("update must have x's rank ", rank));
-  }
-  if (axis < -rank || axis >= rank) {
-    update_slice_error(x, update,
-                       absl::StrCat("axis ", axis, " is out of range for rank ", rank,
-                                    " (expected ", -rank, " <= axis < ", rank, ")"));
-  }
-  if (axis < 0) axis += rank;
-  for (int d = 0; d < rank; ++d) {
-    if (d != axis && update.shape()[d] != x.shape()[d]) {
-      update_slice_error(x, update,
-                         absl::StrCat("dim ", d, " of update must equal x's (", x.shape()[d], ")"));
-    }
-  }
-  const int64_t extent = x.shape()[axis];
-  const int64_t length = update.shape()[axis];
-  if (start < 0 || start > extent - length) {
-    update_slice_error(x, update,
-                       absl::StrCat("start ", start, " puts [", start, ", ", start + length,
-                                    ") outside axis ", axis, " of extent ", extent,
-                                    " (expected 0 <= start <= ", extent - length, ")"));
-  }
-  std::vector<Tensor> parts;
-  if (start > 0) parts.push_back(x.slice(axis, 0, start));
-  parts.push_back(update.dtype() == x.dtype() ? update : update.astype(x.dtype()));
-  if (start + length < extent) parts.push_back(x.slice(axis, start + length, extent));
-  return parts.size() == 1 ? parts[0] : concat(parts, axis);
+  ops::Attrs attrs;
+  attrs.axis = axis;
+  attrs.start = start;
+  return jit::record(ops::OpKind::UpdateSlice, {x, update}, std::move(attrs));
 }
 
 }  // namespace kiln

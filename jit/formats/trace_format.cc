@@ -68,6 +68,10 @@ json attrs_to_json(OpKind op, const ops::Attrs& a) {
     case OpClass::kGather:
       j["axis"] = a.axis;
       break;
+    case OpClass::kUpdateSlice:
+      j["axis"] = a.axis;
+      j["start"] = a.start;
+      break;
     case OpClass::kView:
       if (op == OpKind::Permute) j["axes"] = a.axes;
       if (op == OpKind::Reshape || op == OpKind::BroadcastTo) j["shape"] = a.shape;
@@ -140,6 +144,10 @@ absl::StatusOr<ops::Attrs> attrs_from_json(OpKind op, const json& j) {
     case OpClass::kConcat:
     case OpClass::kGather:
       read("axis", a.axis, true);
+      break;
+    case OpClass::kUpdateSlice:
+      read("axis", a.axis, true);
+      read("start", a.start, true);
       break;
     case OpClass::kView:
       if (op == OpKind::Permute) read("axes", a.axes, true);

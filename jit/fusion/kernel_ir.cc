@@ -52,6 +52,8 @@ const char* anchor_name(AnchorKind anchor) {
       return "concat";
     case AnchorKind::kCustomKernel:
       return "custom_kernel";
+    case AnchorKind::kUpdateSlice:
+      return "update_slice";
   }
   return "?";
 }
@@ -68,7 +70,10 @@ std::string KernelProgram::to_string() const {
       absl::StrAppend(&out, anchor_attrs.largest ? " largest" : " smallest");
     }
     absl::StrAppend(&out, " operands=[", absl::StrJoin(anchor_operands, ","), "]");
-    if (anchor_param >= 0) absl::StrAppend(&out, " eps=p", anchor_param);
+    if (anchor_param >= 0) {
+      absl::StrAppend(&out, anchor == AnchorKind::kUpdateSlice ? " start=p" : " eps=p",
+                      anchor_param);
+    }
     if (anchor == AnchorKind::kCustomKernel) {
       const ops::CustomKernel* k = ops::custom_kernel(anchor_attrs.function);
       absl::StrAppendFormat(&out, " kernel=%s#%016x", k->name, k->source_hash);

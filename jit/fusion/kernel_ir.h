@@ -60,7 +60,19 @@ struct Instr {
 
 // kCustomKernel is a user's whole kernel: nothing fuses into it, it has no instructions, and
 // anchor_attrs.function names it (ops/custom_functions.h).
-enum class AnchorKind { kNone, kReduce, kArgReduce, kRowNorm, kMatmul, kConcat, kCustomKernel };
+// kUpdateSlice writes its operand (the update, space 1) into output 0 at anchor_param's
+// position along anchor_attrs.axis; output 0 starts as input 0 (x) and the rest of it is
+// not written (the backend aliases or copies x's buffer first).
+enum class AnchorKind {
+  kNone,
+  kReduce,
+  kArgReduce,
+  kRowNorm,
+  kMatmul,
+  kConcat,
+  kCustomKernel,
+  kUpdateSlice
+};
 
 struct Store {
   int value;   // a space-0 instruction
@@ -74,7 +86,7 @@ struct KernelProgram {
   ops::Attrs anchor_attrs;                 // axes/keepdims/axis (never sizes)
   DType anchor_dtype = DType::F32;         // the anchor's result dtype
   std::vector<int> anchor_operands;        // operand k: an instruction in space k+1
-  int anchor_param = -1;                   // layer_norm/rms_norm: eps parameter slot
+  int anchor_param = -1;                   // eps (layer_norm rms_norm), start (update_slice)
   std::vector<int> space_ranks;            // rank of each space
   std::vector<DType> input_dtypes;         // per input slot
   std::vector<DType> output_dtypes;        // per output slot

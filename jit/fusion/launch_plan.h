@@ -37,10 +37,24 @@ struct LaunchPlan {
 struct PlanArguments {
   std::vector<std::shared_ptr<runtime::Buffer>> inputs;  // per trace input slot
   std::vector<double> params;                            // per trace parameter slot
+  // Per input slot (empty: none): nothing outside this run can see the buffer any more, so
+  // an update_slice may write it in place (donatable_inputs).
+  std::vector<bool> donated;
 };
 
 // The arguments of `trace` as recorded: its realized inputs' buffers and its scalars.
 PlanArguments arguments_of(const Trace& trace);
+
+// Which input slots of `trace` the run computing `targets` may overwrite: the x of an
+// update_slice target when that update_slice is the only holder of x (the caller's handle
+// was replaced, as in `cache = update_slice(cache, ...)`), x's buffer is x's alone, and the
+// update does not read x. After the sync x is gone, so nobody can see the difference.
+std::vector<bool> donatable_inputs(const Trace& trace, const std::vector<detail::Node*>& targets);
+
+// The plan input slot whose buffer update_slice kernel `l` may write in place (its x,
+// input 0, marked in `donated`: PlanArguments::donated), or -1: then its output starts as
+// a copy of x.
+int donated_slot(const LaunchPlan& plan, const std::vector<bool>& donated, const KernelLaunch& l);
 
 // KILN_RECORD_CUDA_DIR writes every new kernel's CUDA source; tests that plan thousands of
 // random kernels pause it after a sample (scripts/test.sh compiles what was recorded).

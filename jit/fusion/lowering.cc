@@ -92,7 +92,12 @@ class Lowerer {
       prog.anchor_dtype = a.type->dtype;
       if (a.param_slot >= 0) prog.anchor_param = param_slot(a.param_slot);
       record_computed_node(anchor);
-      for (int arg : a.args) {
+      std::vector<int> operands(a.args.begin(), a.args.end());
+      if (a.op == OpKind::UpdateSlice) {
+        input_slot(a.args[0]);  // x: input 0, the buffer output 0 starts as
+        operands = {a.args[1]};
+      }
+      for (int arg : operands) {
         const Shape& s = trace_.nodes[arg].type->shape;
         int space = static_cast<int>(launch.spaces.size());
         launch.spaces.push_back(s);
@@ -421,6 +426,7 @@ class Lowerer {
       case OpClass::kConcat:
       case OpClass::kRowNorm:
       case OpClass::kCustomKernel:
+      case OpClass::kUpdateSlice:
         throw std::logic_error(
             absl::StrCat("internal error: ", ops::op_name(n.op), " inlined as elementwise"));
     }

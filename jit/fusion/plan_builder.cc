@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <mutex>
@@ -96,6 +97,30 @@ PlanArguments arguments_of(const Trace& trace) {
   for (const detail::Node* input : trace.inputs) args.inputs.push_back(input->buffer);
   args.params = trace.params;
   return args;
+}
+
+std::vector<bool> donatable_inputs(const Trace& trace, const std::vector<detail::Node*>& targets) {
+  std::vector<bool> donated(trace.inputs.size(), false);
+  for (const detail::Node* target : targets) {
+    if (target->op != ops::OpKind::UpdateSlice || target->realized()) continue;
+    const std::shared_ptr<detail::Node>& x = target->inputs[0];
+    if (!x->realized() || x.use_count() != 1 || target->inputs[1] == x ||
+        x->buffer.use_count() != 1) {
+      continue;
+    }
+    const auto slot = std::find(trace.inputs.begin(), trace.inputs.end(), x.get());
+    if (slot != trace.inputs.end()) donated[slot - trace.inputs.begin()] = true;
+  }
+  return donated;
+}
+
+int donated_slot(const LaunchPlan& plan, const std::vector<bool>& donated, const KernelLaunch& l) {
+  for (size_t slot = 0; slot < donated.size(); ++slot) {
+    if (donated[slot] && plan.input_nodes[slot] == l.inputs[0]) {
+      return static_cast<int>(slot);
+    }
+  }
+  return -1;
 }
 
 std::shared_ptr<const LaunchPlan> build_plan(const Trace& trace) {

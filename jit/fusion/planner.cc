@@ -54,6 +54,10 @@ class Planner {
         materialize(node.args[0], "a gather reads it at data-dependent positions");
       } else if (node.op == ops::OpKind::Contiguous) {
         materialize(i, "contiguous() gives it a row-major buffer of its own");
+      } else if (node.op == ops::OpKind::UpdateSlice) {
+        // Its kernel writes only the update's elements, into x's buffer (or a copy of it).
+        materialize(i, "update_slice writes into a buffer that starts as x");
+        materialize(node.args[0], "update_slice writes its update into x's buffer (or a copy)");
       }
     }
     for (int f : forced)
@@ -329,6 +333,8 @@ AnchorKind anchor_kind(ops::OpKind op) {
       return AnchorKind::kConcat;
     case OpClass::kCustomKernel:
       return AnchorKind::kCustomKernel;
+    case OpClass::kUpdateSlice:
+      return AnchorKind::kUpdateSlice;
     case OpClass::kLeaf:
     case OpClass::kUnary:
     case OpClass::kBinary:

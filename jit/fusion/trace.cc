@@ -40,6 +40,9 @@ void append_structure(ops::OpKind op, const ops::ValueType& type, const ops::Att
     case ops::OpClass::kRowNorm:  // topk's k is its result's extent, part of the key anyway
       out.insert(out.end(), {a.axis, a.largest});
       break;
+    case ops::OpClass::kUpdateSlice:  // start is a parameter
+      out.push_back(a.axis);
+      break;
     case ops::OpClass::kCast:
       out.push_back(static_cast<int64_t>(a.dtype));
       break;
@@ -142,6 +145,9 @@ class TraceBuilder {
       if (tn.op == ops::OpKind::LayerNorm || tn.op == ops::OpKind::RmsNorm) {
         trace_.params.push_back(done->attrs.eps);
       }
+      if (tn.op == ops::OpKind::UpdateSlice) {
+        trace_.params.push_back(static_cast<double>(done->attrs.start));
+      }
     }
     mark(done, static_cast<int>(trace_.nodes.size()));
     trace_.nodes.push_back(std::move(tn));
@@ -177,10 +183,10 @@ class TraceBuilder {
 }  // namespace
 
 int param_count(ops::OpKind op) {
-  // A constant's value, a random leaf's seed, a norm's epsilon.
+  // A constant's value, a random leaf's seed, a norm's epsilon, update_slice's start.
   const bool has_scalar = op == ops::OpKind::Constant || op == ops::OpKind::Rand ||
                           op == ops::OpKind::Randn || op == ops::OpKind::LayerNorm ||
-                          op == ops::OpKind::RmsNorm;
+                          op == ops::OpKind::RmsNorm || op == ops::OpKind::UpdateSlice;
   return has_scalar ? 1 : 0;
 }
 

@@ -7,14 +7,14 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "jit/graph/env_options.h"
+#include "jit/formats/sync_dump.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/plan_cache.h"
-#include "runtime/stats_counters.h"
-#include "jit/formats/sync_dump.h"
 #include "jit/fusion/trace.h"
+#include "jit/graph/env_options.h"
 #include "kiln/error.h"
 #include "runtime/backend.h"
+#include "runtime/stats_counters.h"
 
 namespace kiln::jit {
 
@@ -38,7 +38,10 @@ void run_targets(const std::vector<detail::Node*>& targets, SyncCapture* capture
   if (hit) runtime::counters().plan_cache_hits += 1;
   if (options.dump_plan || options.dump_kernels) dump_sync_plan(&dump_folder, *plan);
 
+  // Decided before arguments_of holds the input buffers too.
+  std::vector<bool> donated = donatable_inputs(trace, targets);
   PlanArguments args = arguments_of(trace);
+  args.donated = std::move(donated);
   std::vector<std::shared_ptr<runtime::Buffer>> buffers;
   try {
     buffers = runtime::backend_for(device).run(*plan, args);
@@ -50,6 +53,7 @@ void run_targets(const std::vector<detail::Node*>& targets, SyncCapture* capture
   // Only now, with every result in hand, does any node change.
   for (size_t i = 0; i < targets.size(); ++i) targets[i]->realize(std::move(buffers[i]));
   if (capture != nullptr) {
+    args.donated.clear();  // a replay's inputs are the caller's: never donated
     capture->plan = plan;
     capture->input_nodes.assign(trace.inputs.begin(), trace.inputs.end());
     capture->args = std::move(args);

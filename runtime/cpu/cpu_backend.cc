@@ -1,5 +1,6 @@
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -41,6 +42,16 @@ double flops(const jit::KernelProgram& p, const jit::KernelLaunch& l) {
   return total;
 }
 
+// A buffer of `bytes` from the released intermediates when one fits exactly, else a new one.
+std::shared_ptr<Buffer> recycled(std::multimap<int64_t, std::shared_ptr<Buffer>>& pool,
+                                 int64_t bytes) {
+  auto it = pool.find(bytes);
+  if (it == pool.end()) return std::make_shared<Buffer>(bytes);
+  std::shared_ptr<Buffer> b = std::move(it->second);
+  pool.erase(it);
+  return b;
+}
+
 class CpuBackend final : public Backend {
  public:
   std::vector<std::shared_ptr<Buffer>> run(const jit::LaunchPlan& plan,
@@ -58,17 +69,15 @@ class CpuBackend final : public Backend {
       for (int n : l.inputs) ins.push_back(buffers.at(n).get());
       std::vector<Buffer*> outs;
       for (int n : l.outputs) {
-        const int64_t bytes = plan.node_bytes[n];
-        auto it = pool.find(bytes);
-        std::shared_ptr<Buffer> b;
-        if (it != pool.end()) {
-          b = std::move(it->second);
-          pool.erase(it);
+        if (pk.program->anchor != jit::AnchorKind::kUpdateSlice) {
+          buffers[n] = recycled(pool, plan.node_bytes[n]);
+        } else if (jit::donated_slot(plan, args.donated, l) >= 0) {
+          buffers[n] = buffers.at(l.inputs[0]);  // x's own buffer, written in place
         } else {
-          b = std::make_shared<Buffer>(bytes);
+          buffers[n] = recycled(pool, plan.node_bytes[n]);  // a copy of x
+          std::memcpy(buffers[n]->data(), ins[0]->data(), static_cast<size_t>(ins[0]->nbytes()));
         }
-        outs.push_back(b.get());
-        buffers[n] = std::move(b);
+        outs.push_back(buffers[n].get());
       }
       std::vector<double> params;
       params.reserve(l.params.size());

@@ -29,6 +29,8 @@ void execute_kernel(const jit::KernelProgram& program, const jit::KernelLaunch& 
       return run_concat(program, launch, inputs, outputs, params);
     case jit::AnchorKind::kCustomKernel:
       return run_custom_kernel(program, launch, inputs, outputs);
+    case jit::AnchorKind::kUpdateSlice:
+      return run_update_slice(program, launch, inputs, outputs, params);
   }
 }
 

@@ -39,6 +39,11 @@ void run_topk_indices(const jit::KernelProgram& program, const jit::KernelLaunch
                       const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
                       const std::vector<double>& params);
 
+// update_slice: the update written into output 0, which already holds x (kUpdateSlice).
+void run_update_slice(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                      const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
+                      const std::vector<double>& params);
+
 // A batched, broadcasting matmul on Eigen's GEMM, then the epilogue (kMatmul).
 void run_matmul(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                 const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,

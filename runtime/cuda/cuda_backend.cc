@@ -248,7 +248,7 @@ class CudaBackend final : public Backend {
     }
     const bool gathers = plan_gathers(plan);
     if (gathers) reset_index_error();
-    launch_kernels(plan, functions, args.params, buffers, /*keep=*/nullptr);
+    launch_kernels(plan, functions, args.params, args.donated, buffers, /*keep=*/nullptr);
     if (gathers) check_index_error();
     std::vector<std::shared_ptr<Buffer>> results;
     for (int o : plan.outputs) results.push_back(buffers.at(o));
@@ -406,7 +406,7 @@ class CudaBackend final : public Backend {
     const int64_t launched_before = runtime::counters().kernels_launched;
     CUgraph graph = nullptr;
     try {
-      launch_kernels(plan, functions, params, buffers, &g.owned);
+      launch_kernels(plan, functions, params, /*donated=*/{}, buffers, &g.owned);
     } catch (...) {
       d.stream_end_capture(device_.stream(), &graph);
       if (graph != nullptr) d.graph_destroy(graph);
@@ -437,9 +437,11 @@ class CudaBackend final : public Backend {
   // and receives every node it computes. Each kernel's intermediates are released after their
   // last reader (stream order makes reuse safe), unless `keep` collects every buffer written
   // (for a graph, whose replays write them again).
+  // An update_slice's output starts as its x: x's own buffer where `donated` allows
+  // (jit::donated_slot), else a copy.
   void launch_kernels(const jit::LaunchPlan& plan, const std::vector<CUfunction>& functions,
-                      const std::vector<double>& plan_params, Buffers& buffers,
-                      std::vector<std::shared_ptr<Buffer>>* keep) {
+                      const std::vector<double>& plan_params, const std::vector<bool>& donated,
+                      Buffers& buffers, std::vector<std::shared_ptr<Buffer>>* keep) {
     auto allocate = [&](int64_t bytes) {
       std::shared_ptr<Buffer> b = device_.allocate(bytes);
       if (keep != nullptr) keep->push_back(b);
@@ -451,7 +453,14 @@ class CudaBackend final : public Backend {
       std::vector<uint64_t> ins, outs;
       for (int n : l.inputs) ins.push_back(buffers.at(n)->device_pointer());
       for (int n : l.outputs) {
-        buffers[n] = allocate(plan.node_bytes[n]);
+        if (pk.program->anchor != jit::AnchorKind::kUpdateSlice) {
+          buffers[n] = allocate(plan.node_bytes[n]);
+        } else if (jit::donated_slot(plan, donated, l) >= 0) {
+          buffers[n] = buffers.at(l.inputs[0]);
+        } else {
+          buffers[n] = allocate(plan.node_bytes[n]);
+          copy_on_device(*buffers[n], *buffers.at(l.inputs[0]));
+        }
         outs.push_back(buffers[n]->device_pointer());
       }
       if (pk.program->anchor == jit::AnchorKind::kCustomKernel) {

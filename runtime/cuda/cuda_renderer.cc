@@ -80,6 +80,8 @@ std::string render_cuda(const jit::KernelProgram& program, IndexWidths widths) {
       return assemble_module(w, widths, render_matmul(w));
     case AnchorKind::kConcat:
       return assemble_module(w, widths, render_concat(w));
+    case AnchorKind::kUpdateSlice:
+      return assemble_module(w, widths, render_update_slice(w));
     case AnchorKind::kCustomKernel:
       return render_custom_kernel(program);
   }

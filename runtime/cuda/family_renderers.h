@@ -39,6 +39,9 @@ std::string render_matmul(const KernelWriter& w);
 // Concat: a thread per output element.
 std::string render_concat(const KernelWriter& w);
 
+// update_slice: a thread per element of the update, written at start into x's buffer.
+std::string render_update_slice(const KernelWriter& w);
+
 // A user's custom kernel: the whole module, its own source after the argument struct and
 // before a check of its signature; a comment for a CPU-only kernel.
 std::string render_custom_kernel(const jit::KernelProgram& program);

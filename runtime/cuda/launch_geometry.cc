@@ -20,6 +20,9 @@ int64_t work_items(const jit::KernelProgram& p, const jit::KernelLaunch& l, int 
     return mm.batches * ((mm.m + 63) / 64) * ((mm.n + 63) / 64);
   }
   if (p.anchor == jit::AnchorKind::kRowNorm) return jit::row_norm_shape(p, l).rows();
+  if (p.anchor == jit::AnchorKind::kUpdateSlice) {  // a thread per element of the update
+    return (ops::numel(l.spaces[1]) + block - 1) / block;
+  }
   return (out + block - 1) / block;
 }
 

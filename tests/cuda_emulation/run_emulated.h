@@ -103,6 +103,10 @@ inline std::vector<std::shared_ptr<runtime::Buffer>> run_emulated_plan(
     for (int n : pk.launch.outputs) {
       auto b = std::make_shared<runtime::Buffer>(plan.node_bytes[n]);
       std::memset(b->data(), 0xff, static_cast<size_t>(b->nbytes()));  // poison
+      if (pk.program->anchor == jit::AnchorKind::kUpdateSlice) {       // starts as x, as on a GPU
+        const runtime::Buffer& x = *buffers.at(pk.launch.inputs[0]);
+        std::memcpy(b->data(), x.data(), static_cast<size_t>(x.nbytes()));
+      }
       outs.push_back(reinterpret_cast<uint64_t>(b->data()));
       buffers[n] = b;
     }

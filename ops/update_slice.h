@@ -1,0 +1,32 @@
+// update_slice(x, update, axis, start): x with x[start : start + update.shape[axis]] along
+// axis replaced by update, cast to x's dtype (a KV cache write). What every layer shares
+// about it: the shape rule with its errors, and the reference evaluation.
+//
+// `start` is the node's scalar parameter (jit/fusion/trace.h), not part of the plan key: a
+// decode loop that writes position 0, 1, 2, ... reuses one plan. Its kernel writes only the
+// update's elements, into x's own buffer when nothing else can see x (docs/fusion.md), else
+// into a copy of x.
+#ifndef KILN_OPS_UPDATE_SLICE_H_
+#define KILN_OPS_UPDATE_SLICE_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ops/attrs.h"
+#include "ops/reference_evaluator.h"
+#include "ops/value_type.h"
+#include "runtime/buffer.h"
+
+namespace kiln::ops {
+
+// x's type; attrs.axis made non-negative. Errors name the operands: a rank or a dim that
+// differs from x's, an axis out of range, or a range [start, start + length) outside x.
+absl::StatusOr<ValueType> infer_update_slice(const std::vector<ValueType>& in, Attrs& attrs);
+
+// The reference: a copy of x, then update's elements at start along the axis.
+void evaluate_update_slice(const Attrs& attrs, const ValueType& out,
+                           const std::vector<HostValue>& in, runtime::Buffer& result);
+
+}  // namespace kiln::ops
+
+#endif  // KILN_OPS_UPDATE_SLICE_H_

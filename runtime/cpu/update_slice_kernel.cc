@@ -1,0 +1,41 @@
+// update_slice (kUpdateSlice): the update's elements, computed through the prologue, written
+// into output 0 at `start` along the axis. Output 0 already holds x (the backend hands it
+// x's own buffer or a copy), so nothing else is written: the cost is the update's size,
+// whatever x's.
+#include <cstdint>
+
+#include "runtime/cpu/kernel_families.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::runtime::cpu {
+
+void run_update_slice(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                      const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
+                      const std::vector<double>& params) {
+  const ops::Shape& x = launch.spaces[0];
+  const ops::Shape& update = launch.spaces[1];
+  const int axis = program.anchor_attrs.axis;
+  const auto start = static_cast<int64_t>(params[program.anchor_param]);
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < static_cast<int>(update.size()); ++d) {
+    if (d < axis) outer *= update[d];
+    if (d > axis) inner *= update[d];
+  }
+  // Per outer index, the update's rows are one contiguous run of x: [start, start + length)
+  // along the axis times everything inside it.
+  const int64_t run = (update.empty() ? 1 : update[axis]) * inner;
+  const int64_t extent = x.empty() ? 1 : x[axis];
+  if (run == 0) return;
+  const int operand = program.anchor_operands[0];
+  Buffer& out = *outputs[0];
+  const DType dtype = program.output_dtypes[0];
+  parallel_for(outer, std::max<int64_t>(1, 16384 / run), [&](int64_t o0, int64_t o1) {
+    TileEvaluator ev(program, launch, inputs, params, nullptr);
+    for (int64_t o = o0; o < o1; ++o) {
+      ev.run(1, o * run, run);
+      ev.store(operand, out, dtype, (o * extent + start) * inner, run);
+    }
+  });
+}
+
+}  // namespace kiln::runtime::cpu
