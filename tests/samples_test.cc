@@ -146,8 +146,10 @@ TEST(TextGeneration, EveryDecodeStepMatchesTheReferenceEvaluator) {
   std::vector<int64_t> tokens(5);
   for (int64_t& t : tokens) t = static_cast<int64_t>(rng() % 256);
   Tensor input = Tensor::from_vector(tokens, {1, 5});
+  int64_t plans_at_third_step = 0;
   for (int step = 0; step < 7; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
+    if (step == 3) plans_at_third_step = stats().plans_built;  // steps 1, 2: the decode plan
     const Tensor logits = samples::llama_forward(w, cache, input);
     const std::vector<Tensor> outputs = samples::step_outputs(logits, cache);
     std::vector<std::vector<double>> want;
@@ -167,6 +169,7 @@ TEST(TextGeneration, EveryDecodeStepMatchesTheReferenceEvaluator) {
     input = Tensor::from_vector(std::vector<int64_t>{next}, {1, 1});
   }
   EXPECT_EQ(cache.length, 11);
+  EXPECT_EQ(stats().plans_built, plans_at_third_step) << "decode steps share one plan";
 }
 
 // Decoding one token at a time through the cache computes what one pass over the whole
@@ -205,6 +208,8 @@ TEST_F(SamplesTest, TextGenerationPrintsGreedyAndSampledTokens) {
   EXPECT_NE(r.output.find("greedy:"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("top-5"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("tokens/s"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("plans built by decode steps after the second: 0"), std::string::npos)
+      << r.output;
 }
 
 TEST(TransformerBlock, MatchesTheReferenceEvaluator) {
