@@ -1,6 +1,7 @@
-// A KV cache write per decode step (update_slice) against the cache's capacity: in place,
+// A decode step against the KV cache's capacity. The cache write (update_slice): in place,
 // a step costs the update's size whatever the capacity; with the old cache still held (so
-// the write goes into a copy) it costs the whole cache. Results: bench/RESULTS.md.
+// the write goes into a copy) it costs the whole cache. Then a whole step of the Llama-style
+// decoder of samples/llama.h. Results: bench/RESULTS.md.
 //
 //   build-bench/bench/decode_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only
 #include <benchmark/benchmark.h>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "samples/llama.h"
 
 namespace {
 
@@ -15,13 +17,16 @@ using kiln::Tensor;
 
 constexpr int64_t kHeads = 8, kDim = 64;
 
-// cache = update_slice(cache, step, 1, pos): the handle is replaced, so the write is in place.
-void BM_CacheWriteInPlace(benchmark::State& state) {
+// One decode step per iteration: cache = update_slice(cache, step, 1, pos). When
+// `hold_previous`, the previous cache is still referenced, so the write goes into a copy;
+// otherwise the handle is replaced and the write is in place.
+void cache_writes(benchmark::State& state, bool hold_previous) {
   const int64_t capacity = state.range(0);
   Tensor cache = Tensor::zeros({kHeads, capacity, kDim}).eval();
   const Tensor step = Tensor::ones({kHeads, 1, kDim}).eval();
   int64_t pos = 0;
   for (auto _ : state) {
+    const Tensor previous = hold_previous ? cache : Tensor();
     cache = kiln::update_slice(cache, step, 1, pos);
     cache.eval();
     pos = (pos + 1) % capacity;
@@ -29,23 +34,29 @@ void BM_CacheWriteInPlace(benchmark::State& state) {
   state.counters["cache_MiB"] = static_cast<double>(kHeads * capacity * kDim * 4) / (1 << 20);
 }
 
-// The same step while the previous cache is still held: each write copies the cache.
-void BM_CacheWriteWithOldCacheHeld(benchmark::State& state) {
-  const int64_t capacity = state.range(0);
-  Tensor cache = Tensor::zeros({kHeads, capacity, kDim}).eval();
-  const Tensor step = Tensor::ones({kHeads, 1, kDim}).eval();
-  int64_t pos = 0;
+void BM_CacheWriteInPlace(benchmark::State& state) { cache_writes(state, false); }
+void BM_CacheWriteWithOldCacheHeld(benchmark::State& state) { cache_writes(state, true); }
+
+// A whole decode step of the Llama-style decoder of samples/text_generation (2 layers,
+// dim 64, 4 query heads over 2 key/value heads) against its cache's capacity: attention
+// reads every position (masked), so the step grows with the capacity while its cache
+// writes do not.
+void BM_LlamaDecodeStep(benchmark::State& state) {
+  kiln::samples::LlamaConfig config;
+  config.capacity = state.range(0);
+  const kiln::samples::LlamaWeights w = kiln::samples::random_llama_weights(config, 7);
+  kiln::samples::KvCache cache = kiln::samples::empty_kv_cache(config);
+  const Tensor token = Tensor::from_vector(std::vector<int64_t>{42}, {1, 1});
   for (auto _ : state) {
-    Tensor previous = cache;
-    cache = kiln::update_slice(cache, step, 1, pos);
-    cache.eval();
-    pos = (pos + 1) % capacity;
+    if (cache.length == config.capacity) cache.length = 0;  // wrap: the same shapes
+    const Tensor logits = kiln::samples::llama_forward(w, cache, token);
+    kiln::eval(kiln::samples::step_outputs(logits, cache));
   }
-  state.counters["cache_MiB"] = static_cast<double>(kHeads * capacity * kDim * 4) / (1 << 20);
 }
 
 BENCHMARK(BM_CacheWriteInPlace)->Arg(256)->Arg(4096)->Arg(65536);
 BENCHMARK(BM_CacheWriteWithOldCacheHeld)->Arg(256)->Arg(4096)->Arg(65536);
+BENCHMARK(BM_LlamaDecodeStep)->Arg(64)->Arg(512)->Arg(4096);
 
 }  // namespace
 

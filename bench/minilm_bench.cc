@@ -1,0 +1,57 @@
+// all-MiniLM-L6-v2 (samples/minilm.h) with its real weights at batch 8 x 64 tokens and
+// 1 x 16: Kiln's side of the comparison with ONNX Runtime and PyTorch that
+// bench/minilm_compare.py runs on the same weights and token ids. Results: bench/RESULTS.md.
+//
+//   scripts/fetch-minilm.sh
+//   build/bench/minilm_bench --benchmark_repetitions=11 --benchmark_report_aggregates_only
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "samples/minilm.h"
+
+namespace {
+
+std::string model_dir() {
+  if (const char* dir = std::getenv("KILN_MINILM_DIR")) return dir;
+  const char* cache = std::getenv("KILN_MODEL_CACHE");
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const std::string root = cache ? cache
+                           : xdg ? std::string(xdg) + "/kiln"
+                                 : std::string(home ? home : ".") + "/.cache/kiln";
+  return root + "/all-MiniLM-L6-v2";
+}
+
+// The token ids bench/minilm_compare.py feeds ONNX Runtime and PyTorch: [CLS] ... [SEP] with
+// a fixed pattern in between, every row full (no padding).
+std::vector<std::vector<int64_t>> token_rows(int64_t batch, int64_t seq) {
+  std::vector<std::vector<int64_t>> rows(batch, std::vector<int64_t>(seq));
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s < seq; ++s) {
+      rows[b][s] = s == 0 ? 101 : s == seq - 1 ? 102 : 1000 + ((b * seq + s) * 37) % 29000;
+    }
+  }
+  return rows;
+}
+
+void BM_MiniLM(benchmark::State& state) {
+  const std::string dir = model_dir();
+  if (!std::filesystem::exists(dir + "/model.safetensors")) {
+    state.SkipWithError(("no model in " + dir + ": run scripts/fetch-minilm.sh").c_str());
+    return;
+  }
+  static const kiln::samples::MiniLM model = kiln::samples::load_minilm(dir);
+  const auto rows = token_rows(state.range(0), state.range(1));
+  kiln::samples::embed_sentences(model, rows).eval();  // plans and kernels, once
+  for (auto _ : state) kiln::samples::embed_sentences(model, rows).eval();
+}
+
+BENCHMARK(BM_MiniLM)->Args({8, 64})->Args({1, 16})->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
