@@ -67,7 +67,7 @@ Tensor apply_random_op(FuzzedDataProvider& in, const std::vector<Tensor>& pool) 
   };
   const Tensor& a = pick();
   const int axis = in.ConsumeIntegralInRange<int>(-3, 3);
-  switch (in.ConsumeIntegralInRange<int>(0, 30)) {
+  switch (in.ConsumeIntegralInRange<int>(0, 32)) {
     case 0:
       return kiln::exp(a);
     case 1:
@@ -135,6 +135,11 @@ Tensor apply_random_op(FuzzedDataProvider& in, const std::vector<Tensor>& pool) 
           kiln::topk(a, in.ConsumeIntegralInRange<int64_t>(-1, 6), axis, in.ConsumeBool());
       return in.ConsumeBool() ? t.values : t.indices;
     }
+    case 30:  // mismatched shapes, dtypes and masks are errors
+      return kiln::scaled_dot_product_attention(
+          a, pick(), pick(), in.ConsumeBool() ? pick() : kiln::Tensor(), in.ConsumeBool());
+    case 31:  // attention written by hand, fused by the planner when the shapes allow
+      return kiln::matmul(kiln::softmax(kiln::matmul(a, a.transpose(-2, -1)) * 0.5, -1), pick());
     default:
       return kiln::mean(a, {}, false);
   }

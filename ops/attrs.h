@@ -27,6 +27,8 @@ struct Attrs {
   int function = -1;           // custom: the registered function's id
   int64_t k = 0;               // topk_indices: how many (the result's extent along axis)
   bool largest = true;         // topk_indices: the k largest (else the k smallest)
+  double scale = 1.0;          // scaled_dot_product_attention: the factor on q·k
+  bool causal = false;         // scaled_dot_product_attention: key j only for query i >= j
 };
 
 }  // namespace kiln::ops

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ops/attention.h"
 #include "ops/custom_functions.h"
 #include "ops/gather.h"
 #include "ops/scalar_math.h"
@@ -36,6 +37,10 @@ std::string operand_name(OpKind op, size_t index) {
       return index == 0 ? "x" : "indices";
     case OpClass::kUpdateSlice:
       return index == 0 ? "x" : "update";
+    case OpClass::kAttention: {
+      static const char* const kNames[] = {"q", "k", "v", "mask"};
+      return index < 4 ? kNames[index] : "input";
+    }
     case OpClass::kLeaf:
     case OpClass::kUnary:
     case OpClass::kCast:
@@ -541,6 +546,8 @@ absl::StatusOr<ValueType> infer_any(OpKind op, const std::vector<ValueType>& inp
       return infer_gather(op, inputs, attrs);
     case OpClass::kUpdateSlice:
       return infer_update_slice(inputs, attrs);
+    case OpClass::kAttention:
+      return infer_attention(inputs, attrs);
   }
   return op_error(op, inputs, "unknown op class");
 }

@@ -27,6 +27,7 @@ enum class OpClass {
   kCustomKernel,  // a user's whole kernel (ops/custom_functions.h): its own rules for all
   kGather,        // take take_along_axis: reads its first operand at positions its second holds
   kUpdateSlice,   // update_slice: x with a range along one axis overwritten (ops/update_slice.h)
+  kAttention,     // scaled_dot_product_attention: softmax(q kᵀ scale + mask) v (ops/attention.h)
 };
 
 // X(Enum, name, class, arity): the enum, the name in trace files, errors and the public API
@@ -91,7 +92,7 @@ enum class OpClass {
   X(Contiguous, contiguous, kView, 1)
 
 // Everything else: ops with structure beyond one element (where, casts, reductions,
-// matmul, concat, row ops, custom code, gathers, update_slice).
+// matmul, concat, row ops, custom code, gathers, update_slice, attention).
 #define KILN_STRUCTURED_OPS(X)                      \
   X(Where, where, kWhere, 3)                        \
   X(Astype, astype, kCast, 1)                       \
@@ -113,7 +114,8 @@ enum class OpClass {
   X(CustomKernel, custom_kernel, kCustomKernel, -1) \
   X(Take, take, kGather, 2)                         \
   X(TakeAlongAxis, take_along_axis, kGather, 2)     \
-  X(UpdateSlice, update_slice, kUpdateSlice, 2)
+  X(UpdateSlice, update_slice, kUpdateSlice, 2)     \
+  X(Attention, scaled_dot_product_attention, kAttention, -1)
 
 #define KILN_OPS(X) \
   KILN_LEAF_OPS(X) KILN_UNARY_OPS(X) KILN_BINARY_OPS(X) KILN_STRUCTURED_OPS(X) KILN_VIEW_OPS(X)

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "ops/attention.h"
 #include "ops/custom_functions.h"
 #include "ops/element_access.h"
 #include "ops/gather.h"
@@ -518,6 +519,9 @@ std::shared_ptr<Buffer> evaluate_reference(OpKind op, const Attrs& attrs, const 
       break;
     case OpClass::kUpdateSlice:
       evaluate_update_slice(attrs, out, inputs, *result);
+      break;
+    case OpClass::kAttention:
+      evaluate_attention(attrs, out, inputs, *result);
       break;
   }
   return result;

@@ -21,6 +21,8 @@ std::vector<Tensor> kernel_corpus() {
     outs.push_back(topk(x, 3, 1).values * 2.0);
     outs.push_back(topk(v, 2, 0, /*largest=*/false).indices);
     outs.push_back(update_slice(v, x.reshape({1, 4, 6}) * 2.0, 0, 3));
+    outs.push_back(scaled_dot_product_attention(v, v, v, Tensor(), true));
+    outs.push_back(matmul(softmax(matmul(v, v.transpose(-2, -1)) * 0.5 + 1.0, -1), v));
     outs.push_back(relu(matmul(x, m) + 1.0).astype(DType::F32));
     outs.push_back(matmul(v, m));
     outs.push_back(matmul(w, m));

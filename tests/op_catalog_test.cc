@@ -445,6 +445,20 @@ std::vector<Program> matmul_programs(Inputs& in) {
   p.add("matmul(i64, i64) matrix @ vector", matmul(rnd(DType::I64, {7, 9}), rnd(DType::I64, {9})));
   p.add("matmul(f16, f32)", matmul(rnd(DType::F16, {4, 9}), rnd(DType::F32, {9, 3})));
   p.add("matmul(i32, bf16)", matmul(rnd(DType::I32, {4, 9}), rnd(DType::BF16, {9, 3})));
+  // Attention written by hand: the planner computes it as one attention kernel whose score
+  // ops (the scale, the mask, the softmax) run per key tile.
+  Tensor q = rnd(DType::F32, {2, 3, 6, 4}), k = rnd(DType::F32, {2, 3, 9, 4});
+  Tensor scores = matmul(q, k.transpose(-2, -1)) / 2.0 + rnd(DType::F32, {1, 3, 6, 9});
+  p.add("matmul(softmax(matmul(f32, f32ᵀ) / 2 + mask), f32): attention",
+        matmul(softmax(scores, -1), rnd(DType::F32, {2, 3, 9, 5})));
+  Tensor h = rnd(DType::BF16, {4, 8, 8});
+  p.add(
+      "matmul(softmax(where(causal, matmul(bf16, bf16ᵀ), -inf)), bf16): attention",
+      matmul(softmax(where(tril(Tensor::ones({8, 8}, DType::Bool)),
+                           matmul(h, h.transpose(-2, -1)) * 0.3,
+                           Tensor::full({}, -std::numeric_limits<double>::infinity(), DType::BF16)),
+                     -1),
+             h));
   return {p};
 }
 
@@ -609,6 +623,43 @@ std::vector<Program> update_slice_programs(Inputs& in) {
         update_slice(update_slice(cache, step, 1, 0), step * -1.0, 1, 1) * 3.0);
   p.add("update_slice(f16, f16) the whole axis",
         update_slice(in.random(DType::F16, {4, 3}), in.random(DType::F16, {4, 3}), 1, 0));
+  return {p};
+}
+
+// scaled_dot_product_attention: every floating dtype with grouped-query heads, causal rows,
+// a bool padding mask and a float mask (both broadcast), rank 3, key counts past one CUDA
+// tile (256 keys) with a rank-2 causal form, and a fused prologue and epilogue. (The
+// hand-written form the planner turns into it is a matmul program: its trace has no
+// attention node.)
+std::vector<Program> attention_programs(Inputs& in) {
+  Program p{"floating dtypes, GQA, causal, masks, rank 2 and 3, prologue and epilogue"};
+  p.sums = true;
+  const auto rnd = [&](DType dt, std::vector<int64_t> shape) {
+    return in.random(dt, shape, Values::kPlain);
+  };
+  int turn = 0;
+  for (DType dt : kFloatDtypes) {
+    const bool causal = turn++ % 2 == 1;
+    Tensor q = rnd(dt, {2, 4, 5, 8}), k = rnd(dt, {2, 2, 7, 8}), v = rnd(dt, {2, 2, 7, 3});
+    p.add(call(OpKind::Attention, {dt, dt, dt}, causal ? " gqa causal" : " gqa"),
+          scaled_dot_product_attention(q, k, v, Tensor(), causal));
+  }
+  Tensor q = rnd(DType::F32, {2, 3, 6, 4}), k = rnd(DType::F32, {2, 3, 9, 4});
+  Tensor v = rnd(DType::F32, {2, 3, 9, 5});
+  std::vector<bool> keep(2 * 9, true);
+  keep[3] = keep[9 + 8] = false;  // one padded key per batch, never a whole row
+  Tensor padding = Tensor::from_vector(keep, {2, 1, 1, 9});
+  p.add("scaled_dot_product_attention(f32 x3, bool padding mask)",
+        scaled_dot_product_attention(q, k, v, padding));
+  p.add(
+      "scaled_dot_product_attention(exp(f32), f32, f32, f32 mask) * 2, scale 0.7",
+      scaled_dot_product_attention(exp(q * 0.5), k, v, rnd(DType::F32, {6, 9}), false, 0.7) * 2.0);
+  p.add("scaled_dot_product_attention(f32 rank 3)",
+        scaled_dot_product_attention(rnd(DType::F32, {3, 4, 2}), rnd(DType::F32, {3, 6, 2}),
+                                     rnd(DType::F32, {3, 6, 2})));
+  p.add("scaled_dot_product_attention(f32 rank 2, 300 keys, causal)",
+        scaled_dot_product_attention(rnd(DType::F32, {300, 3}), rnd(DType::F32, {300, 3}),
+                                     rnd(DType::F32, {300, 2}), Tensor(), true));
   return {p};
 }
 
@@ -829,6 +880,7 @@ const std::map<OpKind, Builder>& builders() {
     m[OpKind::Cumsum] = cumsum_programs;
     m[OpKind::TopkIndices] = topk_programs;
     m[OpKind::UpdateSlice] = update_slice_programs;
+    m[OpKind::Attention] = attention_programs;
     for (OpKind op : {OpKind::Take, OpKind::TakeAlongAxis}) {
       m[op] = [op](Inputs& in) { return gather_programs(op, in); };
     }

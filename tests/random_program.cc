@@ -306,13 +306,31 @@ void ProgramGenerator::step() {
       shape[axis] = 1 + pick(3);
       return add(concat({x, make_input(shape, random_dtype())}, axis), false);
     }
-    default: {  // row ops: norms, cumsum, topk
+    default: {  // row ops: norms, cumsum, topk; attention
       const Value* f = any_floating();
       if (f == nullptr || f->t.ndim() == 0) return;
       const bool exact = f->exact;
       const Tensor v = f->t;
       int64_t d = v.shape().back();
-      switch (pick(6)) {
+      switch (pick(8)) {
+        case 6: {  // attention over v's rows, explicit (maybe causal) or written by hand
+          if (v.ndim() < 2) return;
+          if (chance(0.5))
+            return add(scaled_dot_product_attention(v, v, v, Tensor(), chance(0.5)), false);
+          const Tensor scores = matmul(v, v.transpose(-2, -1)) * 0.5;
+          return add(matmul(softmax(scores, -1), v), false);
+        }
+        case 7: {  // attention with a fresh key/value set and a bool mask over the keys
+          if (v.ndim() < 2) return;
+          std::vector<int64_t> kv = v.shape();
+          kv[kv.size() - 2] = 1 + pick(5);
+          std::vector<int64_t> mask_shape(kv.size(), 1);
+          mask_shape.back() = kv[kv.size() - 2];
+          return add(
+              scaled_dot_product_attention(v, make_input(kv, v.dtype()), make_input(kv, v.dtype()),
+                                           make_input(mask_shape, DType::Bool)),
+              false);
+        }
         case 4:  // a running sum: rounding differs by path, like a reduction
           return add(cumsum(v, pick(v.ndim()) - v.ndim()), false);
         case 5: {

@@ -3,6 +3,8 @@
 #ifndef KILN_NN_H_
 #define KILN_NN_H_
 
+#include <optional>
+
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -18,6 +20,19 @@ Tensor linear(const Tensor& x, const Tensor& w);  // no bias (Llama's projection
 // Rows of `table` [vocabulary, ...] for each id of `ids` (I32 or I64): take(table, ids, 0),
 // of shape ids.shape + table.shape[1:].
 Tensor embedding(const Tensor& table, const Tensor& ids);
+
+// Attention as PyTorch's scaled_dot_product_attention: softmax(q kᵀ · scale + mask) v over the
+// last axis, one fused kernel whose scores never reach memory (docs/attention.md).
+// - q [..., Hq, Sq, D], k [..., Hkv, Sk, D], v [..., Hkv, Sk, Dv], one floating dtype; Hq a
+//   multiple of Hkv (grouped-query attention). The result is [..., Hq, Sq, Dv].
+// - mask (optional) broadcasts to the scores [..., Hq, Sq, Sk]: bool keeps where true, a
+//   floating mask is added to the scores.
+// - causal: query i sees keys j <= i (top-left aligned, as PyTorch's is_causal).
+// - scale defaults to 1 / sqrt(D).
+// The same kernel also comes from the hand-written form, softmax(q @ kᵀ * c + mask) @ v.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& mask = Tensor(), bool causal = false,
+                                    std::optional<double> scale = std::nullopt);
 
 }  // namespace kiln
 

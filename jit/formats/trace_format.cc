@@ -72,6 +72,10 @@ json attrs_to_json(OpKind op, const ops::Attrs& a) {
       j["axis"] = a.axis;
       j["start"] = a.start;
       break;
+    case OpClass::kAttention:
+      j["scale"] = a.scale;
+      j["causal"] = a.causal;
+      break;
     case OpClass::kView:
       if (op == OpKind::Permute) j["axes"] = a.axes;
       if (op == OpKind::Reshape || op == OpKind::BroadcastTo) j["shape"] = a.shape;
@@ -148,6 +152,10 @@ absl::StatusOr<ops::Attrs> attrs_from_json(OpKind op, const json& j) {
     case OpClass::kUpdateSlice:
       read("axis", a.axis, true);
       read("start", a.start, true);
+      break;
+    case OpClass::kAttention:
+      read("scale", a.scale, true);
+      read("causal", a.causal, false);
       break;
     case OpClass::kView:
       if (op == OpKind::Permute) read("axes", a.axes, true);

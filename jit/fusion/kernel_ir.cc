@@ -54,6 +54,8 @@ const char* anchor_name(AnchorKind anchor) {
       return "custom_kernel";
     case AnchorKind::kUpdateSlice:
       return "update_slice";
+    case AnchorKind::kAttention:
+      return "attention";
   }
   return "?";
 }
@@ -69,10 +71,13 @@ std::string KernelProgram::to_string() const {
     if (anchor_op == ops::OpKind::TopkIndices) {
       absl::StrAppend(&out, anchor_attrs.largest ? " largest" : " smallest");
     }
+    if (anchor == AnchorKind::kAttention && anchor_attrs.causal) absl::StrAppend(&out, " causal");
     absl::StrAppend(&out, " operands=[", absl::StrJoin(anchor_operands, ","), "]");
     if (anchor_param >= 0) {
-      absl::StrAppend(&out, anchor == AnchorKind::kUpdateSlice ? " start=p" : " eps=p",
-                      anchor_param);
+      const char* role = anchor == AnchorKind::kUpdateSlice ? " start=p"
+                         : anchor == AnchorKind::kAttention ? " scale=p"
+                                                            : " eps=p";
+      absl::StrAppend(&out, role, anchor_param);
     }
     if (anchor == AnchorKind::kCustomKernel) {
       const ops::CustomKernel* k = ops::custom_kernel(anchor_attrs.function);

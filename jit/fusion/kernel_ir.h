@@ -63,6 +63,11 @@ struct Instr {
 // kUpdateSlice writes its operand (the update, space 1) into output 0 at anchor_param's
 // position along anchor_attrs.axis; output 0 starts as input 0 (x) and the rest of it is
 // not written (the backend aliases or copies x's buffer first).
+// kAttention computes softmax(score) v per query row with an online softmax over key tiles:
+// operands q, k, v (spaces 1-3); the raw score q·k times anchor_param's scale (1 without
+// one); then, when there is a fourth operand, the score is that space-4 instruction, which
+// reads the raw score through kAnchor (a mask added, or the hand-written form's own
+// elementwise ops); anchor_attrs.causal cuts keys after the query's position.
 enum class AnchorKind {
   kNone,
   kReduce,
@@ -71,7 +76,8 @@ enum class AnchorKind {
   kMatmul,
   kConcat,
   kCustomKernel,
-  kUpdateSlice
+  kUpdateSlice,
+  kAttention
 };
 
 struct Store {
@@ -83,10 +89,10 @@ struct KernelProgram {
   std::string name;  // says what it computes, e.g. "reduce_sum_exp_mul"
   AnchorKind anchor = AnchorKind::kNone;
   ops::OpKind anchor_op = ops::OpKind::Input;
-  ops::Attrs anchor_attrs;                 // axes/keepdims/axis (never sizes)
-  DType anchor_dtype = DType::F32;         // the anchor's result dtype
-  std::vector<int> anchor_operands;        // operand k: an instruction in space k+1
-  int anchor_param = -1;                   // eps (layer_norm rms_norm), start (update_slice)
+  ops::Attrs anchor_attrs;           // axes/keepdims/axis (never sizes)
+  DType anchor_dtype = DType::F32;   // the anchor's result dtype
+  std::vector<int> anchor_operands;  // operand k: an instruction in space k+1
+  int anchor_param = -1;  // eps (layer_norm rms_norm), start (update_slice), scale (attention)
   std::vector<int> space_ranks;            // rank of each space
   std::vector<DType> input_dtypes;         // per input slot
   std::vector<DType> output_dtypes;        // per output slot

@@ -89,10 +89,12 @@ class Lowerer {
       prog.anchor_attrs.keepdims = a.attrs->keepdims;
       prog.anchor_attrs.axis = a.attrs->axis;
       prog.anchor_attrs.largest = a.attrs->largest;
+      prog.anchor_attrs.causal = a.attrs->causal;
       prog.anchor_dtype = a.type->dtype;
       if (a.param_slot >= 0) prog.anchor_param = param_slot(a.param_slot);
       record_computed_node(anchor);
       std::vector<int> operands(a.args.begin(), a.args.end());
+      if (a.op == OpKind::Attention) operands.resize(3);  // the score (space 4) comes below
       if (a.op == OpKind::UpdateSlice) {
         input_slot(a.args[0]);  // x: input 0, the buffer output 0 starts as
         operands = {a.args[1]};
@@ -108,6 +110,7 @@ class Lowerer {
             group_.anchor == AnchorKind::kArgReduce || a.op == OpKind::TopkIndices;
         prog.anchor_operands.push_back(compares ? v : cast(v, a.type->dtype));
       }
+      if (a.op == OpKind::Attention && a.args.size() == 4) lower_attention_score(a);
     }
     for (int store : group_.stores) {
       int v = value(store, 0, IndexMap::identity(domain.size()), /*computing=*/true);
@@ -360,6 +363,37 @@ class Lowerer {
     throw std::logic_error(absl::StrCat("internal error: ", ops::op_name(n.op), " is not a view"));
   }
 
+  // An attention's score in space 4 (the scores' shape), from kAnchor there, the raw score
+  // q·k times the scale: the softmax's input of a hand-written attention (its q·kᵀ node
+  // becomes kAnchor), or the raw score plus the explicit op's mask.
+  void lower_attention_score(const TraceNode& a) {
+    const int space = static_cast<int>(out_.launch.spaces.size());
+    const Shape& shape = trace_.nodes[a.args[3]].type->shape;
+    out_.launch.spaces.push_back(shape);
+    const DType score_dtype = a.type->dtype == DType::F64 ? DType::F64 : DType::F32;
+    for (const FusedAttention& f : plan_.attention) {
+      if (f.attention != group_.anchor_node) continue;
+      raw_scores_ = f.raw_scores;
+      record_computed_node(f.softmax);
+      const int v = value(a.args[3], space, IndexMap::identity(shape.size()));
+      out_.program.anchor_operands.push_back(cast(v, score_dtype));
+      return;
+    }
+    Instr raw;
+    raw.kind = InstrKind::kAnchor;
+    raw.dtype = score_dtype;
+    raw.space = space;
+    Instr sum;
+    sum.kind = InstrKind::kBinary;
+    sum.op = OpKind::Add;
+    sum.dtype = score_dtype;
+    sum.space = space;
+    sum.operands = {emit(raw),
+                    cast(value(a.args[3], space, IndexMap::identity(shape.size())), score_dtype),
+                    -1};
+    out_.program.anchor_operands.push_back(emit(sum));
+  }
+
   // The instruction computing `node` in `space`, indexed through `map`.
   int value(int node, int space, const IndexMap& map, bool computing = false) {
     std::vector<int64_t> key = map.key();
@@ -373,6 +407,14 @@ class Lowerer {
 
   int compute_value(int node, int space, const IndexMap& map, bool computing) {
     const TraceNode& n = trace_.nodes[node];
+    if (node == raw_scores_ && space == 4) {  // a hand-written attention's q·kᵀ
+      record_computed_node(node);
+      Instr in;
+      in.kind = InstrKind::kAnchor;
+      in.dtype = n.type->dtype;
+      in.space = space;
+      return emit(in);
+    }
     if (node == group_.anchor_node) {
       Instr in;
       in.kind = InstrKind::kAnchor;
@@ -427,6 +469,7 @@ class Lowerer {
       case OpClass::kRowNorm:
       case OpClass::kCustomKernel:
       case OpClass::kUpdateSlice:
+      case OpClass::kAttention:
         throw std::logic_error(
             absl::StrCat("internal error: ", ops::op_name(n.op), " inlined as elementwise"));
     }
@@ -489,6 +532,7 @@ class Lowerer {
   const FusionPlan& plan_;
   const KernelGroup& group_;
   LoweredKernel out_;
+  int raw_scores_ = -1;  // a hand-written attention's q·kᵀ node, read as kAnchor in space 4
   absl::flat_hash_map<std::vector<int64_t>, int> value_memo_;
   absl::flat_hash_map<std::vector<int64_t>, int> instr_memo_;
 };

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "jit/fusion/attention_fusion.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/lowering.h"
 #include "jit/fusion/planner.h"
@@ -123,12 +124,16 @@ int donated_slot(const LaunchPlan& plan, const std::vector<bool>& donated, const
   return -1;
 }
 
-std::shared_ptr<const LaunchPlan> build_plan(const Trace& trace) {
+std::shared_ptr<const LaunchPlan> build_plan(const Trace& user_trace) {
+  // Hand-written attention becomes attention nodes first (same node ids, same inputs and
+  // parameters), so the plan runs with the user's trace's arguments.
+  const AttentionRewrite attention = fuse_hand_written_attention(user_trace);
+  const Trace& trace = attention.fused.empty() ? user_trace : attention.trace;
   std::vector<int> forced;
   FusionPlan fusion;
   std::vector<LoweredKernel> lowered;
   while (true) {  // lowering may ask for one more node to be stored; plan again then
-    fusion = plan_fusion(trace, forced);
+    fusion = plan_fusion(trace, forced, attention.fused);
     lowered.clear();
     int need = -1;
     for (const KernelGroup& group : fusion.groups) {
@@ -177,6 +182,12 @@ std::shared_ptr<const LaunchPlan> build_plan(const Trace& trace) {
     plan->node_bytes[i] = ops::numel(n.type->shape) * dtype_size(n.type->dtype);
   }
   plan->description = describe(trace, fusion, *plan);
+  if (!attention.notes.empty()) {
+    absl::StrAppend(&plan->description, "attention:\n");
+    for (const std::string& note : attention.notes) {
+      absl::StrAppend(&plan->description, "  ", note, "\n");
+    }
+  }
   return plan;
 }
 

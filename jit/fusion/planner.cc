@@ -28,8 +28,16 @@ bool is_expression(ops::OpKind op) {
 
 class Planner {
  public:
-  Planner(const Trace& trace, const std::vector<int>& forced) : trace_(trace) {
+  Planner(const Trace& trace, const std::vector<int>& forced,
+          const std::vector<FusedAttention>& attention)
+      : trace_(trace) {
     const size_t n = trace_.nodes.size();
+    plan_.attention = attention;
+    in_score_space_.assign(n, false);
+    for (const FusedAttention& f : attention) {
+      in_score_space_[f.raw_scores] = true;
+      for (int s : f.score_nodes) in_score_space_[s] = true;
+    }
     plan_.materialized.assign(n, false);
     plan_.reasons.assign(n, "");
     users_.resize(n);
@@ -156,6 +164,15 @@ class Planner {
       const TraceNode& node = trace_.nodes[i];
       const std::string at = absl::StrCat(" at node ", i, " (", ops::op_name(node.op), ")");
       const bool is_anchor = anchor_kind(node.op) != AnchorKind::kNone;
+      if (in_score_space_[i]) {
+        // Computed per score inside an attention kernel: it carries nothing, and what it
+        // reads besides q·kᵀ and the other score ops (a mask) must not carry an anchor.
+        for (int a : node.args) {
+          if (is_materialized(a) || in_score_space_[a] || is_anchor) continue;
+          if (!live_carried(a).empty()) materialize(a, "an attention's scores read it" + at);
+        }
+        continue;
+      }
       for (int a : node.args) {
         if (is_materialized(a)) continue;  // read from memory, not fused
         std::vector<int> from = live_carried(a);
@@ -314,6 +331,7 @@ class Planner {
   FusionPlan plan_;
   std::vector<std::vector<int>> users_;    // distinct users per node
   std::vector<std::vector<int>> carried_;  // anchors carried per node
+  std::vector<bool> in_score_space_;       // per node: computed per score in an attention
   absl::flat_hash_map<int, int> anchor_memo_;
 };
 
@@ -335,6 +353,8 @@ AnchorKind anchor_kind(ops::OpKind op) {
       return AnchorKind::kCustomKernel;
     case OpClass::kUpdateSlice:
       return AnchorKind::kUpdateSlice;
+    case OpClass::kAttention:
+      return AnchorKind::kAttention;
     case OpClass::kLeaf:
     case OpClass::kUnary:
     case OpClass::kBinary:
@@ -348,8 +368,9 @@ AnchorKind anchor_kind(ops::OpKind op) {
   return AnchorKind::kNone;  // not reached: every class is named above
 }
 
-FusionPlan plan_fusion(const Trace& trace, const std::vector<int>& forced) {
-  return Planner(trace, forced).run();
+FusionPlan plan_fusion(const Trace& trace, const std::vector<int>& forced,
+                       const std::vector<FusedAttention>& attention) {
+  return Planner(trace, forced, attention).run();
 }
 
 }  // namespace kiln::jit

@@ -36,16 +36,30 @@ struct KernelGroup {
   std::vector<int> stores;  // trace nodes this kernel materializes
 };
 
+// A hand-written attention computed as one attention kernel (jit/fusion/attention_fusion.h):
+// its final matmul became an attention node whose fourth operand, the softmax's input, is
+// computed inside the kernel from `raw_scores` (the q·kᵀ matmul, never stored) through
+// `score_nodes` (the elementwise ops between them).
+struct FusedAttention {
+  int attention = -1;
+  int raw_scores = -1;
+  int softmax = -1;  // no longer computed (its kernel's dumps name it)
+  std::vector<int> score_nodes;
+};
+
 struct FusionPlan {
   std::vector<KernelGroup> groups;   // in execution order
   std::vector<bool> materialized;    // per trace node
   std::vector<std::string> reasons;  // per trace node: why it is materialized
+  std::vector<FusedAttention> attention;
 };
 
 AnchorKind anchor_kind(ops::OpKind op);
 
-// Plans `trace`. `forced` lists nodes that must be materialized (found by lowering).
-FusionPlan plan_fusion(const Trace& trace, const std::vector<int>& forced = {});
+// Plans `trace`. `forced` lists nodes that must be materialized (found by lowering);
+// `attention`, the hand-written attentions the trace computes as attention nodes.
+FusionPlan plan_fusion(const Trace& trace, const std::vector<int>& forced = {},
+                       const std::vector<FusedAttention>& attention = {});
 
 }  // namespace kiln::jit
 

@@ -43,6 +43,9 @@ void append_structure(ops::OpKind op, const ops::ValueType& type, const ops::Att
     case ops::OpClass::kUpdateSlice:  // start is a parameter
       out.push_back(a.axis);
       break;
+    case ops::OpClass::kAttention:  // scale is a parameter
+      out.push_back(a.causal);
+      break;
     case ops::OpClass::kCast:
       out.push_back(static_cast<int64_t>(a.dtype));
       break;
@@ -148,6 +151,7 @@ class TraceBuilder {
       if (tn.op == ops::OpKind::UpdateSlice) {
         trace_.params.push_back(static_cast<double>(done->attrs.start));
       }
+      if (tn.op == ops::OpKind::Attention) trace_.params.push_back(done->attrs.scale);
     }
     mark(done, static_cast<int>(trace_.nodes.size()));
     trace_.nodes.push_back(std::move(tn));
@@ -183,10 +187,12 @@ class TraceBuilder {
 }  // namespace
 
 int param_count(ops::OpKind op) {
-  // A constant's value, a random leaf's seed, a norm's epsilon, update_slice's start.
+  // A constant's value, a random leaf's seed, a norm's epsilon, update_slice's start,
+  // attention's scale.
   const bool has_scalar = op == ops::OpKind::Constant || op == ops::OpKind::Rand ||
                           op == ops::OpKind::Randn || op == ops::OpKind::LayerNorm ||
-                          op == ops::OpKind::RmsNorm || op == ops::OpKind::UpdateSlice;
+                          op == ops::OpKind::RmsNorm || op == ops::OpKind::UpdateSlice ||
+                          op == ops::OpKind::Attention;
   return has_scalar ? 1 : 0;
 }
 

@@ -27,9 +27,9 @@ struct TraceNode {
   int param_slot = -1;               // this node's scalar parameter, if it has one
 };
 
-// A trace's scalars: constant values, random seeds, norm epsilons and update_slice starts. They are
-// kernel parameters, never part of the plan key, so a value that changes every step reuses the
-// plan.
+// A trace's scalars: constant values, random seeds, norm epsilons, update_slice starts and
+// attention scales. They are kernel parameters, never part of the plan key, so a value that
+// changes every step reuses the plan.
 struct Trace {
   std::vector<TraceNode> nodes;
   std::vector<int> outputs;           // per requested output, its node
@@ -43,7 +43,8 @@ struct Trace {
 Trace build_trace(const std::vector<detail::Node*>& outputs);
 
 // How many parameters an op's node carries: constant 1 (value), rand/randn 1 (seed, as a
-// double holding the 64 bits), layer_norm/rms_norm 1 (eps), update_slice 1 (start), others 0.
+// double holding the 64 bits), layer_norm/rms_norm 1 (eps), update_slice 1 (start), attention 1
+// (scale), others 0.
 int param_count(ops::OpKind op);
 
 }  // namespace kiln::jit

@@ -44,6 +44,11 @@ void run_update_slice(const jit::KernelProgram& program, const jit::KernelLaunch
                       const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
                       const std::vector<double>& params);
 
+// scaled_dot_product_attention: an online softmax over key tiles (kAttention).
+void run_attention(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                   const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
+                   const std::vector<double>& params);
+
 // A batched, broadcasting matmul on Eigen's GEMM, then the epilogue (kMatmul).
 void run_matmul(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                 const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,

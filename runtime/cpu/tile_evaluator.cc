@@ -322,7 +322,7 @@ void TileEvaluator::eval(int k, int64_t begin, int64_t n) {
     case InstrKind::kAnchor:
       dispatch(c, [&](auto t) {
         using T = decltype(t);
-        const T* src = static_cast<const T*>(anchor_) + begin;
+        const T* src = static_cast<const T*>(anchor_) + (begin - anchor_origin_);
         std::copy(src, src + n, alloc<T>(k, n));
       });
       return;

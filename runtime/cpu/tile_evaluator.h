@@ -77,6 +77,17 @@ class TileEvaluator {
   // Computes every instruction of `space` for its flat positions [begin, begin + n).
   void run(int space, int64_t begin, int64_t n);
 
+  // run() with kAnchor reading anchor_values[0, n) (an attention's raw scores for a run of
+  // keys) instead of the anchor's result.
+  void run_with_anchor(int space, int64_t begin, int64_t n, const void* anchor_values) {
+    const void* kept = anchor_;
+    anchor_ = anchor_values;
+    anchor_origin_ = begin;
+    run(space, begin, n);
+    anchor_ = kept;
+    anchor_origin_ = 0;
+  }
+
   // The values of `instr` from the last run of its space; T is its register class.
   template <class T>
   const T* values(int instr) {
@@ -149,6 +160,7 @@ class TileEvaluator {
   const std::vector<const Buffer*>& inputs_;
   const std::vector<double>& params_;
   const void* anchor_;
+  int64_t anchor_origin_ = 0;  // the flat position anchor_[0] holds
   Registers regs_;
   std::vector<bool> contiguous_;  // per view
 };

@@ -82,6 +82,8 @@ std::string render_cuda(const jit::KernelProgram& program, IndexWidths widths) {
       return assemble_module(w, widths, render_concat(w));
     case AnchorKind::kUpdateSlice:
       return assemble_module(w, widths, render_update_slice(w));
+    case AnchorKind::kAttention:
+      return assemble_module(w, widths, render_attention(w));
     case AnchorKind::kCustomKernel:
       return render_custom_kernel(program);
   }

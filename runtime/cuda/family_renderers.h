@@ -42,6 +42,9 @@ std::string render_concat(const KernelWriter& w);
 // update_slice: a thread per element of the update, written at start into x's buffer.
 std::string render_update_slice(const KernelWriter& w);
 
+// scaled_dot_product_attention: a block per query row, an online softmax over key tiles.
+std::string render_attention(const KernelWriter& w);
+
 // A user's custom kernel: the whole module, its own source after the argument struct and
 // before a check of its signature; a comment for a CPU-only kernel.
 std::string render_custom_kernel(const jit::KernelProgram& program);

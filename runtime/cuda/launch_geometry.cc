@@ -20,6 +20,10 @@ int64_t work_items(const jit::KernelProgram& p, const jit::KernelLaunch& l, int 
     return mm.batches * ((mm.m + 63) / 64) * ((mm.n + 63) / 64);
   }
   if (p.anchor == jit::AnchorKind::kRowNorm) return jit::row_norm_shape(p, l).rows();
+  if (p.anchor == jit::AnchorKind::kAttention) {  // a block per query row
+    const ops::Shape& o = l.spaces[0];
+    return o.empty() || o.back() == 0 ? 0 : out / o.back();
+  }
   if (p.anchor == jit::AnchorKind::kUpdateSlice) {  // a thread per element of the update
     return (ops::numel(l.spaces[1]) + block - 1) / block;
   }

@@ -1,0 +1,134 @@
+// scaled_dot_product_attention (kAttention) on the CPU: tasks of one batch·head and a block
+// of query rows, on all cores. Per task, key tiles of kKeyTile: the raw scores S = Q Kᵀ ·
+// scale (Eigen's GEMM), the score ops of space 4 per row (a mask, or a hand-written form's
+// own ops), the causal cut, then the online softmax: a running max m and sum l per row, the
+// accumulator scaled by exp(m_old - m_new) and P V added (Eigen's GEMM). Only one tile of
+// scores exists at a time, so memory never holds the Sq × Sk scores.
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ops/attention.h"
+#include "runtime/cpu/kernel_families.h"
+#include "runtime/cpu/simd_math.h"
+#include "runtime/cpu/tile_evaluator.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::runtime::cpu {
+namespace {
+
+constexpr int64_t kQueryBlock = 64;
+constexpr int64_t kKeyTile = 128;
+
+template <class T>
+using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+template <class T>
+void exp_in_place(T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    simd_exp(x, x, static_cast<size_t>(n));
+  } else {
+    for (int64_t j = 0; j < n; ++j) x[j] = std::exp(x[j]);
+  }
+}
+
+// The running softmax state of a block of query rows.
+template <class T>
+struct OnlineSoftmax {
+  std::vector<T> max, sum;
+  RowMajor<T> acc;  // Σ p v, scaled to the current max
+  OnlineSoftmax(int64_t rows, int64_t dv) : acc(rows, dv) {}
+  void reset(int64_t rows) {
+    max.assign(rows, -std::numeric_limits<T>::infinity());
+    sum.assign(rows, T(0));
+    acc.setZero();
+  }
+  // Turns one row of a tile's scores into probabilities relative to the new running max,
+  // and rescales what came before. A row whose scores are all -inf so far keeps a max of
+  // -inf and subtracts 0, so no NaN arises before its end (where 0 / 0 gives the composed
+  // form's NaN).
+  void add_scores(int64_t r, T* scores, int64_t n) {
+    T tile_max = -std::numeric_limits<T>::infinity();
+    for (int64_t j = 0; j < n; ++j) tile_max = std::max(tile_max, scores[j]);
+    const T new_max = std::max(max[r], tile_max);
+    const T base = std::isinf(new_max) && new_max < 0 ? T(0) : new_max;
+    const T alpha = std::exp(max[r] - base);
+    for (int64_t j = 0; j < n; ++j) scores[j] -= base;
+    exp_in_place(scores, n);
+    T tile_sum = 0;
+    for (int64_t j = 0; j < n; ++j) tile_sum += scores[j];
+    sum[r] = sum[r] * alpha + tile_sum;
+    acc.row(r) *= alpha;
+    max[r] = new_max;
+  }
+};
+
+template <class T>
+void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+               const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
+               T* result) {
+  const std::vector<T> q = evaluate_operand<T>(program, launch, inputs, params, 0);
+  const std::vector<T> k = evaluate_operand<T>(program, launch, inputs, params, 1);
+  const std::vector<T> v = evaluate_operand<T>(program, launch, inputs, params, 2);
+  const ops::AttentionShape s =
+      ops::attention_shape(launch.spaces[1], launch.spaces[2], launch.spaces[3]);
+  const T scale = program.anchor_param >= 0 ? static_cast<T>(params[program.anchor_param]) : T(1);
+  const int score = program.anchor_operands.size() > 3 ? program.anchor_operands[3] : -1;
+  const bool causal = program.anchor_attrs.causal;
+  const int64_t row_blocks = (s.sq + kQueryBlock - 1) / kQueryBlock;
+  parallel_for(s.batches * row_blocks, 1, [&](int64_t t0, int64_t t1) {
+    TileEvaluator ev(program, launch, inputs, params, nullptr);
+    RowMajor<T> scores(kQueryBlock, kKeyTile);
+    OnlineSoftmax<T> softmax(kQueryBlock, s.dv);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / row_blocks, i0 = (t % row_blocks) * kQueryBlock;
+      const int64_t rows = std::min(kQueryBlock, s.sq - i0), kvb = s.kv_batch(b);
+      Eigen::Map<const RowMajor<T>> qs(q.data() + (b * s.sq + i0) * s.d, rows, s.d);
+      softmax.reset(rows);
+      const int64_t key_end = causal ? std::min(s.sk, i0 + rows) : s.sk;  // keys j <= i
+      for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
+        const int64_t cols = std::min(kKeyTile, key_end - j0);
+        Eigen::Map<const RowMajor<T>> ks(k.data() + (kvb * s.sk + j0) * s.d, cols, s.d);
+        Eigen::Map<const RowMajor<T>> vs(v.data() + (kvb * s.sk + j0) * s.dv, cols, s.dv);
+        auto tile = scores.topLeftCorner(rows, cols);
+        tile.noalias() = (qs * ks.transpose()) * scale;
+        for (int64_t r = 0; r < rows; ++r) {
+          T* row = &scores(r, 0);
+          const int64_t i = i0 + r;
+          if (score >= 0) {
+            ev.run_with_anchor(4, (b * s.sq + i) * s.sk + j0, cols, row);
+            const T* modified = ev.values<T>(score);
+            std::copy(modified, modified + cols, row);
+          }
+          if (causal) {
+            for (int64_t j = std::max<int64_t>(0, i + 1 - j0); j < cols; ++j) {
+              row[j] = -std::numeric_limits<T>::infinity();
+            }
+          }
+          softmax.add_scores(r, row, cols);
+        }
+        softmax.acc.topRows(rows).noalias() += tile * vs;
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        T* out = result + (b * s.sq + i0 + r) * s.dv;
+        for (int64_t c = 0; c < s.dv; ++c) out[c] = softmax.acc(r, c) / softmax.sum[r];
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void run_attention(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                   const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
+                   const std::vector<double>& params) {
+  run_anchored(program, launch, inputs, outputs, params, [&](auto* result) {
+    using T = std::remove_pointer_t<decltype(result)>;
+    if constexpr (std::is_floating_point_v<T>) {
+      attention<T>(program, launch, inputs, params, result);
+    }
+  });
+}
+
+}  // namespace kiln::runtime::cpu
