@@ -227,5 +227,27 @@ TEST(CudaCodegen, SixteenBitMatmulsUseTensorCores) {
   EXPECT_EQ(kernel_ptx(matmul(a, b)).find("mma.sync"), std::string::npos);
 }
 
+// Attention in f16 and bf16 multiplies Q Kᵀ and P V on tensor cores, written or matched, and
+// keeps everything in registers and shared memory (no local memory: no spilled fragments).
+TEST(CudaCodegen, SixteenBitAttentionUsesTensorCoresWithoutLocalMemory) {
+  ASSERT_TRUE(runtime::cuda::nvrtc_available().ok());
+  for (DType dt : {DType::F16, DType::BF16}) {
+    Tensor q = Tensor::randn({1, 4, 96, 64}, 1, dt).eval();
+    Tensor k = Tensor::randn({1, 2, 80, 64}, 2, dt).eval();
+    Tensor v = Tensor::randn({1, 2, 80, 64}, 3, dt).eval();
+    Tensor h = Tensor::randn({4, 80, 64}, 4, dt).eval();
+    const Tensor written = matmul(softmax(matmul(h, h.transpose(-2, -1)) * 0.125, -1), h);
+    for (const Tensor& t : {scaled_dot_product_attention(q, k, v, Tensor(), true), written}) {
+      const std::string ptx = kernel_ptx(t);
+      EXPECT_NE(ptx.find(absl::StrCat("mma.sync.aligned.m16n8k16.row.col.f32.", dtype_name(dt), ".",
+                                      dtype_name(dt), ".f32")),
+                std::string::npos)
+          << dtype_name(dt);
+      EXPECT_EQ(ptx.find("ld.local"), std::string::npos) << dtype_name(dt);
+      EXPECT_EQ(ptx.find("st.local"), std::string::npos) << dtype_name(dt);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -644,6 +644,17 @@ std::vector<Program> attention_programs(Inputs& in) {
     p.add(call(OpKind::Attention, {dt, dt, dt}, causal ? " gqa causal" : " gqa"),
           scaled_dot_product_attention(q, k, v, Tensor(), causal));
   }
+  // The tensor-core form's edges: 130 query rows (two blocks of 128), 140 keys (three tiles
+  // of 64), D = 72 (five k-steps of 16, the last partial), Dv = 40, a mask, causal rows.
+  for (DType dt : {DType::F16, DType::BF16}) {
+    Tensor q = rnd(dt, {1, 4, 130, 72}), k = rnd(dt, {1, 2, 140, 72}), v = rnd(dt, {1, 2, 140, 40});
+    p.add(call(OpKind::Attention, {dt, dt, dt}, " 130x140, D 72, mask, causal"),
+          scaled_dot_product_attention(q, k, v, rnd(dt, {130, 140}), dt == DType::BF16, 0.2));
+  }
+  // A head wider than 128: the 16-bit kernel takes its portable form.
+  p.add("scaled_dot_product_attention(f16 x3) D 136",
+        scaled_dot_product_attention(rnd(DType::F16, {1, 3, 136}), rnd(DType::F16, {1, 5, 136}),
+                                     rnd(DType::F16, {1, 5, 136})));
   Tensor q = rnd(DType::F32, {2, 3, 6, 4}), k = rnd(DType::F32, {2, 3, 9, 4});
   Tensor v = rnd(DType::F32, {2, 3, 9, 5});
   std::vector<bool> keep(2 * 9, true);

@@ -127,7 +127,8 @@ int donated_slot(const LaunchPlan& plan, const std::vector<bool>& donated, const
 std::shared_ptr<const LaunchPlan> build_plan(const Trace& user_trace) {
   // Hand-written attention becomes attention nodes first (same node ids, same inputs and
   // parameters), so the plan runs with the user's trace's arguments.
-  const AttentionRewrite attention = fuse_hand_written_attention(user_trace);
+  const AttentionRewrite attention =
+      env_options().fuse_attention ? fuse_hand_written_attention(user_trace) : AttentionRewrite{};
   const Trace& trace = attention.fused.empty() ? user_trace : attention.trace;
   std::vector<int> forced;
   FusionPlan fusion;

@@ -1,6 +1,7 @@
 #include "jit/graph/env_options.h"
 
 #include <cstdlib>
+#include <string_view>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
@@ -22,6 +23,9 @@ EnvOptions read_env_options() {
   }
   if (const char* record = std::getenv("KILN_RECORD_CUDA_DIR"); record != nullptr) {
     o.record_cuda_dir = record;
+  }
+  if (const char* fuse = std::getenv("KILN_FUSE_ATTENTION"); fuse != nullptr) {
+    o.fuse_attention = std::string_view(fuse) != "0";
   }
   const char* dir = std::getenv("KILN_DUMP_DIR");
   o.dump_dir = dir != nullptr && *dir != '\0' ? dir : "kiln_dump";

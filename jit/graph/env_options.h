@@ -1,4 +1,5 @@
-// Debug options read from the environment once: KILN_LOG, KILN_DUMP, KILN_DUMP_DIR.
+// Debug options read from the environment once: KILN_LOG, KILN_DUMP, KILN_DUMP_DIR,
+// KILN_RECORD_CUDA_DIR, KILN_FUSE_ATTENTION.
 // docs/environment.md lists every variable with its default.
 #ifndef KILN_JIT_GRAPH_ENV_OPTIONS_H_
 #define KILN_JIT_GRAPH_ENV_OPTIONS_H_
@@ -14,6 +15,7 @@ struct EnvOptions {
   bool dump_kernels = false;    // KILN_DUMP contains "kernels"
   std::string dump_dir;         // KILN_DUMP_DIR, default "kiln_dump"
   std::string record_cuda_dir;  // KILN_RECORD_CUDA_DIR: write each new kernel's CUDA source
+  bool fuse_attention = true;   // KILN_FUSE_ATTENTION=0 keeps hand-written attention composed
 };
 
 const EnvOptions& env_options();

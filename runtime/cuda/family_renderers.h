@@ -42,8 +42,12 @@ std::string render_concat(const KernelWriter& w);
 // update_slice: a thread per element of the update, written at start into x's buffer.
 std::string render_update_slice(const KernelWriter& w);
 
-// scaled_dot_product_attention: a block per query row, an online softmax over key tiles.
+// scaled_dot_product_attention: an online softmax over key tiles; tensor cores for f16 and
+// bf16 heads up to 128 wide, else a block per query row.
 std::string render_attention(const KernelWriter& w);
+// Whether this launch of an attention kernel takes its tensor-core form (a block per 128
+// query rows of a batch·head) rather than the portable one (a block per query row).
+bool attention_uses_tensor_cores(const jit::KernelProgram& p, const jit::KernelLaunch& l);
 
 // A user's custom kernel: the whole module, its own source after the argument struct and
 // before a check of its signature; a comment for a CPU-only kernel.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "runtime/cuda/cuda_renderer.h"
+#include "runtime/cuda/family_renderers.h"
 
 namespace kiln::runtime::cuda {
 namespace {
@@ -20,9 +21,13 @@ int64_t work_items(const jit::KernelProgram& p, const jit::KernelLaunch& l, int 
     return mm.batches * ((mm.m + 63) / 64) * ((mm.n + 63) / 64);
   }
   if (p.anchor == jit::AnchorKind::kRowNorm) return jit::row_norm_shape(p, l).rows();
-  if (p.anchor == jit::AnchorKind::kAttention) {  // a block per query row
-    const ops::Shape& o = l.spaces[0];
-    return o.empty() || o.back() == 0 ? 0 : out / o.back();
+  if (p.anchor == jit::AnchorKind::kAttention) {  // a block per query row, or per 128
+    const ops::Shape& q = l.spaces[1];
+    int64_t rows = 1;  // query rows of every batch·head
+    for (size_t d = 0; d + 1 < q.size(); ++d) rows *= q[d];
+    const int64_t sq = q[q.size() - 2];
+    if (!attention_uses_tensor_cores(p, l) || sq == 0) return rows;
+    return rows / sq * ((sq + 127) / 128);
   }
   if (p.anchor == jit::AnchorKind::kUpdateSlice) {  // a thread per element of the update
     return (ops::numel(l.spaces[1]) + block - 1) / block;
