@@ -1,7 +1,6 @@
 #include "samples/llama.h"
 
 #include <cmath>
-#include <limits>
 #include <string>
 
 namespace kiln::samples {
@@ -38,18 +37,6 @@ Tensor heads_first(const Tensor& x, int64_t n, int64_t head_dim) {
   return x.reshape({1, x.shape()[1], n, head_dim}).permute({0, 2, 1, 3});
 }
 
-// The whole cache, each key/value head repeated for the query heads it serves:
-// [1, kv_heads, capacity, d] -> [1, heads, capacity, d]. Attention reads every position and
-// masks those not yet written, so every decode step has the same shapes and reuses one
-// plan (slicing to the filled length would make a new plan per step).
-Tensor expand_kv(const Tensor& cached, int64_t heads) {
-  const std::vector<int64_t>& s = cached.shape();
-  const int64_t kv_heads = s[1], capacity = s[2], d = s[3];
-  return cached.unsqueeze(2)
-      .broadcast_to({1, kv_heads, heads / kv_heads, capacity, d})
-      .reshape({1, heads, capacity, d});
-}
-
 Tensor attention(const LlamaWeights& w, const LlamaLayer& l, KvCache& cache, size_t layer,
                  const Tensor& h, const Tensor& cos_t, const Tensor& sin_t) {
   const LlamaConfig& c = w.config;
@@ -59,17 +46,16 @@ Tensor attention(const LlamaWeights& w, const LlamaLayer& l, KvCache& cache, siz
   const Tensor v = heads_first(linear(h, l.wv), c.kv_heads, c.head_dim());
   cache.keys[layer] = update_slice(cache.keys[layer], k, 2, start);
   cache.values[layer] = update_slice(cache.values[layer], v, 2, start);
-  const Tensor keys = expand_kv(cache.keys[layer], c.heads);
-  const Tensor values = expand_kv(cache.values[layer], c.heads);
-  // Causal: the query at position start + i sees keys at positions <= start + i (later
-  // positions are in the future or not written yet). start is a scalar: no new plan.
+  // Attention reads the whole cache and masks the positions not yet written, so every decode
+  // step has the same shapes and reuses one plan (slicing to the filled length would make a
+  // new plan per step). Causal: the query at position start + i sees keys at positions
+  // <= start + i (later ones are in the future or not written yet); start is a scalar, so a
+  // new position builds no plan. The kv heads serve their query-head groups directly (GQA).
   const Tensor query_pos =
       (Tensor::arange(tokens, DType::I64) + static_cast<double>(start)).reshape({tokens, 1});
   const Tensor key_pos = Tensor::arange(c.capacity, DType::I64).reshape({1, c.capacity});
-  const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim()));
-  const Tensor scores = where(key_pos <= query_pos, matmul(q, keys.transpose(2, 3)) * scale,
-                              Tensor::full({1}, -std::numeric_limits<double>::infinity()));
-  const Tensor context = matmul(softmax(scores, -1), values);  // [1, heads, T, head_dim]
+  const Tensor context = scaled_dot_product_attention(q, cache.keys[layer], cache.values[layer],
+                                                      key_pos <= query_pos);  // [1, heads, T, d]
   return linear(context.permute({0, 2, 1, 3}).reshape({1, tokens, c.dim}), l.wo);
 }
 
