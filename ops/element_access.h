@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "kiln/dtype.h"
 #include "runtime/buffer.h"
@@ -106,6 +107,32 @@ inline void store_int(runtime::Buffer& b, DType dt, int64_t i, int64_t v) {
       store_double(b, dt, i, static_cast<double>(v));
       return;
   }
+}
+
+// Copies element src[i] (dtype from) to dst[j] (dtype to) under the cast rules.
+inline void convert_element(const runtime::Buffer& src, DType from, int64_t i, runtime::Buffer& dst,
+                            DType to, int64_t j) {
+  if (is_floating(from)) {
+    store_double(dst, to, j, load_double(src, from, i));
+  } else {
+    store_int(dst, to, j, load_int(src, from, i));
+  }
+}
+
+// Where the rows along `axis` of a row-major `shape` lie: (outer, extent, inner), element k
+// of row (o, i) at at(o, k, i). For row-wise loops.
+struct RowLayout {
+  int64_t outer = 1, extent = 1, inner = 1;
+  int64_t at(int64_t o, int64_t k, int64_t i) const { return (o * extent + k) * inner + i; }
+};
+inline RowLayout row_layout(const std::vector<int64_t>& shape, int axis) {
+  RowLayout r;
+  for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
+    if (d < axis) r.outer *= shape[d];
+    if (d == axis) r.extent = shape[d];
+    if (d > axis) r.inner *= shape[d];
+  }
+  return r;
 }
 
 }  // namespace kiln::ops

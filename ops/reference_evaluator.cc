@@ -67,15 +67,6 @@ double round_to(DType dt, double v) {
   }
 }
 
-// Copies element src[i] (dtype from) to dst[j] (dtype to) under the cast rules.
-void convert_element(const Buffer& src, DType from, int64_t i, Buffer& dst, DType to, int64_t j) {
-  if (is_floating(from)) {
-    store_double(dst, to, j, load_double(src, from, i));
-  } else {
-    store_int(dst, to, j, load_int(src, from, i));
-  }
-}
-
 void eval_leaf(OpKind op, const Attrs& attrs, const ValueType& out, Buffer& result) {
   int64_t n = numel(out.shape);
   DType dt = out.dtype;
@@ -282,21 +273,6 @@ void eval_reduce(OpKind op, const ValueType& out, const HostValue& in, const Att
       store_int(result, out.dtype, o, acc_i[o]);
     }
   }
-}
-
-// Splits `shape` around `axis` into (outer, extent, inner) for row-wise loops.
-struct RowLayout {
-  int64_t outer = 1, extent = 1, inner = 1;
-  int64_t at(int64_t o, int64_t k, int64_t i) const { return (o * extent + k) * inner + i; }
-};
-RowLayout row_layout(const Shape& shape, int axis) {
-  RowLayout r;
-  for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
-    if (d < axis) r.outer *= shape[d];
-    if (d == axis) r.extent = shape[d];
-    if (d > axis) r.inner *= shape[d];
-  }
-  return r;
 }
 
 void eval_arg_reduce(OpKind op, const HostValue& in, const Attrs& attrs, Buffer& result) {

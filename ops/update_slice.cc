@@ -39,25 +39,14 @@ void evaluate_update_slice(const Attrs& attrs, const ValueType& out,
                            const std::vector<HostValue>& in, runtime::Buffer& result) {
   const HostValue &x = in[0], &update = in[1];
   std::memcpy(result.data(), x.buffer->data(), static_cast<size_t>(result.nbytes()));
-  const Shape& u = update.type.shape;
-  // Rows: the dims before the axis (outer), the axis, the dims after it (inner).
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < static_cast<int>(u.size()); ++d) {
-    if (d < attrs.axis) outer *= u[d];
-    if (d > attrs.axis) inner *= u[d];
-  }
-  const int64_t length = u.empty() ? 1 : u[attrs.axis];
-  const int64_t extent = out.shape.empty() ? 1 : out.shape[attrs.axis];
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t k = 0; k < length; ++k) {
-      for (int64_t i = 0; i < inner; ++i) {
-        const int64_t from = (o * length + k) * inner + i;
-        const int64_t to = (o * extent + attrs.start + k) * inner + i;
-        if (is_floating(update.type.dtype)) {
-          store_double(result, out.dtype, to, load_double(*update.buffer, update.type.dtype, from));
-        } else {
-          store_int(result, out.dtype, to, load_int(*update.buffer, update.type.dtype, from));
-        }
+  // The update's rows along the axis land at start within x's rows.
+  const RowLayout from = row_layout(update.type.shape, attrs.axis);
+  const RowLayout to = row_layout(out.shape, attrs.axis);
+  for (int64_t o = 0; o < from.outer; ++o) {
+    for (int64_t k = 0; k < from.extent; ++k) {
+      for (int64_t i = 0; i < from.inner; ++i) {
+        convert_element(*update.buffer, update.type.dtype, from.at(o, k, i), result, out.dtype,
+                        to.at(o, attrs.start + k, i));
       }
     }
   }

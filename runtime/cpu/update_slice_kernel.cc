@@ -13,17 +13,13 @@ void run_update_slice(const jit::KernelProgram& program, const jit::KernelLaunch
                       const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
                       const std::vector<double>& params) {
   const ops::Shape& x = launch.spaces[0];
-  const ops::Shape& update = launch.spaces[1];
   const int axis = program.anchor_attrs.axis;
   const auto start = static_cast<int64_t>(params[program.anchor_param]);
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < static_cast<int>(update.size()); ++d) {
-    if (d < axis) outer *= update[d];
-    if (d > axis) inner *= update[d];
-  }
-  // Per outer index, the update's rows are one contiguous run of x: [start, start + length)
-  // along the axis times everything inside it.
-  const int64_t run = (update.empty() ? 1 : update[axis]) * inner;
+  // The update (space 1) as rows along the axis: per outer index, its rows are one
+  // contiguous run of x, [start, start + length) along the axis times everything inside it.
+  const jit::RowShape update = jit::row_norm_shape(program, launch);
+  const int64_t outer = update.outer, inner = update.inner;
+  const int64_t run = update.extent * inner;
   const int64_t extent = x.empty() ? 1 : x[axis];
   if (run == 0) return;
   const int operand = program.anchor_operands[0];
