@@ -335,6 +335,25 @@ TEST(Attention, HandWrittenFormFusesIntoOneKernel) {
   }
 }
 
+// One key/value head that matmul broadcasts over the query heads (multi-query attention
+// written by hand) fuses without expanding k and v: the kernel reads the one head.
+TEST(Attention, HandWrittenMultiQueryFusesWithoutExpandingKv) {
+  std::mt19937_64 rng(testing::test_seed() + 7);
+  SCOPED_TRACE(testing::test_seed());
+  const Shapes s = {{2, 4, 6, 8}, {2, 1, 9, 8}, {2, 1, 9, 5}};
+  const Operands o = make_operands(s, /*bool_mask=*/false, rng);
+  Tensor out = matmul(softmax(matmul(o.tq, o.tk.transpose(-2, -1)) * 0.3, -1), o.tv);
+  const std::string plan = explain_plan({out}, ExplainDetail::kPlan);
+  const std::vector<std::string> kernels = kernel_lines(plan);
+  ASSERT_EQ(kernels.size(), 1u) << plan;
+  EXPECT_NE(kernels[0].find(": scaled_dot_product_attention"), std::string::npos) << plan;
+  reset_stats();
+  out.eval();
+  EXPECT_EQ(stats().kernels_launched, 1);
+  expect_all_close(testing::values(out), reference_attention(o.q, o.k, o.v, s, nullptr, false, 0.3),
+                   2e-5);
+}
+
 // When the softmax's probabilities are an output too, fusing would compute them twice (or
 // not at all): the plan keeps them, says why, and both values are right.
 TEST(Attention, NotFusedWhenProbabilitiesAreKept) {
