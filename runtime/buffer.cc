@@ -8,8 +8,8 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/stats_counters.h"
 #include "kiln/error.h"
+#include "runtime/stats_counters.h"
 
 namespace kiln::runtime {
 namespace {
@@ -26,6 +26,10 @@ bool injected_failure() {
   return false;
 }
 constexpr size_t kAlign = 64;
+
+// Buffer versions: never 0 (which callers use for "no version"), never reused.
+std::atomic<uint64_t> last_version{0};
+uint64_t next_version() { return last_version.fetch_add(1) + 1; }
 
 // Freed blocks of 8 MiB and more are kept for reuse (bounded), because the C allocator
 // returns them to the OS and every new one would pay page faults and zeroing again: a
@@ -93,7 +97,7 @@ void set_poison_new_buffers(bool on) { poison = on; }
 
 void set_fail_allocation_after(int64_t allocations) { allocations_before_failure = allocations; }
 
-Buffer::Buffer(int64_t nbytes) : nbytes_(nbytes) {
+Buffer::Buffer(int64_t nbytes) : nbytes_(nbytes), version_(next_version()) {
   if (injected_failure()) {
     throw Error(absl::StrCat("out of memory allocating ", nbytes, " bytes on cpu (injected)"));
   }
@@ -116,9 +120,12 @@ Buffer::Buffer(int64_t nbytes, Device device, uint64_t device_pointer,
     : nbytes_(nbytes),
       device_(device),
       device_pointer_(device_pointer),
-      release_(std::move(release)) {
+      release_(std::move(release)),
+      version_(next_version()) {
   runtime::counters().bytes_allocated += nbytes;
 }
+
+void Buffer::mark_written() { version_ = next_version(); }
 
 Buffer::~Buffer() {
   if (on_device()) {

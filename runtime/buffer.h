@@ -30,6 +30,13 @@ class Buffer {
   Device device() const { return device_; }
   uint64_t device_pointer() const { return device_pointer_; }
 
+  // Identifies these contents: unique per buffer made, and renewed by mark_written. A cache
+  // of something derived from the contents (the CPU GEMM's packed weights) keys on it, so a
+  // freed address reused, or a buffer written again, never finds a stale entry.
+  uint64_t version() const { return version_; }
+  // Called before a kernel writes the buffer (a recycled intermediate, a donated input).
+  void mark_written();
+
   template <class T>
   T* as() {
     return reinterpret_cast<T*>(data_);
@@ -45,6 +52,7 @@ class Buffer {
   Device device_{DeviceType::CPU, 0};
   uint64_t device_pointer_ = 0;
   std::function<void()> release_;
+  uint64_t version_;
 };
 
 // `buffer` itself when it is in host memory, else a host copy of it (reading a device

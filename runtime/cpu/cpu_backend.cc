@@ -77,6 +77,7 @@ class CpuBackend final : public Backend {
           buffers[n] = recycled(pool, plan.node_bytes[n]);  // a copy of x
           std::memcpy(buffers[n]->data(), ins[0]->data(), static_cast<size_t>(ins[0]->nbytes()));
         }
+        buffers[n]->mark_written();
         outs.push_back(buffers[n].get());
       }
       std::vector<double> params;

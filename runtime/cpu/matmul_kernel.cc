@@ -1,8 +1,12 @@
-// Matmul kernels: the operands are evaluated whole, multiplied per batch matrix by Eigen's
-// GEMM on all cores, then the epilogue runs over the product.
+// Matmul kernels: per batch matrix, the product on all cores, then the epilogue over it.
+// f32 (and f16/bf16, computed in f32) runs on the GEMM core of gemm.h, reading an operand
+// that is a plain f32 load straight from its buffer through the view's strides; any other
+// operand (a fused prologue, a 16-bit input) is evaluated whole first. f64 and integer
+// matmuls run on Eigen's GEMM.
 #include <Eigen/Core>
 #include <algorithm>
 
+#include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/tile_evaluator.h"
 #include "runtime/thread_pool.h"
@@ -12,6 +16,76 @@ namespace {
 
 using jit::KernelLaunch;
 using jit::KernelProgram;
+
+// Operand k of the matmul (space k + 1) for the f32 GEMM: a view of its input buffer when
+// it is a plain f32 load, else its values evaluated into `storage`, contiguous.
+struct F32Operand {
+  GemmOperand matrix;             // batch matrix 0
+  std::vector<int64_t> batch_at;  // per operand batch matrix (row-major), its element offset
+  std::vector<float> storage;
+};
+
+// `shape` is the operand's matrix shape from matmul_shape (a vector operand made a matrix).
+F32Operand f32_operand(const KernelProgram& program, const KernelLaunch& launch,
+                       const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
+                       int k, const ops::Shape& shape) {
+  F32Operand op;
+  const int rank = static_cast<int>(shape.size());
+  const int64_t rows = shape[rank - 2], cols = shape[rank - 1];
+  const jit::Instr& instr = program.instrs[program.anchor_operands[k]];
+  int64_t batches = 1;
+  for (int d = 0; d < rank - 2; ++d) batches *= shape[d];
+  op.batch_at.resize(batches);
+  if (instr.kind == jit::InstrKind::kLoad && program.input_dtypes[instr.input] == DType::F32) {
+    const jit::ViewParams& view = launch.views[instr.view];
+    std::vector<int64_t> strides = view.strides;
+    if (launch.spaces[k + 1].size() == 1) {  // a vector: a row of A, or a column of B
+      strides.insert(k == 0 ? strides.begin() : strides.end(), 0);
+    }
+    const Buffer* buffer = inputs[instr.input];
+    op.matrix = {buffer->as<float>(), strides[rank - 2], strides[rank - 1], buffer->version()};
+    for (int64_t bi = 0; bi < batches; ++bi) {
+      int64_t rest = bi, offset = view.offset;
+      for (int d = rank - 3; d >= 0; --d) {
+        offset += (rest % shape[d]) * strides[d];
+        rest /= shape[d];
+      }
+      op.batch_at[bi] = offset;
+    }
+    return op;
+  }
+  op.storage = evaluate_operand<float>(program, launch, inputs, params, k);
+  op.matrix = {op.storage.data(), cols, 1, 0};
+  for (int64_t bi = 0; bi < batches; ++bi) op.batch_at[bi] = bi * rows * cols;
+  return op;
+}
+
+void matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
+                const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
+                float* result) {
+  const jit::MatmulShape mm = jit::matmul_shape(launch);
+  const int64_t m = mm.m, k = mm.k, n = mm.n, batches = mm.batches;
+  if (batches == 0) return;
+  F32Operand a = f32_operand(program, launch, inputs, params, 0, mm.a);
+  F32Operand b = f32_operand(program, launch, inputs, params, 1, mm.b);
+  // matmul_batch_offsets counts in contiguous matrices; their index picks the view's offset.
+  const jit::MatmulBatchOffsets offsets = jit::matmul_batch_offsets(mm);
+  auto multiply = [&](int64_t bi) {
+    GemmOperand ma = a.matrix, mb = b.matrix;
+    ma.data += a.batch_at[m * k == 0 ? 0 : offsets.a[bi] / (m * k)];
+    mb.data += b.batch_at[k * n == 0 ? 0 : offsets.b[bi] / (k * n)];
+    gemm_f32(m, n, k, ma, mb, result + bi * m * n, n);
+  };
+  // Many small products (attention heads) go a batch per task; large ones use every core
+  // each.
+  if (batches >= worker_count() && m * n * k < (int64_t{1} << 21)) {
+    parallel_for(batches, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t bi = b0; bi < b1; ++bi) multiply(bi);
+    });
+  } else {
+    for (int64_t bi = 0; bi < batches; ++bi) multiply(bi);
+  }
+}
 
 template <class T>
 void matmul(const KernelProgram& program, const KernelLaunch& launch,
@@ -44,7 +118,11 @@ void run_matmul(const KernelProgram& program, const KernelLaunch& launch,
                 const std::vector<double>& params) {
   run_anchored(program, launch, inputs, outputs, params, [&](auto* result) {
     using T = std::remove_pointer_t<decltype(result)>;
-    matmul<T>(program, launch, inputs, params, result);
+    if constexpr (std::is_same_v<T, float>) {
+      matmul_f32(program, launch, inputs, params, result);
+    } else {
+      matmul<T>(program, launch, inputs, params, result);
+    }
   });
 }
 

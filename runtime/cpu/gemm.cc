@@ -1,0 +1,227 @@
+// The f32 GEMM core, blocked as in BLIS/GotoBLAS and compiled once per instruction set by
+// hwy/foreach_target.h; HWY_DYNAMIC_DISPATCH picks the best one the CPU has.
+//
+// - B is packed into panels of kPanel = 2 vectors of columns, k-major, so the inner kernel
+//   reads it with unit-stride loads whatever B's strides were (a PyTorch-layout
+//   weight costs the same as a pre-transposed one). A weight seen twice keeps its packed
+//   form (packed_weight_cache.h).
+// - The work is split into tasks of kRowBlock rows × a run of panels, on all cores. Per
+//   task and per kDepth slice of k, the A block is packed into strips of kRows rows, which
+//   stay in L2 while each panel's slice (kDepth × kPanel floats, 16 KiB with AVX2) stays in
+//   L1.
+// - The inner kernel keeps a kRows × kPanel tile of C in 12 vector registers and does 12
+//   FMAs per loaded A element pair, the register budget of AVX2's 16 registers.
+// - Every C element sums its k products in order within a slice and the slices in order,
+//   so the result depends only on m, n and k, not on strides, threads or the cache.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "runtime/cpu/gemm.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must follow foreach_target.h.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "hwy/highway.h"
+#include "runtime/cpu/gemm.h"
+#include "runtime/cpu/packed_weight_cache.h"
+#include "runtime/thread_pool.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kiln::runtime::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+constexpr int64_t kRows = 6;       // rows of C per inner-kernel tile
+constexpr int64_t kRowBlock = 72;  // rows of A packed per task (a multiple of kRows)
+constexpr int64_t kDepth = 256;    // the k slice an A block and a panel slice cover
+constexpr int64_t kTasksPerCore = 4;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Columns per panel: two vectors.
+int64_t panel_width() { return static_cast<int64_t>(2 * hn::Lanes(hn::ScalableTag<float>())); }
+
+// Packs panels [p0, p1) of B: panel p holds columns [p * w, p * w + w) for every k, k-major,
+// zero past column n.
+void pack_b_panels(const GemmOperand& b, int64_t k, int64_t n, int64_t p0, int64_t p1,
+                   float* packed) {
+  const int64_t w = panel_width();
+  for (int64_t p = p0; p < p1; ++p) {
+    float* dst = packed + p * k * w;
+    const int64_t j0 = p * w, cols = std::min(w, n - j0);
+    if (cols < w) std::fill_n(dst, k * w, 0.0f);
+    if (b.col_stride == 1 && cols == w) {
+      for (int64_t kk = 0; kk < k; ++kk)
+        std::memcpy(dst + kk * w, b.data + kk * b.row_stride + j0, w * sizeof(float));
+      continue;
+    }
+    // Column by column: with a transposed B (row_stride 1) each column is contiguous.
+    for (int64_t j = 0; j < cols; ++j) {
+      const float* src = b.data + (j0 + j) * b.col_stride;
+      for (int64_t kk = 0; kk < k; ++kk) dst[kk * w + j] = src[kk * b.row_stride];
+    }
+  }
+}
+
+// Packs rows [i0, i0 + rows) and depth [k0, k0 + depth) of A into strips of kRows rows,
+// each k-major: strip s, depth d, row r at [s * depth * kRows + d * kRows + r].
+void pack_a_block(const GemmOperand& a, int64_t i0, int64_t rows, int64_t k0, int64_t depth,
+                  float* packed) {
+  for (int64_t s = 0; s * kRows < rows; ++s) {
+    float* dst = packed + s * depth * kRows;
+    const int64_t strip_rows = std::min(kRows, rows - s * kRows);
+    for (int64_t r = 0; r < strip_rows; ++r) {
+      const float* src = a.data + (i0 + s * kRows + r) * a.row_stride + k0 * a.col_stride;
+      for (int64_t d = 0; d < depth; ++d) dst[d * kRows + r] = src[d * a.col_stride];
+    }
+  }
+}
+
+// C tile (R rows × `cols` ≤ panel width) = (accumulate ? C tile : 0) + A strip · B panel
+// slice, over `depth` packed steps.
+template <int R>
+HWY_INLINE void tile_kernel(int64_t depth, const float* HWY_RESTRICT pa,
+                            const float* HWY_RESTRICT pb, float* HWY_RESTRICT c, int64_t ldc,
+                            int64_t cols, bool accumulate) {
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  using V = hn::Vec<decltype(d)>;
+  V c00 = hn::Zero(d), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  V c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < depth; ++p) {
+    const V b0 = hn::LoadU(d, pb), b1 = hn::LoadU(d, pb + lanes);
+#define KILN_GEMM_ROW(i)                  \
+  if constexpr (R > i) {                  \
+    const V a = hn::Set(d, pa[i]);        \
+    c##i##0 = hn::MulAdd(a, b0, c##i##0); \
+    c##i##1 = hn::MulAdd(a, b1, c##i##1); \
+  }
+    KILN_GEMM_ROW(0)
+    KILN_GEMM_ROW(1)
+    KILN_GEMM_ROW(2)
+    KILN_GEMM_ROW(3)
+    KILN_GEMM_ROW(4)
+    KILN_GEMM_ROW(5)
+#undef KILN_GEMM_ROW
+    pa += kRows;
+    pb += 2 * lanes;
+  }
+  const bool full = cols == 2 * lanes;
+  HWY_ALIGN float spill[2 * HWY_MAX_BYTES / sizeof(float)];
+  auto store_row = [&](float* row, V v0, V v1) HWY_ATTR {
+    if (full) {
+      if (accumulate) {
+        v0 = hn::Add(hn::LoadU(d, row), v0);
+        v1 = hn::Add(hn::LoadU(d, row + lanes), v1);
+      }
+      hn::StoreU(v0, d, row);
+      hn::StoreU(v1, d, row + lanes);
+      return;
+    }
+    hn::Store(v0, d, spill);
+    hn::Store(v1, d, spill + lanes);
+    for (int64_t j = 0; j < cols; ++j) row[j] = accumulate ? row[j] + spill[j] : spill[j];
+  };
+  if constexpr (R > 0) store_row(c, c00, c01);
+  if constexpr (R > 1) store_row(c + ldc, c10, c11);
+  if constexpr (R > 2) store_row(c + 2 * ldc, c20, c21);
+  if constexpr (R > 3) store_row(c + 3 * ldc, c30, c31);
+  if constexpr (R > 4) store_row(c + 4 * ldc, c40, c41);
+  if constexpr (R > 5) store_row(c + 5 * ldc, c50, c51);
+}
+
+void run_tile(int64_t rows, int64_t depth, const float* pa, const float* pb, float* c, int64_t ldc,
+              int64_t cols, bool accumulate) {
+  switch (rows) {
+    case 1:
+      return tile_kernel<1>(depth, pa, pb, c, ldc, cols, accumulate);
+    case 2:
+      return tile_kernel<2>(depth, pa, pb, c, ldc, cols, accumulate);
+    case 3:
+      return tile_kernel<3>(depth, pa, pb, c, ldc, cols, accumulate);
+    case 4:
+      return tile_kernel<4>(depth, pa, pb, c, ldc, cols, accumulate);
+    case 5:
+      return tile_kernel<5>(depth, pa, pb, c, ldc, cols, accumulate);
+    default:
+      return tile_kernel<6>(depth, pa, pb, c, ldc, cols, accumulate);
+  }
+}
+
+// B packed: from the cache when this weight was packed before, else packed now (on all
+// cores) and offered to the cache.
+PackedMatrix packed_b(const GemmOperand& b, int64_t k, int64_t n) {
+  const int64_t w = panel_width(), panels = ceil_div(n, w);
+  const PackedWeightKey key{b.data, b.version, k, n, b.row_stride, b.col_stride, w};
+  bool keep = false;
+  if (b.version != 0) {
+    if (PackedMatrix found = find_packed_weight(key, &keep)) return found;
+  } else {
+    count_transient_pack();
+  }
+  auto storage = std::make_shared<std::vector<float>>(panels * k * w);
+  float* packed = storage->data();
+  parallel_for(panels, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, k * w)),
+               [&](int64_t p0, int64_t p1) { pack_b_panels(b, k, n, p0, p1, packed); });
+  if (keep) keep_packed_weight(key, storage);
+  return storage;
+}
+
+void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float* c,
+              int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, 0.0f);
+    return;
+  }
+  const int64_t w = panel_width(), panels = ceil_div(n, w);
+  const PackedMatrix b_packed = packed_b(b, k, n);
+  const float* bp = b_packed->data();
+  // Tasks: row blocks × runs of panels, about kTasksPerCore per core so cores stay even.
+  const int64_t row_blocks = ceil_div(m, kRowBlock);
+  const int64_t wanted = ceil_div(kTasksPerCore * worker_count(), row_blocks);
+  const int64_t per_run = ceil_div(panels, std::clamp<int64_t>(wanted, 1, panels));
+  const int64_t runs = ceil_div(panels, per_run);
+  parallel_for(row_blocks * runs, 1, [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<float> a_block;
+    a_block.resize(kRowBlock * kDepth);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i0 = (t / runs) * kRowBlock, rows = std::min(kRowBlock, m - i0);
+      const int64_t p0 = (t % runs) * per_run, p1 = std::min(panels, p0 + per_run);
+      for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+        const int64_t depth = std::min(kDepth, k - k0);
+        pack_a_block(a, i0, rows, k0, depth, a_block.data());
+        for (int64_t p = p0; p < p1; ++p) {
+          const int64_t j0 = p * w, cols = std::min(w, n - j0);
+          const float* pb = bp + p * k * w + k0 * w;
+          for (int64_t s = 0; s * kRows < rows; ++s) {
+            const int64_t r0 = s * kRows;
+            run_tile(std::min(kRows, rows - r0), depth, a_block.data() + s * depth * kRows, pb,
+                     c + (i0 + r0) * ldc + j0, ldc, cols, k0 > 0);
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kiln::runtime::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::runtime::cpu {
+
+HWY_EXPORT(GemmImpl);
+
+void gemm_f32(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float* c,
+              int64_t ldc) {
+  HWY_DYNAMIC_DISPATCH(GemmImpl)(m, n, k, a, b, c, ldc);
+}
+
+const char* gemm_target_name() { return hwy::TargetName(hwy::SupportedAndGeneratedTargets()[0]); }
+
+}  // namespace kiln::runtime::cpu
+#endif  // HWY_ONCE
