@@ -239,3 +239,58 @@ TEST(KernelBounds, ManyOutputsOfOneShapeSpreadOverBoundedKernels) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// One encoder layer as sentence-transformers' MiniLM has it: attention, then a GELU MLP,
+// each with a residual add and a layer norm. x is [batch, seq, hidden].
+Tensor encoder_layer(const Tensor& x, int64_t heads, uint64_t seed) {
+  const int64_t batch = x.shape()[0], seq = x.shape()[1], hidden = x.shape()[2];
+  auto weight = [&](std::vector<int64_t> shape) { return input(shape, seed++) * 0.1; };
+  auto split_heads = [&](const Tensor& t) {
+    return t.reshape({batch, seq, heads, hidden / heads}).permute({0, 2, 1, 3});
+  };
+  Tensor q = split_heads(linear(x, weight({hidden, hidden}), weight({hidden})));
+  Tensor k = split_heads(linear(x, weight({hidden, hidden}), weight({hidden})));
+  Tensor v = split_heads(linear(x, weight({hidden, hidden}), weight({hidden})));
+  Tensor mask = input({batch, 1, 1, seq}, seed++);
+  Tensor context = scaled_dot_product_attention(q, k, v, mask)
+                       .permute({0, 2, 1, 3})
+                       .reshape({batch, seq, hidden});
+  Tensor h = layer_norm(x + linear(context, weight({hidden, hidden}), weight({hidden})),
+                        weight({hidden}), weight({hidden}));
+  Tensor up = gelu(linear(h, weight({4 * hidden, hidden}), weight({4 * hidden})));
+  return layer_norm(h + linear(up, weight({hidden, 4 * hidden}), weight({hidden})),
+                    weight({hidden}), weight({hidden}));
+}
+
+// Identical layers get identical kernels: the planner's kernel-size bounds count what one
+// kernel really reads, not everything upstream of it, so no layer stores a value another
+// layer fuses. Every residual add fuses into the matmul before it or the norm after it
+// (no kernel of its own).
+TEST(Planner, IdenticalLayersGetIdenticalPlans) {
+  constexpr int kLayers = 6;
+  Tensor x = input({2, 8, 32}, 100);
+  for (int layer = 0; layer < kLayers; ++layer) x = encoder_layer(x, 4, 1000 * (layer + 1));
+  std::shared_ptr<const jit::LaunchPlan> plan =
+      jit::build_plan(jit::build_trace({detail::TensorAccess::node(x).get()}));
+  ASSERT_EQ(plan->kernels.size() % kLayers, 0u) << plan->description;
+  const size_t per_layer = plan->kernels.size() / kLayers;
+  int copies = 0;
+  for (size_t i = 0; i < plan->kernels.size(); ++i) {
+    const std::string& name = plan->kernels[i].program->name;
+    EXPECT_EQ(name, plan->kernels[i % per_layer].program->name)
+        << "kernel " << i % per_layer << " of layer " << i / per_layer;
+    copies += name == "pointwise_copy";
+  }
+  // Per layer: q, k and v, attention, the copy that merges its heads (a permute then a
+  // reshape no strides express), the output projection with its residual add, its norm,
+  // the MLP's two matmuls (the second with its residual add), and the second norm.
+  EXPECT_EQ(per_layer, 10u) << plan->description;
+  EXPECT_EQ(copies, kLayers) << plan->description;
+  EXPECT_EQ(kernels_for({x}), static_cast<int64_t>(plan->kernels.size()));
+}
+
+}  // namespace
+}  // namespace kiln

@@ -111,22 +111,36 @@ class Planner {
   // A node's kernel reads the sources and fuses the ops of its unstored producers. Where a
   // node would bring more than the bounds into one kernel, its largest unstored producer is
   // stored instead (counts add over arguments, so shared producers count twice: the bound
-  // holds all the more).
+  // holds all the more). An anchor's value that reaches a boundary (another anchor, a view,
+  // a broadcast) will be stored there by decide_anchors, so it counts as one buffer read,
+  // not as everything upstream of it: otherwise the counts of a deep network grow layer by
+  // layer and identical layers get different plans.
   void limit_kernel_size() {
     const size_t n = trace_.nodes.size();
     std::vector<int64_t>& sources = sources_;
     sources.assign(n, 0);
     std::vector<int64_t> fused(n, 0);
+    // Whether an anchor's value flows into node i through the elementwise ops fused with it.
+    std::vector<bool> carries(n, false);
+    auto stored_at = [&](size_t i, int a) {
+      const TraceNode& node = trace_.nodes[i];
+      return carries[a] && (anchor_kind(node.op) != AnchorKind::kNone || !is_elementwise(node.op) ||
+                            shape(a) != shape(static_cast<int>(i)));
+    };
     // Counts the buffers node i's kernel would read and the ops it would fuse.
     auto count_kernel_size = [&](size_t i) {
       const TraceNode& node = trace_.nodes[i];
       int64_t s = node.param_slot >= 0 ? 1 : 0, f = 1;
+      bool carried = anchor_kind(node.op) != AnchorKind::kNone;
       for (int a : node.args) {
-        s += is_materialized(a) ? 1 : sources[a];
-        f += is_materialized(a) ? 0 : fused[a];
+        const bool read = is_materialized(a) || stored_at(i, a);
+        s += read ? 1 : sources[a];
+        f += read ? 0 : fused[a];
+        carried = carried || (!read && carries[a]);
       }
       sources[i] = std::min<int64_t>(s, 1 << 20);
       fused[i] = std::min<int64_t>(f, 1 << 20);
+      carries[i] = carried && !is_materialized(static_cast<int>(i));
     };
     for (size_t i = 0; i < n; ++i) {
       if (trace_.nodes[i].op == ops::OpKind::Input) continue;
@@ -134,7 +148,9 @@ class Planner {
       while (sources[i] > kMaxKernelSources || fused[i] > kMaxFusedOps) {
         int largest = -1;
         for (int a : trace_.nodes[i].args) {
-          if (is_materialized(a) || (sources[a] <= 1 && fused[a] <= 1)) continue;
+          if (is_materialized(a) || stored_at(i, a) || (sources[a] <= 1 && fused[a] <= 1)) {
+            continue;
+          }
           if (largest < 0 || sources[a] + fused[a] > sources[largest] + fused[largest]) largest = a;
         }
         if (largest < 0) break;  // only stored arguments left: nothing smaller to split off
