@@ -152,7 +152,7 @@ void run_tile(int64_t rows, int64_t depth, const float* pa, const float* pb, flo
 
 // B packed: from the cache when this weight was packed before, else packed now (on all
 // cores) and offered to the cache.
-PackedMatrix packed_b(const GemmOperand& b, int64_t k, int64_t n) {
+std::shared_ptr<const std::vector<float>> PackImpl(int64_t k, int64_t n, const GemmOperand& b) {
   const int64_t w = panel_width(), panels = ceil_div(n, w);
   const PackedWeightKey key{b.data, b.version, k, n, b.row_stride, b.col_stride, w};
   bool keep = false;
@@ -161,7 +161,7 @@ PackedMatrix packed_b(const GemmOperand& b, int64_t k, int64_t n) {
   } else {
     count_transient_pack();
   }
-  auto storage = std::make_shared<std::vector<float>>(panels * k * w);
+  auto storage = std::make_shared<std::vector<float>>(std::max<int64_t>(1, panels * k * w));
   float* packed = storage->data();
   parallel_for(panels, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, k * w)),
                [&](int64_t p0, int64_t p1) { pack_b_panels(b, k, n, p0, p1, packed); });
@@ -169,16 +169,15 @@ PackedMatrix packed_b(const GemmOperand& b, int64_t k, int64_t n) {
   return storage;
 }
 
-void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float* c,
-              int64_t ldc) {
+void GemmImpl(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, int64_t ldc) {
+  const int64_t n = b.n(), k = b.k();
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, 0.0f);
     return;
   }
   const int64_t w = panel_width(), panels = ceil_div(n, w);
-  const PackedMatrix b_packed = packed_b(b, k, n);
-  const float* bp = b_packed->data();
+  const float* bp = b.panels();
   // Tasks: row blocks × runs of panels, about kTasksPerCore per core so cores stay even.
   const int64_t row_blocks = ceil_div(m, kRowBlock);
   const int64_t wanted = ceil_div(kTasksPerCore * worker_count(), row_blocks);
@@ -214,11 +213,21 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace kiln::runtime::cpu {
 
+HWY_EXPORT(PackImpl);
 HWY_EXPORT(GemmImpl);
+
+PackedGemmB pack_gemm_b(int64_t k, int64_t n, const GemmOperand& b) {
+  return PackedGemmB(HWY_DYNAMIC_DISPATCH(PackImpl)(k, n, b), k, n);
+}
+
+void gemm_f32(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, int64_t ldc) {
+  HWY_DYNAMIC_DISPATCH(GemmImpl)(m, a, b, c, ldc);
+}
 
 void gemm_f32(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float* c,
               int64_t ldc) {
-  HWY_DYNAMIC_DISPATCH(GemmImpl)(m, n, k, a, b, c, ldc);
+  if (m == 0 || n == 0) return;
+  gemm_f32(m, a, pack_gemm_b(k, n, b), c, ldc);
 }
 
 const char* gemm_target_name() { return hwy::TargetName(hwy::SupportedAndGeneratedTargets()[0]); }

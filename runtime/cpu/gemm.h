@@ -6,6 +6,8 @@
 #define KILN_RUNTIME_CPU_GEMM_H_
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 namespace kiln::runtime::cpu {
 
@@ -19,6 +21,26 @@ struct GemmOperand {
   int64_t col_stride = 0;
   uint64_t version = 0;
 };
+
+// B (k × n) packed into the GEMM core's panels, ready for any number of products with it
+// (from the packed-weight cache when B was kept there).
+class PackedGemmB {
+ public:
+  PackedGemmB(std::shared_ptr<const std::vector<float>> panels, int64_t k, int64_t n)
+      : panels_(std::move(panels)), k_(k), n_(n) {}
+  const float* panels() const { return panels_->data(); }
+  int64_t k() const { return k_; }
+  int64_t n() const { return n_; }
+
+ private:
+  std::shared_ptr<const std::vector<float>> panels_;
+  int64_t k_, n_;
+};
+
+PackedGemmB pack_gemm_b(int64_t k, int64_t n, const GemmOperand& b);
+
+// C (m × n, row stride ldc) = A (m × k) · B, overwriting C; k = 0 gives zeros.
+void gemm_f32(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, int64_t ldc);
 
 // C (m × n, row stride ldc) = A (m × k) · B (k × n), overwriting C; k = 0 gives zeros.
 // Runs on all cores, or inline when called from inside a parallel_for job. The summation

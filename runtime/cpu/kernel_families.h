@@ -18,6 +18,12 @@ namespace kiln::runtime::cpu {
 void run_pointwise(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                    const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
                    const std::vector<double>& params, const void* anchor);
+// run_pointwise over space-0 positions [begin, end) only, with anchor[0] holding the
+// anchor's result at position `anchor_origin`.
+void run_pointwise_range(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                         const std::vector<const Buffer*>& inputs,
+                         const std::vector<Buffer*>& outputs, const std::vector<double>& params,
+                         const void* anchor, int64_t anchor_origin, int64_t begin, int64_t end);
 
 // Sum/mean/max/min and argmax/argmin over the reduced axes (kReduce, kArgReduce).
 void run_reduce(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
@@ -65,6 +71,34 @@ void run_custom_kernel(const jit::KernelProgram& program, const jit::KernelLaunc
                        const std::vector<const Buffer*>& inputs,
                        const std::vector<Buffer*>& outputs);
 
+// Whether an anchored kernel only stores the anchor's result, in T's own representation:
+// the anchor then writes straight into that output and there is no epilogue to run.
+template <class T>
+bool anchor_writes_output(const jit::KernelProgram& program) {
+  constexpr DType kNative = std::is_same_v<T, float>    ? DType::F32
+                            : std::is_same_v<T, double> ? DType::F64
+                                                        : DType::I64;
+  return program.stores.size() == 1 &&
+         program.instrs[program.stores[0].value].kind == jit::InstrKind::kAnchor &&
+         program.output_dtypes[program.stores[0].output] == kNative &&
+         program.anchor_dtype == kNative;
+}
+
+// The epilogue over space-0 positions [begin, end), with the anchor's result there in
+// part[0, end - begin): the result is made what a stored one would be (i32 wraps, f16/bf16
+// rounds), then every output is stored.
+template <class T>
+void run_epilogue(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                  const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
+                  const std::vector<double>& params, T* part, int64_t begin, int64_t end) {
+  if constexpr (std::is_same_v<T, int64_t>) {
+    for (int64_t i = 0; i < end - begin; ++i) part[i] = wrap_int(program.anchor_dtype, part[i]);
+  } else if constexpr (std::is_same_v<T, float>) {
+    round_all(program.anchor_dtype, part, end - begin);
+  }
+  run_pointwise_range(program, launch, inputs, outputs, params, part, begin, begin, end);
+}
+
 // Runs an anchored kernel with T the anchor dtype's register class: `compute(result)`
 // writes the anchor's result (a T*), then the epilogue stores the outputs from it.
 template <class T, class Compute>
@@ -72,27 +106,13 @@ void run_anchored_as(const jit::KernelProgram& program, const jit::KernelLaunch&
                      const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
                      const std::vector<double>& params, Compute&& compute) {
   const int64_t count = ops::numel(launch.spaces[0]);
-  // When the kernel only stores the anchor's result in its own representation, the anchor
-  // writes straight into the output; otherwise into scratch that the epilogue reads.
-  constexpr DType kNative = std::is_same_v<T, float>    ? DType::F32
-                            : std::is_same_v<T, double> ? DType::F64
-                                                        : DType::I64;
-  const bool direct = program.stores.size() == 1 &&
-                      program.instrs[program.stores[0].value].kind == jit::InstrKind::kAnchor &&
-                      program.output_dtypes[program.stores[0].output] == kNative &&
-                      program.anchor_dtype == kNative;
-  std::vector<T> scratch;
-  if (!direct) scratch.resize(count);
-  T* result = direct ? outputs[program.stores[0].output]->as<T>() : scratch.data();
-  compute(result);
-  if (direct) return;
-  // The anchor's result is what a stored one would be: i32 wraps, f16/bf16 rounds.
-  if constexpr (std::is_same_v<T, int64_t>) {
-    for (int64_t& v : scratch) v = wrap_int(program.anchor_dtype, v);
-  } else if constexpr (std::is_same_v<T, float>) {
-    round_all(program.anchor_dtype, scratch.data(), static_cast<int64_t>(scratch.size()));
+  if (anchor_writes_output<T>(program)) {
+    compute(outputs[program.stores[0].output]->as<T>());
+    return;
   }
-  run_pointwise(program, launch, inputs, outputs, params, scratch.data());
+  std::vector<T> scratch(count);
+  compute(scratch.data());
+  run_epilogue(program, launch, inputs, outputs, params, scratch.data(), 0, count);
 }
 
 // run_anchored_as with T picked from the anchor's dtype; `compute` takes float*, double*

@@ -60,30 +60,59 @@ F32Operand f32_operand(const KernelProgram& program, const KernelLaunch& launch,
   return op;
 }
 
-void matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
-                const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
-                float* result) {
+// The f32 matmul and its epilogue. Small matrices in many batches (attention heads) go a
+// batch per task, then the epilogue runs over all of them. Otherwise each batch matrix is
+// done in chunks of rows: the product of a chunk on all cores, then the epilogue over it
+// while it is still in cache (the whole product of a large matmul is not).
+void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
+                    const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
+                    const std::vector<double>& params) {
   const jit::MatmulShape mm = jit::matmul_shape(launch);
   const int64_t m = mm.m, k = mm.k, n = mm.n, batches = mm.batches;
   if (batches == 0) return;
-  F32Operand a = f32_operand(program, launch, inputs, params, 0, mm.a);
-  F32Operand b = f32_operand(program, launch, inputs, params, 1, mm.b);
+  const F32Operand a = f32_operand(program, launch, inputs, params, 0, mm.a);
+  const F32Operand b = f32_operand(program, launch, inputs, params, 1, mm.b);
   // matmul_batch_offsets counts in contiguous matrices; their index picks the view's offset.
   const jit::MatmulBatchOffsets offsets = jit::matmul_batch_offsets(mm);
-  auto multiply = [&](int64_t bi) {
-    GemmOperand ma = a.matrix, mb = b.matrix;
-    ma.data += a.batch_at[m * k == 0 ? 0 : offsets.a[bi] / (m * k)];
-    mb.data += b.batch_at[k * n == 0 ? 0 : offsets.b[bi] / (k * n)];
-    gemm_f32(m, n, k, ma, mb, result + bi * m * n, n);
+  auto a_matrix = [&](int64_t bi) {
+    GemmOperand matrix = a.matrix;
+    matrix.data += a.batch_at[m * k == 0 ? 0 : offsets.a[bi] / (m * k)];
+    return matrix;
   };
-  // Many small products (attention heads) go a batch per task; large ones use every core
-  // each.
+  auto b_matrix = [&](int64_t bi) {
+    GemmOperand matrix = b.matrix;
+    matrix.data += b.batch_at[k * n == 0 ? 0 : offsets.b[bi] / (k * n)];
+    return matrix;
+  };
+  const bool direct = anchor_writes_output<float>(program);
+  float* out = direct ? outputs[program.stores[0].output]->as<float>() : nullptr;
+  auto epilogue = [&](float* part, int64_t begin, int64_t end) {
+    if (!direct) run_epilogue(program, launch, inputs, outputs, params, part, begin, end);
+  };
   if (batches >= worker_count() && m * n * k < (int64_t{1} << 21)) {
+    std::vector<float> scratch(direct ? 0 : batches * m * n);
+    float* result = direct ? out : scratch.data();
     parallel_for(batches, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t bi = b0; bi < b1; ++bi) multiply(bi);
+      for (int64_t bi = b0; bi < b1; ++bi) {
+        gemm_f32(m, n, k, a_matrix(bi), b_matrix(bi), result + bi * m * n, n);
+      }
     });
-  } else {
-    for (int64_t bi = 0; bi < batches; ++bi) multiply(bi);
+    epilogue(result, 0, batches * m * n);
+    return;
+  }
+  const int64_t chunk_rows = direct ? m : std::min<int64_t>(m, 144 * worker_count());
+  std::vector<float> scratch(direct ? 0 : chunk_rows * n);
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    const PackedGemmB packed = pack_gemm_b(k, n, b_matrix(bi));
+    const GemmOperand matrix = a_matrix(bi);
+    for (int64_t r0 = 0; r0 < m; r0 += chunk_rows) {
+      const int64_t rows = std::min(chunk_rows, m - r0), begin = (bi * m + r0) * n;
+      GemmOperand part = matrix;
+      part.data += r0 * matrix.row_stride;
+      float* c = direct ? out + begin : scratch.data();
+      gemm_f32(rows, part, packed, c, n);
+      epilogue(c, begin, begin + rows * n);
+    }
   }
 }
 
@@ -116,13 +145,12 @@ void matmul(const KernelProgram& program, const KernelLaunch& launch,
 void run_matmul(const KernelProgram& program, const KernelLaunch& launch,
                 const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
                 const std::vector<double>& params) {
+  if (register_class(program.anchor_dtype) == RegisterClass::kFloat) {
+    return run_matmul_f32(program, launch, inputs, outputs, params);
+  }
   run_anchored(program, launch, inputs, outputs, params, [&](auto* result) {
     using T = std::remove_pointer_t<decltype(result)>;
-    if constexpr (std::is_same_v<T, float>) {
-      matmul_f32(program, launch, inputs, params, result);
-    } else {
-      matmul<T>(program, launch, inputs, params, result);
-    }
+    if constexpr (!std::is_same_v<T, float>) matmul<T>(program, launch, inputs, params, result);
   });
 }
 

@@ -11,15 +11,23 @@ namespace kiln::runtime::cpu {
 void run_pointwise(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                    const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
                    const std::vector<double>& params, const void* anchor) {
-  const int64_t total = ops::numel(launch.spaces[0]);
-  const int64_t tiles = (total + kTile - 1) / kTile;
+  run_pointwise_range(program, launch, inputs, outputs, params, anchor, 0, 0,
+                      ops::numel(launch.spaces[0]));
+}
+
+void run_pointwise_range(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                         const std::vector<const Buffer*>& inputs,
+                         const std::vector<Buffer*>& outputs, const std::vector<double>& params,
+                         const void* anchor, int64_t anchor_origin, int64_t begin, int64_t end) {
+  const int64_t tiles = (end - begin + kTile - 1) / kTile;
   parallel_for(tiles, 16, [&](int64_t t0, int64_t t1) {
     TileEvaluator ev(program, launch, inputs, params, anchor);
+    ev.set_anchor_origin(anchor_origin);
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t begin = t * kTile, n = std::min(kTile, total - begin);
-      ev.run(0, begin, n);
+      const int64_t at = begin + t * kTile, n = std::min(kTile, end - at);
+      ev.run(0, at, n);
       for (const jit::Store& s : program.stores) {
-        ev.store(s.value, *outputs[s.output], program.output_dtypes[s.output], begin, n);
+        ev.store(s.value, *outputs[s.output], program.output_dtypes[s.output], at, n);
       }
     }
   });

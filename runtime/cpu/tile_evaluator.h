@@ -77,15 +77,19 @@ class TileEvaluator {
   // Computes every instruction of `space` for its flat positions [begin, begin + n).
   void run(int space, int64_t begin, int64_t n);
 
+  // The flat position the anchor pointer's element 0 holds (0: the anchor covers space 0).
+  void set_anchor_origin(int64_t origin) { anchor_origin_ = origin; }
+
   // run() with kAnchor reading anchor_values[0, n) (an attention's raw scores for a run of
   // keys) instead of the anchor's result.
   void run_with_anchor(int space, int64_t begin, int64_t n, const void* anchor_values) {
     const void* kept = anchor_;
+    const int64_t kept_origin = anchor_origin_;
     anchor_ = anchor_values;
     anchor_origin_ = begin;
     run(space, begin, n);
     anchor_ = kept;
-    anchor_origin_ = 0;
+    anchor_origin_ = kept_origin;
   }
 
   // The values of `instr` from the last run of its space; T is its register class.
