@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "ops/attention.h"
+#include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/simd_math.h"
 #include "runtime/cpu/tile_evaluator.h"
@@ -81,6 +82,7 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
     TileEvaluator ev(program, launch, inputs, params, nullptr);
     RowMajor<T> scores(kQueryBlock, kKeyTile);
     OnlineSoftmax<T> softmax(kQueryBlock, s.dv);
+    std::vector<T> packed_tile, probabilities_v;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / row_blocks, i0 = (t % row_blocks) * kQueryBlock;
       const int64_t rows = std::min(kQueryBlock, s.sq - i0), kvb = s.kv_batch(b);
@@ -92,11 +94,26 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
         Eigen::Map<const RowMajor<T>> ks(k.data() + (kvb * s.sk + j0) * s.d, cols, s.d);
         Eigen::Map<const RowMajor<T>> vs(v.data() + (kvb * s.sk + j0) * s.dv, cols, s.dv);
         auto tile = scores.topLeftCorner(rows, cols);
-        tile.noalias() = (qs * ks.transpose()) * scale;
+        if constexpr (std::is_same_v<T, float>) {  // the FMA GEMM core (gemm.h)
+          gemm_f32(rows, cols, s.d, {qs.data(), s.d, 1, 0}, {ks.data(), 1, s.d, 0}, scores.data(),
+                   kKeyTile);
+          tile *= scale;
+        } else {
+          tile.noalias() = (qs * ks.transpose()) * scale;
+        }
+        // The score ops over the whole tile at once when it spans every key (its rows are
+        // then contiguous in space 4): one evaluator pass instead of one per row.
+        const bool whole_rows = score >= 0 && cols == s.sk;
+        if (whole_rows) {
+          packed_tile.resize(rows * cols);
+          Eigen::Map<RowMajor<T>>(packed_tile.data(), rows, cols) = tile;
+          ev.run_with_anchor(4, (b * s.sq + i0) * s.sk, rows * cols, packed_tile.data());
+          tile = Eigen::Map<const RowMajor<T>>(ev.values<T>(score), rows, cols);
+        }
         for (int64_t r = 0; r < rows; ++r) {
           T* row = &scores(r, 0);
           const int64_t i = i0 + r;
-          if (score >= 0) {
+          if (score >= 0 && !whole_rows) {
             ev.run_with_anchor(4, (b * s.sq + i) * s.sk + j0, cols, row);
             const T* modified = ev.values<T>(score);
             std::copy(modified, modified + cols, row);
@@ -108,7 +125,15 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
           }
           softmax.add_scores(r, row, cols);
         }
-        softmax.acc.topRows(rows).noalias() += tile * vs;
+        if constexpr (std::is_same_v<T, float>) {
+          probabilities_v.resize(rows * s.dv);
+          gemm_f32(rows, s.dv, cols, {scores.data(), kKeyTile, 1, 0}, {vs.data(), s.dv, 1, 0},
+                   probabilities_v.data(), s.dv);
+          softmax.acc.topRows(rows) +=
+              Eigen::Map<const RowMajor<T>>(probabilities_v.data(), rows, s.dv);
+        } else {
+          softmax.acc.topRows(rows).noalias() += tile * vs;
+        }
       }
       for (int64_t r = 0; r < rows; ++r) {
         T* out = result + (b * s.sq + i0 + r) * s.dv;
