@@ -5,10 +5,10 @@
 //   reads it with unit-stride loads whatever B's strides were (a PyTorch-layout
 //   weight costs the same as a pre-transposed one). A weight seen twice keeps its packed
 //   form (packed_weight_cache.h).
+// - A is packed once per call into strips of kRows rows, k-major.
 // - The work is split into tasks of kRowBlock rows × a run of panels, on all cores. Per
-//   task and per kDepth slice of k, the A block is packed into strips of kRows rows, which
-//   stay in L2 while each panel's slice (kDepth × kPanel floats, 16 KiB with AVX2) stays in
-//   L1.
+//   task and per kDepth slice of k, the task's A strips stay in L2 while each panel's slice
+//   (kDepth × kPanel floats, 16 KiB with AVX2) stays in L1.
 // - The inner kernel keeps a kRows × kPanel tile of C in 12 vector registers and does 12
 //   FMAs per loaded A element pair, the register budget of AVX2's 16 registers.
 // - Every C element sums its k products in order within a slice and the slices in order,
@@ -33,7 +33,7 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr int64_t kRows = 6;       // rows of C per inner-kernel tile
-constexpr int64_t kRowBlock = 72;  // rows of A packed per task (a multiple of kRows)
+constexpr int64_t kRowBlock = 72;  // rows of C per task (a multiple of kRows)
 constexpr int64_t kDepth = 256;    // the k slice an A block and a panel slice cover
 constexpr int64_t kTasksPerCore = 4;
 
@@ -64,16 +64,22 @@ void pack_b_panels(const GemmOperand& b, int64_t k, int64_t n, int64_t p0, int64
   }
 }
 
-// Packs rows [i0, i0 + rows) and depth [k0, k0 + depth) of A into strips of kRows rows,
-// each k-major: strip s, depth d, row r at [s * depth * kRows + d * kRows + r].
-void pack_a_block(const GemmOperand& a, int64_t i0, int64_t rows, int64_t k0, int64_t depth,
-                  float* packed) {
-  for (int64_t s = 0; s * kRows < rows; ++s) {
-    float* dst = packed + s * depth * kRows;
-    const int64_t strip_rows = std::min(kRows, rows - s * kRows);
+// Packs strips [s0, s1) of A, kRows rows each, k-major over all of k: strip s, depth d, row
+// r at [s * k * kRows + d * kRows + r]; rows past m stay unset (the kernel never reads them).
+void pack_a_strips(const GemmOperand& a, int64_t m, int64_t k, int64_t s0, int64_t s1,
+                   float* packed) {
+  for (int64_t s = s0; s < s1; ++s) {
+    float* dst = packed + s * k * kRows;
+    const int64_t strip_rows = std::min(kRows, m - s * kRows);
+    const float* src = a.data + s * kRows * a.row_stride;
+    if (a.col_stride == 1 && strip_rows == kRows) {  // six rows read side by side
+      for (int64_t d = 0; d < k; ++d) {
+        for (int64_t r = 0; r < kRows; ++r) dst[d * kRows + r] = src[r * a.row_stride + d];
+      }
+      continue;
+    }
     for (int64_t r = 0; r < strip_rows; ++r) {
-      const float* src = a.data + (i0 + s * kRows + r) * a.row_stride + k0 * a.col_stride;
-      for (int64_t d = 0; d < depth; ++d) dst[d * kRows + r] = src[d * a.col_stride];
+      for (int64_t d = 0; d < k; ++d) dst[d * kRows + r] = src[r * a.row_stride + d * a.col_stride];
     }
   }
 }
@@ -183,22 +189,24 @@ void GemmImpl(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, i
   const int64_t wanted = ceil_div(kTasksPerCore * worker_count(), row_blocks);
   const int64_t per_run = ceil_div(panels, std::clamp<int64_t>(wanted, 1, panels));
   const int64_t runs = ceil_div(panels, per_run);
+  // A packed once, shared by every task (a task's A block is read from it per panel run).
+  const int64_t strips = ceil_div(m, kRows);
+  std::vector<float> a_packed(strips * kRows * k);
+  parallel_for(strips, std::max<int64_t>(1, 8192 / (kRows * k)),
+               [&](int64_t s0, int64_t s1) { pack_a_strips(a, m, k, s0, s1, a_packed.data()); });
   parallel_for(row_blocks * runs, 1, [&](int64_t t0, int64_t t1) {
-    thread_local std::vector<float> a_block;
-    a_block.resize(kRowBlock * kDepth);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t i0 = (t / runs) * kRowBlock, rows = std::min(kRowBlock, m - i0);
       const int64_t p0 = (t % runs) * per_run, p1 = std::min(panels, p0 + per_run);
       for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
         const int64_t depth = std::min(kDepth, k - k0);
-        pack_a_block(a, i0, rows, k0, depth, a_block.data());
         for (int64_t p = p0; p < p1; ++p) {
           const int64_t j0 = p * w, cols = std::min(w, n - j0);
           const float* pb = bp + p * k * w + k0 * w;
-          for (int64_t s = 0; s * kRows < rows; ++s) {
-            const int64_t r0 = s * kRows;
-            run_tile(std::min(kRows, rows - r0), depth, a_block.data() + s * depth * kRows, pb,
-                     c + (i0 + r0) * ldc + j0, ldc, cols, k0 > 0);
+          for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+            const float* pa = a_packed.data() + ((i0 + r0) / kRows) * k * kRows + k0 * kRows;
+            run_tile(std::min(kRows, rows - r0), depth, pa, pb, c + (i0 + r0) * ldc + j0, ldc, cols,
+                     k0 > 0);
           }
         }
       }
