@@ -25,6 +25,7 @@
 #include "hwy/highway.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/packed_weight_cache.h"
+#include "runtime/cpu/scratch.h"
 #include "runtime/thread_pool.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -191,9 +192,10 @@ void GemmImpl(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, i
   const int64_t runs = ceil_div(panels, per_run);
   // A packed once, shared by every task (a task's A block is read from it per panel run).
   const int64_t strips = ceil_div(m, kRows);
-  std::vector<float> a_packed(strips * kRows * k);
+  ScratchFloats a_packed(strips * kRows * k);
+  float* ap = a_packed.data();
   parallel_for(strips, std::max<int64_t>(1, 8192 / (kRows * k)),
-               [&](int64_t s0, int64_t s1) { pack_a_strips(a, m, k, s0, s1, a_packed.data()); });
+               [&](int64_t s0, int64_t s1) { pack_a_strips(a, m, k, s0, s1, ap); });
   parallel_for(row_blocks * runs, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t i0 = (t / runs) * kRowBlock, rows = std::min(kRowBlock, m - i0);
@@ -204,7 +206,7 @@ void GemmImpl(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, i
           const int64_t j0 = p * w, cols = std::min(w, n - j0);
           const float* pb = bp + p * k * w + k0 * w;
           for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
-            const float* pa = a_packed.data() + ((i0 + r0) / kRows) * k * kRows + k0 * kRows;
+            const float* pa = ap + ((i0 + r0) / kRows) * k * kRows + k0 * kRows;
             run_tile(std::min(kRows, rows - r0), depth, pa, pb, c + (i0 + r0) * ldc + j0, ldc, cols,
                      k0 > 0);
           }

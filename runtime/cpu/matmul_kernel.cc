@@ -8,6 +8,7 @@
 
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel_families.h"
+#include "runtime/cpu/scratch.h"
 #include "runtime/cpu/tile_evaluator.h"
 #include "runtime/thread_pool.h"
 
@@ -101,7 +102,7 @@ void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
     return;
   }
   const int64_t chunk_rows = direct ? m : std::min<int64_t>(m, 144 * worker_count());
-  std::vector<float> scratch(direct ? 0 : chunk_rows * n);
+  ScratchFloats scratch(direct ? 0 : chunk_rows * n);
   for (int64_t bi = 0; bi < batches; ++bi) {
     const PackedGemmB packed = pack_gemm_b(k, n, b_matrix(bi));
     const GemmOperand matrix = a_matrix(bi);
