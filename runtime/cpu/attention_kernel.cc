@@ -12,6 +12,7 @@
 #include "ops/attention.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel_families.h"
+#include "runtime/cpu/matrix_operand.h"
 #include "runtime/cpu/simd_math.h"
 #include "runtime/cpu/tile_evaluator.h"
 #include "runtime/thread_pool.h"
@@ -66,12 +67,40 @@ struct OnlineSoftmax {
 };
 
 template <class T>
+using StridedMap = Eigen::Map<const RowMajor<T>, 0, Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>>;
+
+// rows × cols of `op`'s batch matrix `batch` from (row, 0).
+template <class T>
+StridedMap<T> block(const MatrixOperand<T>& op, int64_t batch, int64_t row, int64_t rows,
+                    int64_t cols) {
+  return StridedMap<T>(op.batch(batch) + row * op.row_stride, rows, cols,
+                       Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>(op.row_stride, op.col_stride));
+}
+
+// out (rows × cols, row stride ldc) = a (rows × depth) · b (depth × cols): the FMA GEMM core
+// for f32, Eigen for f64.
+template <class T, class A, class B>
+void multiply(const A& a, const B& b, T* out, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    gemm_f32(a.rows(), b.cols(), a.cols(), {a.data(), a.rowStride(), a.colStride(), 0},
+             {b.data(), b.rowStride(), b.colStride(), 0}, out, ldc);
+  } else {
+    Eigen::Map<RowMajor<T>, 0, Eigen::OuterStride<>>(out, a.rows(), b.cols(),
+                                                     Eigen::OuterStride<>(ldc))
+        .noalias() = a * b;
+  }
+}
+
+template <class T>
 void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
                T* result) {
-  const std::vector<T> q = evaluate_operand<T>(program, launch, inputs, params, 0);
-  const std::vector<T> k = evaluate_operand<T>(program, launch, inputs, params, 1);
-  const std::vector<T> v = evaluate_operand<T>(program, launch, inputs, params, 2);
+  const MatrixOperand<T> q =
+      matrix_operand<T>(program, launch, inputs, params, 0, launch.spaces[1]);
+  const MatrixOperand<T> k =
+      matrix_operand<T>(program, launch, inputs, params, 1, launch.spaces[2]);
+  const MatrixOperand<T> v =
+      matrix_operand<T>(program, launch, inputs, params, 2, launch.spaces[3]);
   const ops::AttentionShape s =
       ops::attention_shape(launch.spaces[1], launch.spaces[2], launch.spaces[3]);
   const T scale = program.anchor_param >= 0 ? static_cast<T>(params[program.anchor_param]) : T(1);
@@ -80,27 +109,22 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
   const int64_t row_blocks = (s.sq + kQueryBlock - 1) / kQueryBlock;
   parallel_for(s.batches * row_blocks, 1, [&](int64_t t0, int64_t t1) {
     TileEvaluator ev(program, launch, inputs, params, nullptr);
-    RowMajor<T> scores(kQueryBlock, kKeyTile);
+    RowMajor<T> scores(kQueryBlock, kKeyTile), pv(kQueryBlock, s.dv);
     OnlineSoftmax<T> softmax(kQueryBlock, s.dv);
-    std::vector<T> packed_tile, probabilities_v;
+    std::vector<T> packed_tile;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / row_blocks, i0 = (t % row_blocks) * kQueryBlock;
       const int64_t rows = std::min(kQueryBlock, s.sq - i0), kvb = s.kv_batch(b);
-      Eigen::Map<const RowMajor<T>> qs(q.data() + (b * s.sq + i0) * s.d, rows, s.d);
+      const StridedMap<T> qs = block(q, b, i0, rows, s.d);
       softmax.reset(rows);
       const int64_t key_end = causal ? std::min(s.sk, i0 + rows) : s.sk;  // keys j <= i
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, key_end - j0);
-        Eigen::Map<const RowMajor<T>> ks(k.data() + (kvb * s.sk + j0) * s.d, cols, s.d);
-        Eigen::Map<const RowMajor<T>> vs(v.data() + (kvb * s.sk + j0) * s.dv, cols, s.dv);
+        const StridedMap<T> ks = block(k, kvb, j0, cols, s.d);
+        const StridedMap<T> vs = block(v, kvb, j0, cols, s.dv);
         auto tile = scores.topLeftCorner(rows, cols);
-        if constexpr (std::is_same_v<T, float>) {  // the FMA GEMM core (gemm.h)
-          gemm_f32(rows, cols, s.d, {qs.data(), s.d, 1, 0}, {ks.data(), 1, s.d, 0}, scores.data(),
-                   kKeyTile);
-          tile *= scale;
-        } else {
-          tile.noalias() = (qs * ks.transpose()) * scale;
-        }
+        multiply(qs, ks.transpose(), scores.data(), kKeyTile);
+        tile *= scale;
         // The score ops over the whole tile at once when it spans every key (its rows are
         // then contiguous in space 4): one evaluator pass instead of one per row.
         const bool whole_rows = score >= 0 && cols == s.sk;
@@ -125,15 +149,10 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
           }
           softmax.add_scores(r, row, cols);
         }
-        if constexpr (std::is_same_v<T, float>) {
-          probabilities_v.resize(rows * s.dv);
-          gemm_f32(rows, s.dv, cols, {scores.data(), kKeyTile, 1, 0}, {vs.data(), s.dv, 1, 0},
-                   probabilities_v.data(), s.dv);
-          softmax.acc.topRows(rows) +=
-              Eigen::Map<const RowMajor<T>>(probabilities_v.data(), rows, s.dv);
-        } else {
-          softmax.acc.topRows(rows).noalias() += tile * vs;
-        }
+        multiply(Eigen::Map<const RowMajor<T>, 0, Eigen::OuterStride<>>(
+                     scores.data(), rows, cols, Eigen::OuterStride<>(kKeyTile)),
+                 vs, pv.data(), s.dv);
+        softmax.acc.topRows(rows) += pv.topRows(rows);
       }
       for (int64_t r = 0; r < rows; ++r) {
         T* out = result + (b * s.sq + i0 + r) * s.dv;

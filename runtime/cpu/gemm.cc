@@ -157,34 +157,24 @@ void run_tile(int64_t rows, int64_t depth, const float* pa, const float* pb, flo
   }
 }
 
-// B packed: from the cache when this weight was packed before, else packed now (on all
-// cores) and offered to the cache.
-std::shared_ptr<const std::vector<float>> PackImpl(int64_t k, int64_t n, const GemmOperand& b) {
+int64_t PanelWidthImpl() { return panel_width(); }
+
+// Packs all of B into `packed` (panels × k × panel width floats), on all cores.
+void PackImpl(int64_t k, int64_t n, const GemmOperand& b, float* packed) {
   const int64_t w = panel_width(), panels = ceil_div(n, w);
-  const PackedWeightKey key{b.data, b.version, k, n, b.row_stride, b.col_stride, w};
-  bool keep = false;
-  if (b.version != 0) {
-    if (PackedMatrix found = find_packed_weight(key, &keep)) return found;
-  } else {
-    count_transient_pack();
-  }
-  auto storage = std::make_shared<std::vector<float>>(std::max<int64_t>(1, panels * k * w));
-  float* packed = storage->data();
   parallel_for(panels, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, k * w)),
                [&](int64_t p0, int64_t p1) { pack_b_panels(b, k, n, p0, p1, packed); });
-  if (keep) keep_packed_weight(key, storage);
-  return storage;
 }
 
-void GemmImpl(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, int64_t ldc) {
-  const int64_t n = b.n(), k = b.k();
+// C = A · B with B packed by PackImpl.
+void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float* bp, float* c,
+              int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, 0.0f);
     return;
   }
   const int64_t w = panel_width(), panels = ceil_div(n, w);
-  const float* bp = b.panels();
   // Tasks: row blocks × runs of panels, about kTasksPerCore per core so cores stay even.
   const int64_t row_blocks = ceil_div(m, kRowBlock);
   const int64_t wanted = ceil_div(kTasksPerCore * worker_count(), row_blocks);
@@ -223,21 +213,47 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace kiln::runtime::cpu {
 
+HWY_EXPORT(PanelWidthImpl);
 HWY_EXPORT(PackImpl);
 HWY_EXPORT(GemmImpl);
 
+namespace {
+int64_t packed_floats(int64_t k, int64_t n) {
+  static const int64_t width = HWY_DYNAMIC_DISPATCH(PanelWidthImpl)();
+  return std::max<int64_t>(1, (n + width - 1) / width * width * k);
+}
+}  // namespace
+
+// From the cache when this weight was packed before; else packed now, and offered to the
+// cache when it has been seen before.
 PackedGemmB pack_gemm_b(int64_t k, int64_t n, const GemmOperand& b) {
-  return PackedGemmB(HWY_DYNAMIC_DISPATCH(PackImpl)(k, n, b), k, n);
+  static const int64_t width = HWY_DYNAMIC_DISPATCH(PanelWidthImpl)();
+  const PackedWeightKey key{b.data, b.version, k, n, b.row_stride, b.col_stride, width};
+  bool keep = false;
+  if (b.version != 0) {
+    if (PackedMatrix found = find_packed_weight(key, &keep)) return PackedGemmB(found, k, n);
+  } else {
+    count_transient_pack();
+  }
+  auto storage = std::make_shared<std::vector<float>>(packed_floats(k, n));
+  HWY_DYNAMIC_DISPATCH(PackImpl)(k, n, b, storage->data());
+  if (keep) keep_packed_weight(key, storage);
+  return PackedGemmB(storage, k, n);
 }
 
 void gemm_f32(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, int64_t ldc) {
-  HWY_DYNAMIC_DISPATCH(GemmImpl)(m, a, b, c, ldc);
+  HWY_DYNAMIC_DISPATCH(GemmImpl)(m, b.n(), b.k(), a, b.panels(), c, ldc);
 }
 
 void gemm_f32(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float* c,
               int64_t ldc) {
   if (m == 0 || n == 0) return;
-  gemm_f32(m, a, pack_gemm_b(k, n, b), c, ldc);
+  if (b.version != 0) return gemm_f32(m, a, pack_gemm_b(k, n, b), c, ldc);
+  // A transient B (attention's key and value tiles): packed into scratch, no cache lookup.
+  count_transient_pack();
+  ScratchFloats packed(packed_floats(k, n));
+  HWY_DYNAMIC_DISPATCH(PackImpl)(k, n, b, packed.data());
+  HWY_DYNAMIC_DISPATCH(GemmImpl)(m, n, k, a, packed.data(), c, ldc);
 }
 
 const char* gemm_target_name() { return hwy::TargetName(hwy::SupportedAndGeneratedTargets()[0]); }

@@ -8,6 +8,7 @@
 
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel_families.h"
+#include "runtime/cpu/matrix_operand.h"
 #include "runtime/cpu/scratch.h"
 #include "runtime/cpu/tile_evaluator.h"
 #include "runtime/thread_pool.h"
@@ -18,47 +19,8 @@ namespace {
 using jit::KernelLaunch;
 using jit::KernelProgram;
 
-// Operand k of the matmul (space k + 1) for the f32 GEMM: a view of its input buffer when
-// it is a plain f32 load, else its values evaluated into `storage`, contiguous.
-struct F32Operand {
-  GemmOperand matrix;             // batch matrix 0
-  std::vector<int64_t> batch_at;  // per operand batch matrix (row-major), its element offset
-  std::vector<float> storage;
-};
-
-// `shape` is the operand's matrix shape from matmul_shape (a vector operand made a matrix).
-F32Operand f32_operand(const KernelProgram& program, const KernelLaunch& launch,
-                       const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
-                       int k, const ops::Shape& shape) {
-  F32Operand op;
-  const int rank = static_cast<int>(shape.size());
-  const int64_t rows = shape[rank - 2], cols = shape[rank - 1];
-  const jit::Instr& instr = program.instrs[program.anchor_operands[k]];
-  int64_t batches = 1;
-  for (int d = 0; d < rank - 2; ++d) batches *= shape[d];
-  op.batch_at.resize(batches);
-  if (instr.kind == jit::InstrKind::kLoad && program.input_dtypes[instr.input] == DType::F32) {
-    const jit::ViewParams& view = launch.views[instr.view];
-    std::vector<int64_t> strides = view.strides;
-    if (launch.spaces[k + 1].size() == 1) {  // a vector: a row of A, or a column of B
-      strides.insert(k == 0 ? strides.begin() : strides.end(), 0);
-    }
-    const Buffer* buffer = inputs[instr.input];
-    op.matrix = {buffer->as<float>(), strides[rank - 2], strides[rank - 1], buffer->version()};
-    for (int64_t bi = 0; bi < batches; ++bi) {
-      int64_t rest = bi, offset = view.offset;
-      for (int d = rank - 3; d >= 0; --d) {
-        offset += (rest % shape[d]) * strides[d];
-        rest /= shape[d];
-      }
-      op.batch_at[bi] = offset;
-    }
-    return op;
-  }
-  op.storage = evaluate_operand<float>(program, launch, inputs, params, k);
-  op.matrix = {op.storage.data(), cols, 1, 0};
-  for (int64_t bi = 0; bi < batches; ++bi) op.batch_at[bi] = bi * rows * cols;
-  return op;
+GemmOperand gemm_operand(const MatrixOperand<float>& op, int64_t batch) {
+  return {op.batch(batch), op.row_stride, op.col_stride, op.version};
 }
 
 // The f32 matmul and its epilogue. Small matrices in many batches (attention heads) go a
@@ -71,19 +33,15 @@ void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
   const jit::MatmulShape mm = jit::matmul_shape(launch);
   const int64_t m = mm.m, k = mm.k, n = mm.n, batches = mm.batches;
   if (batches == 0) return;
-  const F32Operand a = f32_operand(program, launch, inputs, params, 0, mm.a);
-  const F32Operand b = f32_operand(program, launch, inputs, params, 1, mm.b);
+  const MatrixOperand<float> a = matrix_operand<float>(program, launch, inputs, params, 0, mm.a);
+  const MatrixOperand<float> b = matrix_operand<float>(program, launch, inputs, params, 1, mm.b);
   // matmul_batch_offsets counts in contiguous matrices; their index picks the view's offset.
   const jit::MatmulBatchOffsets offsets = jit::matmul_batch_offsets(mm);
   auto a_matrix = [&](int64_t bi) {
-    GemmOperand matrix = a.matrix;
-    matrix.data += a.batch_at[m * k == 0 ? 0 : offsets.a[bi] / (m * k)];
-    return matrix;
+    return gemm_operand(a, m * k == 0 ? 0 : offsets.a[bi] / (m * k));
   };
   auto b_matrix = [&](int64_t bi) {
-    GemmOperand matrix = b.matrix;
-    matrix.data += b.batch_at[k * n == 0 ? 0 : offsets.b[bi] / (k * n)];
-    return matrix;
+    return gemm_operand(b, k * n == 0 ? 0 : offsets.b[bi] / (k * n));
   };
   const bool direct = anchor_writes_output<float>(program);
   float* out = direct ? outputs[program.stores[0].output]->as<float>() : nullptr;

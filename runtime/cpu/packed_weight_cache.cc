@@ -1,5 +1,6 @@
 #include "runtime/cpu/packed_weight_cache.h"
 
+#include <atomic>
 #include <list>
 #include <mutex>
 #include <utility>
@@ -47,14 +48,12 @@ class Cache {
     while (stats_.bytes > kMaxBytes) evict_oldest();
   }
 
-  void count_transient() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++stats_.packs;
-  }
+  void count_transient() { transient_packs_.fetch_add(1, std::memory_order_relaxed); }
 
   PackedWeightStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
     PackedWeightStats s = stats_;
+    s.packs += transient_packs_.load(std::memory_order_relaxed);
     s.entries = static_cast<int64_t>(kept_.size());
     return s;
   }
@@ -65,6 +64,7 @@ class Cache {
     lru_.clear();
     seen_.clear();
     stats_ = {};
+    transient_packs_ = 0;
   }
 
  private:
@@ -87,6 +87,7 @@ class Cache {
   absl::flat_hash_map<PackedWeightKey, std::list<Entry>::iterator, KeyHash> kept_;
   absl::flat_hash_map<PackedWeightKey, bool, KeyHash> seen_;
   PackedWeightStats stats_;
+  std::atomic<int64_t> transient_packs_{0};  // counted without the lock: attention packs often
 };
 
 Cache& cache() {
