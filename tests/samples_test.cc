@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <sstream>
+#include <string>
 
 #include "nlohmann/json.hpp"
 #include "samples/bert_tokenizer.h"
@@ -210,6 +212,50 @@ TEST_F(SamplesTest, TextGenerationPrintsGreedyAndSampledTokens) {
   EXPECT_NE(r.output.find("tokens/s"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("plans built by decode steps after the second: 0"), std::string::npos)
       << r.output;
+}
+
+// KILN_LOG=2: each sync's line comes first, then its kernel lines, then its time; a plan
+// found in the cache compiled nothing, so its kernels all say cache-hit; a custom kernel
+// shows no throughput figures (its traffic is the user's own).
+TEST_F(SamplesTest, LogLevelTwoNamesEachSyncsKernelsInOrder) {
+  testing::Result r = run("KILN_LOG=2 " + sample("text_generation") + " --tokens 6");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::istringstream lines(r.output);
+  std::string line;
+  bool in_sync = false, plan_hit = false;
+  int hits = 0, kernel_lines = 0;
+  while (std::getline(lines, line)) {
+    if (line.rfind("kiln: sync on ", 0) == 0 && line.find(" done: ") == std::string::npos) {
+      EXPECT_FALSE(in_sync) << "a sync began before the last one ended: " << line;
+      in_sync = true;
+      plan_hit = line.find("plan hit") != std::string::npos;
+      hits += plan_hit;
+    } else if (line.rfind("kiln: sync on ", 0) == 0) {
+      EXPECT_TRUE(in_sync) << line;
+      in_sync = false;
+    } else if (line.rfind("kiln:   kernel ", 0) == 0) {
+      ++kernel_lines;
+      EXPECT_TRUE(in_sync) << "a kernel line outside its sync: " << line;
+      if (plan_hit) EXPECT_NE(line.find(" cache-hit "), std::string::npos) << line;
+    }
+  }
+  EXPECT_FALSE(in_sync);
+  EXPECT_GT(hits, 0) << r.output;
+  EXPECT_GT(kernel_lines, 0) << r.output;
+
+  testing::Result custom = run("KILN_LOG=2 " + sample("custom_kernel"));
+  ASSERT_EQ(custom.exit_code, 0) << custom.output;
+  std::istringstream custom_lines(custom.output);
+  int custom_kernels = 0;
+  while (std::getline(custom_lines, line)) {
+    if (line.rfind("kiln:   kernel ", 0) != 0 ||
+        line.find("(custom kernel)") == std::string::npos) {
+      continue;
+    }
+    ++custom_kernels;
+    EXPECT_EQ(line.find("GB/s"), std::string::npos) << line;
+  }
+  EXPECT_GT(custom_kernels, 0) << custom.output;
 }
 
 TEST(TransformerBlock, MatchesTheReferenceEvaluator) {

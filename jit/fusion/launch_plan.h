@@ -40,6 +40,9 @@ struct PlanArguments {
   // Per input slot (empty: none): nothing outside this run can see the buffer any more, so
   // an update_slice may write it in place (donatable_inputs).
   std::vector<bool> donated;
+  // This run is the first of a plan built by this sync (KILN_LOG=2 then says which kernels
+  // were compiled for it; a plan-cache hit or a replay compiled nothing).
+  bool plan_built_now = false;
 };
 
 // The arguments of `trace` as recorded: its realized inputs' buffers and its scalars.

@@ -42,6 +42,13 @@ void run_targets(const std::vector<detail::Node*>& targets, SyncCapture* capture
   std::vector<bool> donated = donatable_inputs(trace, targets);
   PlanArguments args = arguments_of(trace);
   args.donated = std::move(donated);
+  args.plan_built_now = !hit;
+  // KILN_LOG=2: the sync's line first, so the kernel lines that follow are seen as its own.
+  if (options.log_level >= 2) {
+    std::fprintf(stderr, "kiln: sync on %s: %zu nodes, %zu kernels, plan %s\n",
+                 device_name(device).c_str(), trace.nodes.size(), plan->kernels.size(),
+                 hit ? "hit" : "miss (built)");
+  }
   std::vector<std::shared_ptr<runtime::Buffer>> buffers;
   try {
     buffers = runtime::backend_for(device).run(*plan, args);
@@ -54,6 +61,7 @@ void run_targets(const std::vector<detail::Node*>& targets, SyncCapture* capture
   for (size_t i = 0; i < targets.size(); ++i) targets[i]->realize(std::move(buffers[i]));
   if (capture != nullptr) {
     args.donated.clear();  // a replay's inputs are the caller's: never donated
+    args.plan_built_now = false;
     capture->plan = plan;
     capture->input_nodes.assign(trace.inputs.begin(), trace.inputs.end());
     capture->args = std::move(args);
@@ -63,9 +71,13 @@ void run_targets(const std::vector<detail::Node*>& targets, SyncCapture* capture
   if (options.log_level >= 1) {
     double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "kiln: sync on %s: %zu nodes, %zu kernels, plan %s, %.3f ms\n",
-                 device_name(device).c_str(), trace.nodes.size(), plan->kernels.size(),
-                 hit ? "hit" : "miss (built)", ms);
+    if (options.log_level >= 2) {
+      std::fprintf(stderr, "kiln: sync on %s done: %.3f ms\n", device_name(device).c_str(), ms);
+    } else {
+      std::fprintf(stderr, "kiln: sync on %s: %zu nodes, %zu kernels, plan %s, %.3f ms\n",
+                   device_name(device).c_str(), trace.nodes.size(), plan->kernels.size(),
+                   hit ? "hit" : "miss (built)", ms);
+    }
   }
 }
 

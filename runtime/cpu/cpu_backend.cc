@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "jit/graph/env_options.h"
 #include "runtime/backend.h"
@@ -91,10 +92,16 @@ class CpuBackend final : public Backend {
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         std::vector<std::string> nodes;
         for (int n : l.nodes) nodes.push_back(absl::StrCat("%", n));
-        std::fprintf(stderr, "kiln:   kernel %s nodes [%s] %s %.3f ms %.2f GB/s %.2f GFLOP/s\n",
+        // A custom kernel's traffic and arithmetic are the user's own: no figures for it.
+        const std::string rates =
+            pk.program->anchor == jit::AnchorKind::kCustomKernel
+                ? std::string("(custom kernel)")
+                : absl::StrFormat("%.2f GB/s %.2f GFLOP/s", traffic_bytes(plan, k) / s * 1e-9,
+                                  flops(*pk.program, l) / s * 1e-9);
+        std::fprintf(stderr, "kiln:   kernel %s nodes [%s] %s %.3f ms %s\n",
                      pk.program->name.c_str(), absl::StrJoin(nodes, " ").c_str(),
-                     pk.compiled_here ? "compiled" : "cache-hit", s * 1e3,
-                     traffic_bytes(plan, k) / s * 1e-9, flops(*pk.program, l) / s * 1e-9);
+                     pk.compiled_here && args.plan_built_now ? "compiled" : "cache-hit", s * 1e3,
+                     rates.c_str());
       }
       for (int n : plan.release_after[k]) {
         auto it = buffers.find(n);
