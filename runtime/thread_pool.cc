@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -15,17 +16,42 @@ namespace {
 
 thread_local bool inside_pool_job = false;
 
+// How long a worker polls for the next job, and a caller for its job's end, before
+// sleeping. The kernels of one sync come microseconds apart; a futex wake-up costs about as
+// much as a small kernel, and dominated batch-1 inference before workers spun (issue 13).
+// Short enough that an idle process stops using the cores at once.
+constexpr auto kSpin = std::chrono::microseconds(100);
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Polls `ready` for up to kSpin; true once it holds.
+template <class Ready>
+bool spin_until(Ready ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  while (!ready()) {
+    for (int i = 0; i < 64; ++i) cpu_relax();
+    if (std::chrono::steady_clock::now() > deadline) return ready();
+  }
+  return true;
+}
+
 // One parallel_for call: chunks are claimed through `next` by the caller and the workers.
 struct Job {
   const std::function<void(int64_t)>* run_chunk = nullptr;
   int64_t chunks = 0;
   std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
   std::mutex mutex;
   std::condition_variable finished;
-  int64_t done = 0;          // guarded by mutex
   std::exception_ptr error;  // the first chunk's exception, guarded by mutex
 
-  // Runs chunks until none is left; true if this call ran the last one to finish.
+  // Runs chunks until none is left.
   void work() {
     for (int64_t c = next++; c < chunks; c = next++) {
       std::exception_ptr failure;
@@ -36,10 +62,24 @@ struct Job {
         failure = std::current_exception();
       }
       inside_pool_job = false;
-      std::lock_guard<std::mutex> lock(mutex);
-      if (failure && !error) error = failure;
-      if (++done == chunks) finished.notify_all();
+      if (failure) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!error) error = failure;
+      }
+      if (done.fetch_add(1) + 1 == chunks) {
+        std::lock_guard<std::mutex> lock(mutex);  // orders the notify after a waiter's check
+        finished.notify_all();
+      }
     }
+  }
+
+  void wait() {
+    if (!spin_until([&] { return done.load() == chunks; })) {
+      std::unique_lock<std::mutex> lock(mutex);
+      finished.wait(lock, [&] { return done.load() == chunks; });
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    if (error) std::rethrow_exception(error);
   }
 };
 
@@ -56,35 +96,49 @@ class ThreadPool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.push_back(job);
+      pushed_.fetch_add(1);
     }
-    wake_.notify_all();
+    // Sleepers are counted under mutex_, so one that went to sleep before the push is seen.
+    if (sleepers_.load() > 0) wake_.notify_all();
     job->work();
-    std::unique_lock<std::mutex> lock(job->mutex);
-    job->finished.wait(lock, [&] { return job->done == job->chunks; });
-    if (job->error) std::rethrow_exception(job->error);
+    job->wait();
   }
 
  private:
   void loop() {
+    uint64_t seen = 0;
     while (true) {
-      std::shared_ptr<Job> job;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return !queue_.empty(); });
-        job = queue_.front();
-        // A job whose chunks are all claimed leaves the queue; its caller waits for it.
-        if (job->next.load() >= job->chunks) {
-          queue_.pop_front();
-          continue;
-        }
+      if (std::shared_ptr<Job> job = take_job(&seen)) {
+        job->work();
+        continue;
       }
-      job->work();
+      // Nothing to do: poll briefly for the next job, then sleep until one is queued.
+      if (spin_until([&] { return pushed_.load() != seen; })) continue;
+      std::unique_lock<std::mutex> lock(mutex_);
+      sleepers_.fetch_add(1);
+      wake_.wait(lock, [&] { return !queue_.empty(); });
+      sleepers_.fetch_sub(1);
     }
+  }
+
+  // The oldest job with chunks left, or null; jobs whose chunks are all claimed leave the
+  // queue (their callers wait for them). `*seen` becomes the push count looked at.
+  std::shared_ptr<Job> take_job(uint64_t* seen) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    *seen = pushed_.load();
+    while (!queue_.empty()) {
+      std::shared_ptr<Job> job = queue_.front();
+      if (job->next.load() < job->chunks) return job;
+      queue_.pop_front();
+    }
+    return nullptr;
   }
 
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> queue_;
+  std::atomic<uint64_t> pushed_{0};  // jobs ever queued, for polling without the lock
+  std::atomic<int> sleepers_{0};     // workers waiting on wake_
 };
 
 ThreadPool& pool() {
