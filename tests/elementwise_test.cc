@@ -287,7 +287,8 @@ TEST(Elementwise, CastsTruncateSaturateAndMapNaNToZero) {
 namespace kiln {
 namespace {
 
-// The f32 SIMD math keeps libm's special values: overflow, zeros, negatives, inf and NaN.
+// The f32 SIMD math keeps libm's special values (overflow, zeros, negatives, inf and NaN) and
+// the functors' formulas' (sigmoid, silu and gelu of -inf), through the CPU executor.
 TEST(Elementwise, F32MathKeepsSpecialValues) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -301,11 +302,24 @@ TEST(Elementwise, F32MathKeepsSpecialValues) {
       Tensor got;
       float (*ref)(float);
     };
-    std::vector<Case> cases = {{"exp", exp(t), [](float a) { return std::exp(a); }},
-                               {"log", log(t), [](float a) { return std::log(a); }},
-                               {"tanh", tanh(t), [](float a) { return std::tanh(a); }},
-                               {"sin", sin(t), [](float a) { return std::sin(a); }},
-                               {"cos", cos(t), [](float a) { return std::cos(a); }}};
+    std::vector<Case> cases = {
+        {"exp", exp(t), [](float a) { return std::exp(a); }},
+        {"log", log(t), [](float a) { return std::log(a); }},
+        {"tanh", tanh(t), [](float a) { return std::tanh(a); }},
+        {"sin", sin(t), [](float a) { return std::sin(a); }},
+        {"cos", cos(t), [](float a) { return std::cos(a); }},
+        {"sigmoid", sigmoid(t), [](float a) { return 1.0f / (1.0f + std::exp(-a)); }},
+        {"silu", silu(t), [](float a) { return a / (1.0f + std::exp(-a)); }},
+        {"gelu", gelu(t), [](float a) { return 0.5f * a * std::erfc(-a * 0.70710678f); }},
+        {"erf", erf(t), [](float a) { return std::erf(a); }},
+        {"log1p", log1p(t), [](float a) { return std::log1p(a); }},
+        {"expm1", expm1(t), [](float a) { return std::expm1(a); }},
+        // Negative bases with integer and fractional exponents.
+        {"pow(x, 3)", pow(t, 3.0), [](float a) { return std::pow(a, 3.0f); }},
+        {"pow(x, -2)", pow(t, -2.0), [](float a) { return std::pow(a, -2.0f); }},
+        {"pow(x, 0.5)", pow(t, 0.5), [](float a) { return std::pow(a, 0.5f); }},
+        {"pow(-2, x)", pow(Tensor::full(t.shape(), -2.0), t),
+         [](float a) { return std::pow(-2.0f, a); }}};
     for (Case& c : cases) {
       std::vector<float> got = c.got.to_vector<float>();
       for (size_t i = 0; i < v.size(); ++i) {

@@ -2,6 +2,9 @@
 // runtime dispatch to the best instruction set the machine has (SSE4, AVX2, AVX-512).
 // Special values follow libm: exp overflows to inf, log(0) = -inf, log(x < 0) = NaN, NaN in
 // gives NaN out; sin/cos arguments outside Highway's accurate range use libm.
+// Each of these stands in for an op functor of ops/scalar_math.inc on f32 and gives the same
+// special values (sigmoid, silu and gelu evaluate the functor's formula, so gelu(-inf) and
+// silu(-inf) are NaN as there); tests/scalar_math_test.cc holds each to a few ulps of it.
 #ifndef KILN_RUNTIME_CPU_SIMD_MATH_H_
 #define KILN_RUNTIME_CPU_SIMD_MATH_H_
 
@@ -14,6 +17,15 @@ void simd_log(const float* in, float* out, size_t n);
 void simd_tanh(const float* in, float* out, size_t n);
 void simd_sin(const float* in, float* out, size_t n);
 void simd_cos(const float* in, float* out, size_t n);
+void simd_sigmoid(const float* in, float* out, size_t n);  // 1 / (1 + exp(-x))
+void simd_silu(const float* in, float* out, size_t n);     // x / (1 + exp(-x))
+void simd_erf(const float* in, float* out, size_t n);
+void simd_gelu(const float* in, float* out, size_t n);  // 0.5 x erfc(-x / sqrt(2))
+void simd_log1p(const float* in, float* out, size_t n);
+void simd_expm1(const float* in, float* out, size_t n);
+// out[i] = powf(a[i], b[i]), negative bases included; zero, infinite and NaN operands go
+// through powf itself.
+void simd_pow(const float* a, const float* b, float* out, size_t n);
 // The instruction set chosen at run time, e.g. "AVX2".
 const char* simd_target_name();
 

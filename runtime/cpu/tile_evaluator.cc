@@ -7,6 +7,7 @@
 #include <exception>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
@@ -119,33 +120,23 @@ void store_values(Buffer& b, DType dt, int64_t begin, int64_t n, const T* in) {
 // The per-op loops over a tile. Each dispatches once per tile to the op's functor
 // (ops/scalar_math.inc), so the loop body is one known inline function and vectorizes.
 
-// f32 exp, log, tanh, sin and cos (and sigmoid and silu, through exp) use Highway's SIMD
-// versions instead of the functor; tests/scalar_math_test.cc checks each against it.
-// Returns false when `op` has no SIMD version.
+// The f32 transcendental ops use the Highway versions of runtime/cpu/simd_math.h instead of
+// the functor; tests/scalar_math_test.cc checks each against it. Returns false when `op` has
+// no SIMD version.
 bool simd_unary(OpKind op, const float* a, float* out, int64_t n) {
-  const size_t count = static_cast<size_t>(n);
-  if (op == OpKind::Exp) {
-    simd_exp(a, out, count);
-  } else if (op == OpKind::Log) {
-    simd_log(a, out, count);
-  } else if (op == OpKind::Tanh) {
-    simd_tanh(a, out, count);
-  } else if (op == OpKind::Sin) {
-    simd_sin(a, out, count);
-  } else if (op == OpKind::Cos) {
-    simd_cos(a, out, count);
-  } else if (op == OpKind::Sigmoid || op == OpKind::Silu) {
-    for (int64_t e = 0; e < n; ++e) out[e] = -a[e];
-    simd_exp(out, out, count);
-    if (op == OpKind::Sigmoid) {
-      for (int64_t e = 0; e < n; ++e) out[e] = 1.0f / (1.0f + out[e]);
-    } else {
-      for (int64_t e = 0; e < n; ++e) out[e] = a[e] / (1.0f + out[e]);
+  using Simd = void (*)(const float*, float*, size_t);
+  static constexpr std::pair<OpKind, Simd> kSimd[] = {
+      {OpKind::Exp, simd_exp},     {OpKind::Log, simd_log},    {OpKind::Tanh, simd_tanh},
+      {OpKind::Sin, simd_sin},     {OpKind::Cos, simd_cos},    {OpKind::Sigmoid, simd_sigmoid},
+      {OpKind::Silu, simd_silu},   {OpKind::Gelu, simd_gelu},  {OpKind::Erf, simd_erf},
+      {OpKind::Log1p, simd_log1p}, {OpKind::Expm1, simd_expm1}};
+  for (const auto& [kind, simd] : kSimd) {
+    if (kind == op) {
+      simd(a, out, static_cast<size_t>(n));
+      return true;
     }
-  } else {
-    return false;
   }
-  return true;
+  return false;
 }
 
 template <class T>
@@ -165,6 +156,10 @@ void unary_loop(OpKind op, const T* a, T* out, int64_t n) {
 // Operands of type T; results of type R (T, or int64 0/1 for comparisons and logical ops).
 template <class T, class R>
 void binary_loop(OpKind op, const T* a, const T* b, R* out, int64_t n) {
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<R, float>) {
+    // f32 pow is the one transcendental binary op; simd_pow stands in for its functor.
+    if (op == OpKind::Pow) return simd_pow(a, b, out, static_cast<size_t>(n));
+  }
   math::with_binary_functor(op, [&](auto fn) {
     if constexpr (std::is_floating_point_v<T> || decltype(fn)::kIntegers) {
       for (int64_t e = 0; e < n; ++e) out[e] = static_cast<R>(fn(a[e], b[e]));

@@ -1,0 +1,126 @@
+// The CPU GEMM against the libraries issue 13 named as candidates, on the same shapes in one
+// run: Kiln's `relu(linear(x, w, b))` through the public API (epilogue fused), Kiln's GEMM
+// core alone (runtime/cpu/gemm.h), OpenBLAS's cblas_sgemm and oneDNN's dnnl_sgemm. Both
+// weight layouts: PyTorch's [out, in] (B = wᵀ) and a pre-transposed [in, out].
+//
+// OpenBLAS and oneDNN are loaded with dlopen (Debian's libopenblas0 and libdnnl2, no -dev
+// packages needed) and skipped when absent. Give them the cores Kiln uses:
+//   OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 build/bench/gemm_bench
+// Results: bench/RESULTS.md; the choice they support: docs/cpu_gemm.md.
+#include <benchmark/benchmark.h>
+#include <dlfcn.h>
+
+#include <random>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "runtime/cpu/gemm.h"
+
+namespace {
+
+using kiln::Tensor;
+
+// x [m, kIn] times a weight with kIn inputs and kOut outputs (MiniLM's MLP up-projection).
+constexpr int64_t kIn = 384, kOut = 1536;
+
+using CblasSgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*,
+                            int, float, float*, int);
+using DnnlSgemm = int (*)(char, char, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                          const float*, int64_t, float, float*, int64_t);
+
+template <class F>
+F load_symbol(const char* library, const char* symbol) {
+  void* handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+  return handle ? reinterpret_cast<F>(dlsym(handle, symbol)) : nullptr;
+}
+
+std::vector<float> random_values(int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// state.range(0): m; state.range(1): 1 for PyTorch's [out, in] weight layout.
+void set_flops(benchmark::State& state) {
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * static_cast<double>(state.range(0)) * kIn * kOut *
+                             static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
+void BM_KilnLinearRelu(benchmark::State& state) {
+  const int64_t m = state.range(0);
+  const bool torch_layout = state.range(1) != 0;
+  Tensor x = Tensor::from_vector(random_values(m * kIn, 1), {m, kIn}).eval();
+  Tensor w = Tensor::from_vector(
+                 random_values(kIn * kOut, 2),
+                 torch_layout ? std::vector<int64_t>{kOut, kIn} : std::vector<int64_t>{kIn, kOut})
+                 .eval();
+  Tensor b = Tensor::from_vector(random_values(kOut, 3), {kOut}).eval();
+  for (auto _ : state) {
+    Tensor y =
+        torch_layout ? kiln::relu(kiln::linear(x, w, b)) : kiln::relu(kiln::matmul(x, w) + b);
+    y.eval();
+  }
+  set_flops(state);
+}
+
+void BM_KilnGemmCore(benchmark::State& state) {
+  using kiln::runtime::cpu::GemmOperand;
+  const int64_t m = state.range(0);
+  const bool torch_layout = state.range(1) != 0;
+  std::vector<float> a = random_values(m * kIn, 1), w = random_values(kIn * kOut, 2);
+  std::vector<float> c(m * kOut);
+  const GemmOperand wa{a.data(), kIn, 1, 0};
+  const GemmOperand wb =
+      torch_layout ? GemmOperand{w.data(), 1, kIn, 1} : GemmOperand{w.data(), kOut, 1, 1};
+  for (auto _ : state) kiln::runtime::cpu::gemm_f32(m, kOut, kIn, wa, wb, c.data(), kOut);
+  set_flops(state);
+}
+
+void BM_OpenBlasSgemm(benchmark::State& state) {
+  static const CblasSgemm sgemm = load_symbol<CblasSgemm>("libopenblas.so.0", "cblas_sgemm");
+  if (sgemm == nullptr) return state.SkipWithError("libopenblas.so.0 not found");
+  const int m = static_cast<int>(state.range(0));
+  const bool torch_layout = state.range(1) != 0;
+  std::vector<float> a = random_values(m * kIn, 1), w = random_values(kIn * kOut, 2);
+  std::vector<float> c(m * kOut);
+  constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
+  for (auto _ : state) {
+    sgemm(kRowMajor, kNoTrans, torch_layout ? kTrans : kNoTrans, m, kOut, kIn, 1.0f, a.data(), kIn,
+          w.data(), torch_layout ? kIn : kOut, 0.0f, c.data(), kOut);
+  }
+  set_flops(state);
+}
+
+void BM_OneDnnSgemm(benchmark::State& state) {
+  static const DnnlSgemm sgemm = load_symbol<DnnlSgemm>("libdnnl.so.2", "dnnl_sgemm");
+  if (sgemm == nullptr) return state.SkipWithError("libdnnl.so.2 not found");
+  const int64_t m = state.range(0);
+  const bool torch_layout = state.range(1) != 0;
+  std::vector<float> a = random_values(m * kIn, 1), w = random_values(kIn * kOut, 2);
+  std::vector<float> c(m * kOut);
+  for (auto _ : state) {
+    sgemm('N', torch_layout ? 'T' : 'N', m, kOut, kIn, 1.0f, a.data(), kIn, w.data(),
+          torch_layout ? kIn : kOut, 0.0f, c.data(), kOut);
+  }
+  set_flops(state);
+}
+
+void shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t m : {1, 16, 64, 512, 4096}) {
+    for (int64_t torch_layout : {1, 0}) b->Args({m, torch_layout});
+  }
+  b->ArgNames({"m", "torch_layout"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+BENCHMARK(BM_KilnLinearRelu)->Apply(shapes);
+BENCHMARK(BM_KilnGemmCore)->Apply(shapes);
+BENCHMARK(BM_OpenBlasSgemm)->Apply(shapes);
+BENCHMARK(BM_OneDnnSgemm)->Apply(shapes);
+
+}  // namespace
+
+BENCHMARK_MAIN();
