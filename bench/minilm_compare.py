@@ -14,7 +14,7 @@ float64 reference. Per engine and shape: 3 warm-up calls, then --calls timed cal
 markdown table gives the median and min.
 
     python bench/minilm_compare.py MODEL_DIR [--onnx PATH] [--calls 11]
-        [--ort-python PY] [--torch-python PY]
+        [--ort-python PY] [--torch-python PY] [--kiln build/bench/minilm_bench]
 
 MODEL_DIR is the folder scripts/fetch-minilm.sh prints. Without --onnx the graph is built
 into /tmp first. Each engine runs under the interpreter given for it; by default the one
@@ -202,6 +202,24 @@ def pick_python(given, module):
     return None
 
 
+def run_kiln(binary, model_dir, calls, notes):
+    """Kiln's side: build/bench/minilm_bench (same weights, same token ids), one process."""
+    print(f"timing Kiln ({binary}) ...", file=sys.stderr, flush=True)
+    env = dict(os.environ, KILN_MINILM_DIR=model_dir)
+    proc = subprocess.run([binary, f"--benchmark_repetitions={calls}", "--benchmark_min_time=0.01",
+                           "--benchmark_format=json"], env=env, stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        notes.append(f"Kiln: FAILED (exit {proc.returncode})")
+        return []
+    times = {}
+    for b in json.loads(proc.stdout)["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        batch, seq = (int(x) for x in b["run_name"].split("/")[1:3])
+        times.setdefault((batch, seq), []).append(b["real_time"])  # ms (the bench's unit)
+    return [(batch, seq, statistics.median(t), min(t)) for (batch, seq), t in times.items()]
+
+
 def driver_main(args):
     pythons = {"ort": pick_python(args.ort_python, "onnxruntime"),
                "torch": pick_python(args.torch_python, "torch")}
@@ -214,6 +232,7 @@ def driver_main(args):
                         args.model_dir, onnx_path], check=True, stdout=sys.stderr)
 
     results, notes = {}, []
+    kiln_rows = run_kiln(args.kiln, args.model_dir, args.calls, notes) if args.kiln else []
     for engine, (module, label) in ENGINES.items():
         if not pythons[engine]:
             notes.append(f"{label}: skipped ({module} imports under neither this python nor "
@@ -235,6 +254,8 @@ def driver_main(args):
           f"calls per engine and shape\n")
     print("| engine | batch x seq | median ms | min ms |")
     print("|---|---|---|---|")
+    for batch, seq, median, least in kiln_rows:
+        print(f"| Kiln (minilm_bench) | {batch} x {seq} | {median:.2f} | {least:.2f} |")
     for engine, r in results.items():
         for s in r["shapes"]:
             print(f"| {ENGINES[engine][1]} | {s['batch']} x {s['seq']} | "
@@ -265,6 +286,7 @@ def main():
     parser.add_argument("--calls", type=int, default=11, help="timed calls per engine and shape")
     parser.add_argument("--ort-python", help="interpreter with numpy and onnxruntime")
     parser.add_argument("--torch-python", help="interpreter with numpy and torch")
+    parser.add_argument("--kiln", help="build/bench/minilm_bench, timed first in its own process")
     parser.add_argument("--engine", choices=ENGINES, help=argparse.SUPPRESS)  # child process
     parser.add_argument("--out-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -171,13 +171,14 @@ void binary_loop(OpKind op, const T* a, const T* b, R* out, int64_t n) {
 
 }  // namespace
 
-void view_offsets(const Shape& shape, const jit::ViewParams& v, int64_t begin, int64_t n,
-                  int64_t* out) {
+namespace {
+
+// Calls fn(e, run, base) for each run of positions [begin, begin + n) along the last dim of
+// `shape`: positions e .. e + run - 1 read view offsets base, base + stride, ... with
+// stride the view's last stride.
+template <class Fn>
+void for_each_run(const Shape& shape, const jit::ViewParams& v, int64_t begin, int64_t n, Fn fn) {
   const int rank = static_cast<int>(shape.size());
-  if (rank == 0) {
-    std::fill(out, out + n, v.offset);
-    return;
-  }
   // The position's index per dim, kept inline for the usual ranks; no rank is too large.
   absl::InlinedVector<int64_t, 8> idx(rank);
   int64_t rest = begin;
@@ -192,7 +193,7 @@ void view_offsets(const Shape& shape, const jit::ViewParams& v, int64_t begin, i
   int64_t e = 0;
   while (e < n) {
     int64_t run = std::min(n - e, shape[last] - idx[last]);
-    for (int64_t k = 0; k < run; ++k) out[e + k] = base + k * stride;
+    fn(e, run, base);
     e += run;
     base += run * stride;
     idx[last] += run;
@@ -207,6 +208,20 @@ void view_offsets(const Shape& shape, const jit::ViewParams& v, int64_t begin, i
       idx[d] = 0;
     }
   }
+}
+
+}  // namespace
+
+void view_offsets(const Shape& shape, const jit::ViewParams& v, int64_t begin, int64_t n,
+                  int64_t* out) {
+  if (shape.empty()) {
+    std::fill(out, out + n, v.offset);
+    return;
+  }
+  const int64_t stride = v.strides.back();
+  for_each_run(shape, v, begin, n, [&](int64_t e, int64_t run, int64_t base) {
+    for (int64_t k = 0; k < run; ++k) out[e + k] = base + k * stride;
+  });
 }
 
 TileEvaluator::TileEvaluator(const KernelProgram& program, const KernelLaunch& launch,
@@ -290,6 +305,20 @@ void TileEvaluator::eval(int k, int64_t begin, int64_t n) {
           using T = decltype(t);
           load_with<T>(*inputs_[in.input], program_.input_dtypes[in.input], n, alloc<T>(k, n),
                        [start](int64_t e) { return start + e; });
+        });
+        return;
+      }
+      const jit::ViewParams& view = launch_.views[in.view];
+      const Shape& space = launch_.spaces[in.space];
+      if (!space.empty() && view.strides.back() == 1) {
+        // Contiguous rows (a bias broadcast over rows, a slice): each run loads as a block.
+        dispatch(c, [&](auto t) {
+          using T = decltype(t);
+          T* out = alloc<T>(k, n);
+          for_each_run(space, view, begin, n, [&](int64_t e, int64_t run, int64_t base) {
+            load_with<T>(*inputs_[in.input], program_.input_dtypes[in.input], run, out + e,
+                         [base](int64_t i) { return base + i; });
+          });
         });
         return;
       }
