@@ -34,7 +34,7 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr int64_t kRows = 6;       // rows of C per inner-kernel tile
-constexpr int64_t kRowBlock = 72;  // rows of C per task (a multiple of kRows)
+constexpr int64_t kRowBlock = 72;  // rows of C per task at most (a multiple of kRows)
 constexpr int64_t kDepth = 256;    // the k slice an A block and a panel slice cover
 constexpr int64_t kTasksPerCore = 4;
 
@@ -176,7 +176,9 @@ void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float
   }
   const int64_t w = panel_width(), panels = ceil_div(n, w);
   // Tasks: row blocks × runs of panels, about kTasksPerCore per core so cores stay even.
+  // Row blocks of even size (a multiple of kRows), so no core is left with a short one.
   const int64_t row_blocks = ceil_div(m, kRowBlock);
+  const int64_t block_rows = ceil_div(ceil_div(m, row_blocks), kRows) * kRows;
   const int64_t wanted = ceil_div(kTasksPerCore * worker_count(), row_blocks);
   const int64_t per_run = ceil_div(panels, std::clamp<int64_t>(wanted, 1, panels));
   const int64_t runs = ceil_div(panels, per_run);
@@ -188,7 +190,8 @@ void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float
                [&](int64_t s0, int64_t s1) { pack_a_strips(a, m, k, s0, s1, ap); });
   parallel_for(row_blocks * runs, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t i0 = (t / runs) * kRowBlock, rows = std::min(kRowBlock, m - i0);
+      const int64_t i0 = (t / runs) * block_rows, rows = std::min(block_rows, m - i0);
+      if (rows <= 0) continue;
       const int64_t p0 = (t % runs) * per_run, p1 = std::min(panels, p0 + per_run);
       for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
         const int64_t depth = std::min(kDepth, k - k0);

@@ -59,7 +59,9 @@ void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
     epilogue(result, 0, batches * m * n);
     return;
   }
-  const int64_t chunk_rows = direct ? m : std::min<int64_t>(m, 144 * worker_count());
+  // Chunks of at most 144 rows per core, of even size.
+  const int64_t chunks = direct ? 1 : (m + 144 * worker_count() - 1) / (144 * worker_count());
+  const int64_t chunk_rows = (m + chunks - 1) / chunks;
   ScratchFloats scratch(direct ? 0 : chunk_rows * n);
   for (int64_t bi = 0; bi < batches; ++bi) {
     const PackedGemmB packed = pack_gemm_b(k, n, b_matrix(bi));
