@@ -35,6 +35,35 @@ void exp_in_place(T* x, int64_t n) {
   }
 }
 
+// A row's max (NaN ignored, as std::max(running, x) does) and sum, each over 8 independent
+// lanes: a single running value serializes every step on its latency, and was most of this
+// kernel's own time at short sequences.
+template <class T>
+T row_max(const T* x, int64_t n) {
+  T lanes[8];
+  std::fill_n(lanes, 8, -std::numeric_limits<T>::infinity());
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    for (int l = 0; l < 8; ++l) lanes[l] = lanes[l] < x[j + l] ? x[j + l] : lanes[l];
+  }
+  for (; j < n; ++j) lanes[0] = lanes[0] < x[j] ? x[j] : lanes[0];
+  T m = lanes[0];
+  for (int l = 1; l < 8; ++l) m = m < lanes[l] ? lanes[l] : m;
+  return m;
+}
+
+template <class T>
+T row_sum(const T* x, int64_t n) {
+  T lanes[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    for (int l = 0; l < 8; ++l) lanes[l] += x[j + l];
+  }
+  for (; j < n; ++j) lanes[0] += x[j];
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
 // The running softmax state of a block of query rows.
 template <class T>
 struct OnlineSoftmax {
@@ -51,15 +80,13 @@ struct OnlineSoftmax {
   // -inf and subtracts 0, so no NaN arises before its end (where 0 / 0 gives the composed
   // form's NaN).
   void add_scores(int64_t r, T* scores, int64_t n) {
-    T tile_max = -std::numeric_limits<T>::infinity();
-    for (int64_t j = 0; j < n; ++j) tile_max = std::max(tile_max, scores[j]);
+    const T tile_max = row_max(scores, n);
     const T new_max = std::max(max[r], tile_max);
     const T base = std::isinf(new_max) && new_max < 0 ? T(0) : new_max;
     const T alpha = std::exp(max[r] - base);
     for (int64_t j = 0; j < n; ++j) scores[j] -= base;
     exp_in_place(scores, n);
-    T tile_sum = 0;
-    for (int64_t j = 0; j < n; ++j) tile_sum += scores[j];
+    const T tile_sum = row_sum(scores, n);
     sum[r] = sum[r] * alpha + tile_sum;
     acc.row(r) *= alpha;
     max[r] = new_max;
