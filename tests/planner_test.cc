@@ -247,7 +247,7 @@ namespace {
 // each with a residual add and a layer norm. x is [batch, seq, hidden].
 Tensor encoder_layer(const Tensor& x, int64_t heads, uint64_t seed) {
   const int64_t batch = x.shape()[0], seq = x.shape()[1], hidden = x.shape()[2];
-  auto weight = [&](std::vector<int64_t> shape) { return input(shape, seed++) * 0.1; };
+  auto weight = [&](std::vector<int64_t> shape) { return input(std::move(shape), seed++) * 0.1; };
   auto split_heads = [&](const Tensor& t) {
     return t.reshape({batch, seq, heads, hidden / heads}).permute({0, 2, 1, 3});
   };
