@@ -161,6 +161,7 @@ int64_t PanelWidthImpl() { return panel_width(); }
 
 // Packs all of B into `packed` (panels × k × panel width floats), on all cores.
 void PackImpl(int64_t k, int64_t n, const GemmOperand& b, float* packed) {
+  if (k == 0 || n == 0) return;  // nothing to read: an empty B may have no data pointer
   const int64_t w = panel_width(), panels = ceil_div(n, w);
   parallel_for(panels, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, k * w)),
                [&](int64_t p0, int64_t p1) { pack_b_panels(b, k, n, p0, p1, packed); });
