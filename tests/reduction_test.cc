@@ -82,6 +82,45 @@ TEST(Reduction, SumMeanMaxMinOverEveryAxisSubset) {
   }
 }
 
+// Sums and means over leading or middle axes of shapes large enough for the column path
+// (runtime/cpu/reduce_kernel.cc): few columns and many rows (rows split across cores),
+// columns wider than one chunk, several outer blocks, a middle block of two axes, and a
+// fused prologue. Every output against the long-double loop.
+TEST(Reduction, ColumnAndMiddleAxisSumsMatchReference) {
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE(testing::test_seed());
+  struct Case {
+    std::vector<int64_t> shape;
+    std::vector<int> axes;
+  };
+  const std::vector<Case> cases = {{{5000, 3}, {0}},
+                                   {{30, 9000}, {0}},
+                                   {{4, 700, 33}, {1}},
+                                   {{6, 40, 50, 7}, {1, 2}},
+                                   {{3, 2, 1030, 4}, {0, 1}}};
+  for (const Case& c : cases) {
+    for (DType dt : {DType::F32, DType::F64}) {
+      Tensor x = Tensor::from_vector(testing::random_floats(testing::count(c.shape), rng), c.shape)
+                     .astype(dt)
+                     .eval();
+      Tensor operand = x * 2.0 + 1.0;  // evaluated twice: alone here, fused below
+      const std::vector<double> data = testing::values(operand);
+      for (const std::string kind : {"sum", "mean"}) {
+        SCOPED_TRACE(::testing::Message()
+                     << kind << " " << dtype_name(dt) << " of " << ::testing::PrintToString(c.shape)
+                     << " over " << ::testing::PrintToString(c.axes));
+        Tensor y = kind == "sum" ? sum(x * 2.0 + 1.0, c.axes) : mean(x * 2.0 + 1.0, c.axes);
+        const std::vector<long double> want = reference_reduce(data, c.shape, c.axes, kind);
+        const std::vector<double> got = testing::values(y);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_TRUE(close(want[i], got[i], dt == DType::F32 ? 1e-6 : 1e-12)) << "output " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(Reduction, IntegerAndBoolSumsGiveI64) {
   Tensor b = Tensor::from_vector<bool>({true, true, false, true}, {2, 2});
   EXPECT_EQ(sum(b).dtype(), DType::I64);

@@ -2,6 +2,7 @@
 // reduced axes.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -38,6 +39,82 @@ double sum_in_double(const T* x, int64_t n) {
   }
   for (; k < n; ++k) acc[0] += static_cast<double>(x[k]);
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// A space seen as [outer, rows, inner] where the reduced dims are the middle block and
+// inner > 1: a column sum ([rows, inner] summed over rows) or a sum over a middle axis,
+// e.g. a mean over the sequence of [batch, sequence, hidden].
+struct ColumnBlock {
+  int64_t outer = 1, rows = 1, inner = 1;
+};
+
+std::optional<ColumnBlock> column_block(const jit::ReductionAxes& dims, const Shape& space) {
+  const std::vector<int>& reduced = dims.reduced;
+  if (reduced.empty()) return std::nullopt;
+  for (size_t i = 1; i < reduced.size(); ++i) {
+    if (reduced[i] != reduced[0] + static_cast<int>(i)) return std::nullopt;
+  }
+  ColumnBlock block;
+  for (int d = 0; d < static_cast<int>(space.size()); ++d) {
+    int64_t& part = d < reduced.front()   ? block.outer
+                    : d <= reduced.back() ? block.rows
+                                          : block.inner;
+    part *= space[d];
+  }
+  // Below a few thousand elements per outer block a task is mostly overhead; the scatter
+  // path takes those in shared tiles.
+  if (block.inner <= 1 || block.rows * block.inner < 4096) return std::nullopt;
+  return block;
+}
+
+// Floating sums of a column block: an output's inputs lie a row apart, so rather than scatter
+// each element into its output, a task adds whole rows of a chunk of columns into double
+// accumulators (which vectorize and stay in cache). When outer blocks × column chunks are too
+// few to keep every core busy, the rows split too, into partial sums merged in row order.
+template <class Result>
+void sum_column_block(const KernelProgram& program, const KernelLaunch& launch,
+                      const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
+                      const ColumnBlock& block, bool mean, Result* result) {
+  const int64_t inner = block.inner, rows = block.rows;
+  const int64_t width = inner <= 8192 ? inner : 4096;
+  const int64_t chunks = (inner + width - 1) / width, columns = block.outer * chunks;
+  const int64_t wanted = 4 * static_cast<int64_t>(worker_count());
+  const int64_t splits =
+      std::clamp<int64_t>((wanted + columns - 1) / columns, 1, std::max<int64_t>(1, rows / 64));
+  const int64_t rows_per_split = (rows + splits - 1) / splits;
+  std::vector<double> partial(columns * splits * width, 0.0);
+  const int operand = program.anchor_operands[0];
+  parallel_for(columns * splits, 1, [&](int64_t t0, int64_t t1) {
+    TileEvaluator ev(program, launch, inputs, params, nullptr);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t column = t / splits, split = t % splits;
+      const int64_t o = column / chunks, c0 = (column % chunks) * width;
+      const int64_t cw = std::min(width, inner - c0);
+      const int64_t r0 = split * rows_per_split, r1 = std::min(rows, r0 + rows_per_split);
+      double* acc = partial.data() + t * width;
+      // Whole rows (cw == inner) are evaluated several to a tile.
+      const int64_t per_run = cw == inner ? std::max<int64_t>(1, kTile / inner) : 1;
+      for (int64_t r = r0; r < r1; r += per_run) {
+        const int64_t n = std::min(per_run, r1 - r);
+        ev.run(1, (o * rows + r) * inner + c0, cw == inner ? n * inner : cw);
+        ev.visit(operand, [&](auto* v) {
+          for (int64_t i = 0; i < n; ++i) {
+            for (int64_t j = 0; j < cw; ++j) acc[j] += static_cast<double>(v[i * inner + j]);
+          }
+        });
+      }
+    }
+  });
+  const double divisor = mean ? static_cast<double>(rows) : 1.0;
+  for (int64_t column = 0; column < columns; ++column) {
+    const int64_t o = column / chunks, c0 = (column % chunks) * width;
+    const int64_t cw = std::min(width, inner - c0);
+    for (int64_t j = 0; j < cw; ++j) {
+      double total = 0;
+      for (int64_t s = 0; s < splits; ++s) total += partial[(column * splits + s) * width + j];
+      result[o * inner + c0 + j] = static_cast<Result>(total / divisor);
+    }
+  }
 }
 
 // Sum/mean/max/min (and argmax/argmin) of operand 0 over the reduced axes, into `result`.
@@ -86,6 +163,13 @@ void reduce(const KernelProgram& program, const KernelLaunch& launch,
         }
       });
       return;
+    }
+    if (!arg && is_sum) {
+      const jit::ReductionAxes dims = jit::reduction_axes(program, static_cast<int>(space.size()));
+      if (const std::optional<ColumnBlock> block = column_block(dims, space)) {
+        sum_column_block(program, launch, inputs, params, *block, op == OpKind::Mean, result);
+        return;
+      }
     }
   }
   struct Partial {
