@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "hwy/targets.h"
+#include "runtime/cpu/simd_convert.h"
 #include "runtime/cpu/simd_math.h"
 
 namespace kiln {
@@ -225,6 +226,33 @@ void on_every_simd_target(Check check) {
     check();
   }
   hwy::SetSupportedTargetsForTest(0);
+}
+
+// The vectorized float -> bf16 conversions against the scalar BFloat16(float) bit for bit:
+// every high half with low halves at and around the rounding tie (ties to even both ways),
+// which also covers infinities, NaNs whose rounding would carry into infinity, subnormals
+// and zeros. Odd lengths exercise the scalar tail.
+TEST(ScalarMathTest, SimdBf16ConversionsMatchTheScalarOneOnEveryTarget) {
+  std::vector<float> x;
+  for (uint32_t high = 0; high <= 0xffffu; ++high) {
+    for (uint32_t low : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xc000u, 0xffffu}) {
+      x.push_back(std::bit_cast<float>(high << 16 | low));
+    }
+  }
+  on_every_simd_target([&] {
+    for (size_t n : {x.size(), x.size() - 5, size_t{3}}) {
+      std::vector<float> rounded(x.begin(), x.begin() + n);
+      std::vector<BFloat16> stored(n);
+      runtime::cpu::round_floats_to_bf16(rounded.data(), n);
+      runtime::cpu::floats_to_bf16(x.data(), stored.data(), n);
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t want = BFloat16(x[i]).bits;
+        ASSERT_EQ(stored[i].bits, want) << std::hex << std::bit_cast<uint32_t>(x[i]);
+        ASSERT_EQ(std::bit_cast<uint32_t>(rounded[i]), uint32_t{want} << 16)
+            << std::hex << std::bit_cast<uint32_t>(x[i]);
+      }
+    }
+  });
 }
 
 // The SIMD transcendentals added after exp/log/tanh/sin/cos, against double-precision

@@ -7,6 +7,7 @@
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/row_walk.h"
 #include "runtime/cpu/simd_math.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -111,11 +112,56 @@ void row_norm(const KernelProgram& program, const KernelLaunch& launch,
   });
 }
 
+// row_norm for rows along the last axis whose result is not stored as it is (a 16-bit
+// output, or an epilogue after the norm): rows go in chunks, and each chunk's epilogue runs
+// right after it while it is in cache. The result then never becomes a whole float tensor,
+// whose allocation, page faults and second pass over memory cost more than the norm itself.
+template <class T>
+void row_norm_chunked(const KernelProgram& program, const KernelLaunch& launch,
+                      const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
+                      const std::vector<double>& params) {
+  std::vector<T> w, b;
+  if (program.anchor_operands.size() > 1) {
+    w = evaluate_operand<T>(program, launch, inputs, params, 1);
+  }
+  if (program.anchor_operands.size() > 2) {
+    b = evaluate_operand<T>(program, launch, inputs, params, 2);
+  }
+  const jit::RowShape rows = jit::row_norm_shape(program, launch);
+  const int64_t extent = rows.extent, outer = rows.outer;
+  if (extent == 0 || outer == 0) return;
+  const double eps = program.anchor_param >= 0 ? params[program.anchor_param] : 0.0;
+  const int operand = program.anchor_operands[0];
+  const int64_t chunk_rows = std::max<int64_t>(1, 16384 / extent);
+  const int64_t chunks = (outer + chunk_rows - 1) / chunk_rows;
+  parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+    TileEvaluator ev(program, launch, inputs, params, nullptr);
+    thread_local std::vector<T> part, scratch;
+    scratch.resize(extent);
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t r0 = c * chunk_rows, r1 = std::min(outer, r0 + chunk_rows);
+      part.resize((r1 - r0) * extent);
+      for (int64_t r = r0; r < r1; ++r) {
+        ev.run(1, r * extent, extent);
+        norm_row<T>(program.anchor_op, ev.template values<T>(operand),
+                    part.data() + (r - r0) * extent, extent, 1, w.data(), b.data(), eps,
+                    scratch.data());
+      }
+      run_epilogue(program, launch, inputs, outputs, params, part.data(), r0 * extent, r1 * extent);
+    }
+  });
+}
+
 }  // namespace
 
 void run_row_norm(const KernelProgram& program, const KernelLaunch& launch,
                   const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
                   const std::vector<double>& params) {
+  if (register_class(program.anchor_dtype) == RegisterClass::kFloat &&
+      !anchor_writes_output<float>(program) && jit::row_norm_shape(program, launch).inner == 1) {
+    row_norm_chunked<float>(program, launch, inputs, outputs, params);
+    return;
+  }
   run_anchored(program, launch, inputs, outputs, params, [&](auto* result) {
     using T = std::remove_pointer_t<decltype(result)>;
     if constexpr (std::is_floating_point_v<T>) row_norm<T>(program, launch, inputs, params, result);

@@ -109,6 +109,9 @@ void store_values(Buffer& b, DType dt, int64_t begin, int64_t n, const T* in) {
     case DType::F16:
       return run(b.as<Half>(), [](T v) { return Half(static_cast<float>(v)); });
     case DType::BF16:
+      if constexpr (std::is_same_v<T, float>) {
+        return floats_to_bf16(in, b.as<BFloat16>() + begin, static_cast<size_t>(n));
+      }
       return run(b.as<BFloat16>(), [](T v) { return BFloat16(static_cast<float>(v)); });
     case DType::F32:
       return run(b.as<float>(), [](T v) { return static_cast<float>(v); });

@@ -13,6 +13,7 @@
 #include "kiln/dtype.h"
 #include "ops/value_type.h"
 #include "runtime/buffer.h"
+#include "runtime/cpu/simd_convert.h"
 
 namespace kiln::runtime::cpu {
 
@@ -27,7 +28,7 @@ using jit::RegisterClass;
 // vectorizes (f32 values are left as they are).
 inline void round_all(DType dt, float* v, int64_t n) {
   if (dt == DType::BF16) {
-    for (int64_t e = 0; e < n; ++e) v[e] = static_cast<float>(BFloat16(v[e]));
+    round_floats_to_bf16(v, static_cast<size_t>(n));
   } else if (dt == DType::F16) {
     for (int64_t e = 0; e < n; ++e) v[e] = static_cast<float>(Half(v[e]));
   }
