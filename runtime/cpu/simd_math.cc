@@ -3,6 +3,7 @@
 #define HWY_TARGET_INCLUDE "runtime/cpu/simd_math.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must follow foreach_target.h.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -27,6 +28,39 @@ HWY_INLINE void apply(const float* HWY_RESTRICT in, float* HWY_RESTRICT out, siz
     hn::Store(op(d, hn::Load(d, buffer)), d, buffer);
     for (size_t k = 0; k < n - i; ++k) out[i + k] = buffer[k];
   }
+}
+
+// out = op(a, b) lane by lane; the tail goes through padded buffers (padding lanes are 1, so
+// a division there raises nothing).
+template <class Op>
+HWY_INLINE void apply2(const float* a, const float* b, float* out, size_t n, Op op) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    hn::StoreU(op(hn::LoadU(d, a + i), hn::LoadU(d, b + i)), d, out + i);
+  }
+  if (i < n) {
+    HWY_ALIGN float x[HWY_MAX_BYTES / sizeof(float)], y[HWY_MAX_BYTES / sizeof(float)];
+    std::fill_n(x, lanes, 1.0f);
+    std::fill_n(y, lanes, 1.0f);
+    for (size_t k = 0; k < n - i; ++k) x[k] = a[i + k], y[k] = b[i + k];
+    hn::Store(op(hn::Load(d, x), hn::Load(d, y)), d, x);
+    for (size_t k = 0; k < n - i; ++k) out[i + k] = x[k];
+  }
+}
+
+void AddImpl(const float* a, const float* b, float* out, size_t n) {
+  apply2(a, b, out, n, [](auto x, auto y) { return hn::Add(x, y); });
+}
+void SubImpl(const float* a, const float* b, float* out, size_t n) {
+  apply2(a, b, out, n, [](auto x, auto y) { return hn::Sub(x, y); });
+}
+void MulImpl(const float* a, const float* b, float* out, size_t n) {
+  apply2(a, b, out, n, [](auto x, auto y) { return hn::Mul(x, y); });
+}
+void DivImpl(const float* a, const float* b, float* out, size_t n) {
+  apply2(a, b, out, n, [](auto x, auto y) { return hn::Div(x, y); });
 }
 
 // c[0] + c[1] x + c[2] x^2 + ..., by Horner's rule.
@@ -324,6 +358,10 @@ HWY_EXPORT(GeluImpl);
 HWY_EXPORT(Log1pImpl);
 HWY_EXPORT(Expm1Impl);
 HWY_EXPORT(PowImpl);
+HWY_EXPORT(AddImpl);
+HWY_EXPORT(SubImpl);
+HWY_EXPORT(MulImpl);
+HWY_EXPORT(DivImpl);
 
 namespace {
 // Highway's sin/cos are accurate for |x| <= 39000; anything else (or inf/NaN) uses libm.
@@ -335,6 +373,18 @@ bool in_trig_range(const float* in, size_t n) {
 }
 }  // namespace
 
+void simd_add(const float* a, const float* b, float* out, size_t n) {
+  HWY_DYNAMIC_DISPATCH(AddImpl)(a, b, out, n);
+}
+void simd_sub(const float* a, const float* b, float* out, size_t n) {
+  HWY_DYNAMIC_DISPATCH(SubImpl)(a, b, out, n);
+}
+void simd_mul(const float* a, const float* b, float* out, size_t n) {
+  HWY_DYNAMIC_DISPATCH(MulImpl)(a, b, out, n);
+}
+void simd_div(const float* a, const float* b, float* out, size_t n) {
+  HWY_DYNAMIC_DISPATCH(DivImpl)(a, b, out, n);
+}
 void simd_exp(const float* in, float* out, size_t n) { HWY_DYNAMIC_DISPATCH(ExpImpl)(in, out, n); }
 void simd_log(const float* in, float* out, size_t n) { HWY_DYNAMIC_DISPATCH(LogImpl)(in, out, n); }
 void simd_tanh(const float* in, float* out, size_t n) {

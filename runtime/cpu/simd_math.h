@@ -26,6 +26,13 @@ void simd_expm1(const float* in, float* out, size_t n);
 // out[i] = powf(a[i], b[i]), negative bases included; zero, infinite and NaN operands go
 // through powf itself.
 void simd_pow(const float* a, const float* b, float* out, size_t n);
+// out[i] = a[i] + b[i] (and -, *, /): IEEE single operations, so the same bits as the
+// scalar functors, in the widest vectors the machine has (the executor is built for the
+// baseline instruction set).
+void simd_add(const float* a, const float* b, float* out, size_t n);
+void simd_sub(const float* a, const float* b, float* out, size_t n);
+void simd_mul(const float* a, const float* b, float* out, size_t n);
+void simd_div(const float* a, const float* b, float* out, size_t n);
 // The instruction set chosen at run time, e.g. "AVX2".
 const char* simd_target_name();
 

@@ -4,6 +4,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <string>
@@ -114,6 +115,10 @@ void store_values(Buffer& b, DType dt, int64_t begin, int64_t n, const T* in) {
       }
       return run(b.as<BFloat16>(), [](T v) { return BFloat16(static_cast<float>(v)); });
     case DType::F32:
+      if constexpr (std::is_same_v<T, float>) {
+        std::memcpy(b.as<float>() + begin, in, n * sizeof(float));
+        return;
+      }
       return run(b.as<float>(), [](T v) { return static_cast<float>(v); });
     case DType::F64:
       return run(b.as<double>(), [](T v) { return static_cast<double>(v); });
@@ -160,8 +165,23 @@ void unary_loop(OpKind op, const T* a, T* out, int64_t n) {
 template <class T, class R>
 void binary_loop(OpKind op, const T* a, const T* b, R* out, int64_t n) {
   if constexpr (std::is_same_v<T, float> && std::is_same_v<R, float>) {
-    // f32 pow is the one transcendental binary op; simd_pow stands in for its functor.
-    if (op == OpKind::Pow) return simd_pow(a, b, out, static_cast<size_t>(n));
+    // f32 pow is the one transcendental binary op; simd_pow stands in for its functor. The
+    // four arithmetic ops run in the machine's widest vectors.
+    const size_t count = static_cast<size_t>(n);
+    switch (op) {
+      case OpKind::Pow:
+        return simd_pow(a, b, out, count);
+      case OpKind::Add:
+        return simd_add(a, b, out, count);
+      case OpKind::Sub:
+        return simd_sub(a, b, out, count);
+      case OpKind::Mul:
+        return simd_mul(a, b, out, count);
+      case OpKind::Div:
+        return simd_div(a, b, out, count);
+      default:
+        break;
+    }
   }
   math::with_binary_functor(op, [&](auto fn) {
     if constexpr (std::is_floating_point_v<T> || decltype(fn)::kIntegers) {
@@ -236,6 +256,7 @@ TileEvaluator::TileEvaluator(const KernelProgram& program, const KernelLaunch& l
   regs_.d.resize(n);
   regs_.i.resize(n);
   regs_.offsets.resize(launch_.views.size());
+  param_filled_.assign(n, 0);
   for (size_t v = 0; v < launch_.views.size(); ++v) {
     contiguous_.push_back(program_.view_patterns[v].access == jit::ViewAccess::kContiguous ||
                           is_row_major(launch_.views[v], v));
@@ -304,6 +325,11 @@ void TileEvaluator::eval(int k, int64_t begin, int64_t n) {
     case InstrKind::kLoad: {
       const int64_t start = contiguous_start(in.view, begin);
       if (start >= 0) {
+        if (c == RegisterClass::kFloat && program_.input_dtypes[in.input] == DType::F32) {
+          std::memcpy(alloc<float>(k, n), inputs_[in.input]->as<float>() + start,
+                      n * sizeof(float));
+          return;
+        }
         dispatch(c, [&](auto t) {
           using T = decltype(t);
           load_with<T>(*inputs_[in.input], program_.input_dtypes[in.input], n, alloc<T>(k, n),
@@ -334,12 +360,16 @@ void TileEvaluator::eval(int k, int64_t begin, int64_t n) {
       return;
     }
     case InstrKind::kParam: {
+      // A kernel's parameters are fixed for the evaluator's life: a register filled for a
+      // tile this long or longer already holds the value.
+      if (param_filled_[k] >= n) return;
       double v = params_[in.param];
       dispatch(c, [&](auto t) {
         using T = decltype(t);
         T value = convert<T>(v, DType::F64, in.dtype);
         std::fill_n(alloc<T>(k, n), n, value);
       });
+      param_filled_[k] = n;
       return;
     }
     case InstrKind::kIndexLeaf:

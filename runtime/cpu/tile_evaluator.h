@@ -167,7 +167,8 @@ class TileEvaluator {
   const void* anchor_;
   int64_t anchor_origin_ = 0;  // the flat position anchor_[0] holds
   Registers regs_;
-  std::vector<bool> contiguous_;  // per view
+  std::vector<bool> contiguous_;       // per view
+  std::vector<int64_t> param_filled_;  // per instr: values a kParam register holds
 };
 
 // Evaluates anchor operand `k` over its whole space (space k + 1) into a contiguous array
