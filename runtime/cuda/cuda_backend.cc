@@ -34,46 +34,73 @@ void throw_if_failed(CUresult result, const char* call, const std::string& conte
   if (!s.ok()) throw Error(absl::StrCat(context, ": ", s.message()));
 }
 
+// For calls that release something, in cleanup paths and destructors: a failure loses the
+// resource but not a result, so it is reported rather than thrown.
+void report_if_failed(CUresult result, const char* call, const std::string& context) {
+  absl::Status s = check_cuda(result, call);
+  if (!s.ok()) {
+    std::fprintf(stderr, "[kiln] %s: %s\n", context.c_str(), std::string(s.message()).c_str());
+  }
+}
+
 // One GPU: its context, the stream all of Kiln's work goes to, the allocator and modules.
 class CudaDevice {
  public:
-  explicit CudaDevice(int index) : index_(index), name_(absl::StrCat("cuda:", index)) {
-    const DriverApi& d = driver_api();
+  // A loaded entry point, and the dynamic shared memory its launches may ask for.
+  struct Function {
+    CUfunction handle = nullptr;
+    int dynamic_shared_limit = 0;
+  };
+
+  // `api`: the driver it is made with, kept for everything it does afterwards.
+  CudaDevice(int index, const DriverApi& api)
+      : index_(index), name_(absl::StrCat("cuda:", index)), api_(api) {
+    const DriverApi& d = api_;
     if (!d.status.ok()) throw Error(absl::StrCat(name_, ": ", d.status.message()));
     throw_if_failed(d.init(0), "cuInit", name_);
     CUdevice dev = 0;
     throw_if_failed(d.device_get(&dev, index), "cuDeviceGet", name_);
-    int major = 0, minor = 0;
-    d.device_attribute(&major, kAttributeComputeMajor, dev);
-    d.device_attribute(&minor, kAttributeComputeMinor, dev);
-    arch_ = major * 10 + minor;
-    d.device_attribute(&sm_count_, kAttributeMultiprocessorCount, dev);
+    arch_ = attribute(dev, kAttributeComputeMajor) * 10 + attribute(dev, kAttributeComputeMinor);
+    sm_count_ = attribute(dev, kAttributeMultiprocessorCount);
+    max_shared_per_block_ = attribute(dev, kAttributeMaxSharedPerBlockOptin);
     throw_if_failed(d.primary_ctx_retain(&context_, dev), "cuDevicePrimaryCtxRetain", name_);
     make_current();
     throw_if_failed(d.stream_create(&stream_, kStreamNonBlocking), "cuStreamCreate", name_);
+    // The allocator calls these from any thread: a free from whichever thread drops a
+    // buffer's last reference, which may have no current context or another GPU's.
     allocator_ = std::make_unique<DeviceAllocator>(
         name_,
-        [](size_t bytes) -> absl::StatusOr<uint64_t> {
+        [this](size_t bytes) -> absl::StatusOr<uint64_t> {
           CUdeviceptr p = 0;
-          if (absl::Status s = check_cuda(driver_api().mem_alloc(&p, bytes), "cuMemAlloc");
+          if (absl::Status s = in_context([&] { return api_.mem_alloc(&p, bytes); }, "cuMemAlloc");
               !s.ok()) {
             return s;
           }
           return static_cast<uint64_t>(p);
         },
-        [](uint64_t p) { driver_api().mem_free(static_cast<CUdeviceptr>(p)); }, size_t{4} << 30);
+        [this](uint64_t p) {
+          const absl::Status s =
+              in_context([&] { return api_.mem_free(static_cast<CUdeviceptr>(p)); }, "cuMemFree");
+          if (!s.ok()) {
+            std::fprintf(stderr, "[kiln] %s: device memory not freed (lost until exit): %s\n",
+                         name_.c_str(), std::string(s.message()).c_str());
+          }
+        },
+        size_t{4} << 30);
   }
 
+  // Device `index` of the process's driver (driver_api()), made on first use.
   static CudaDevice& get(int index) {
+    const DriverApi& api = driver_api();
     std::lock_guard<std::mutex> lock(registry_mutex());
     for (CudaDevice& d : devices()) {
-      if (d.index_ == index) return d;
+      if (d.index_ == index && &d.api_ == &api) return d;
     }
-    return devices().emplace_back(index);
+    return devices().emplace_back(index, api);
   }
 
   void make_current() const {
-    throw_if_failed(driver_api().ctx_set_current(context_), "cuCtxSetCurrent", name_);
+    throw_if_failed(api_.ctx_set_current(context_), "cuCtxSetCurrent", name_);
   }
 
   std::shared_ptr<Buffer> allocate(int64_t nbytes) {
@@ -84,13 +111,13 @@ class CudaDevice {
   }
 
   void synchronize() const {
-    throw_if_failed(driver_api().stream_synchronize(stream_), "cuStreamSynchronize", name_);
+    throw_if_failed(api_.stream_synchronize(stream_), "cuStreamSynchronize", name_);
   }
 
   // The entry point of every kernel of `plan`, in order. Kernels not loaded yet are
   // rendered, then compiled together on all cores (memory and disk caches first), then
   // loaded; on a plan hit this is one lookup per kernel, with nothing rendered or compiled.
-  std::vector<CUfunction> prepare(const jit::LaunchPlan& plan) {
+  std::vector<Function> prepare(const jit::LaunchPlan& plan) {
     std::lock_guard<std::mutex> lock(modules_mutex_);
     std::vector<ModuleKey> keys;
     std::vector<std::shared_ptr<const jit::KernelProgram>> missing_programs;
@@ -119,7 +146,7 @@ class CudaDevice {
                         Loaded{missing_programs[i], load(cubins[i]->cubin, sources[i].name)});
       }
     }
-    std::vector<CUfunction> functions;
+    std::vector<Function> functions;
     functions.reserve(keys.size());
     for (const ModuleKey& key : keys) functions.push_back(loaded_.at(key).function);
     return functions;
@@ -128,18 +155,20 @@ class CudaDevice {
   // `args`: a pointer to each kernel argument's bytes.
   void launch(CUfunction f, const int64_t grid[3], const int block[3], int shared_bytes,
               void** args, const std::string& what) {
-    throw_if_failed(driver_api().launch_kernel(
-                        f, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
-                        static_cast<unsigned>(grid[2]), static_cast<unsigned>(block[0]),
-                        static_cast<unsigned>(block[1]), static_cast<unsigned>(block[2]),
-                        static_cast<unsigned>(shared_bytes), stream_, args, nullptr),
-                    "cuLaunchKernel", absl::StrCat(name_, " kernel ", what));
+    throw_if_failed(
+        api_.launch_kernel(f, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
+                           static_cast<unsigned>(grid[2]), static_cast<unsigned>(block[0]),
+                           static_cast<unsigned>(block[1]), static_cast<unsigned>(block[2]),
+                           static_cast<unsigned>(shared_bytes), stream_, args, nullptr),
+        "cuLaunchKernel", absl::StrCat(name_, " kernel ", what));
     runtime::counters().kernels_launched += 1;
   }
 
   CUstream stream() const { return stream_; }
+  const DriverApi& api() const { return api_; }
   // Held while issuing work to the stream, so a graph capture never records another
-  // thread's work (and a copy never synchronizes a stream being captured).
+  // thread's work (and a copy never synchronizes a stream being captured). A thread never
+  // holds two devices' at once (CudaBackend::place_inputs).
   std::recursive_mutex& stream_mutex() { return stream_mutex_; }
   int sm_count() const { return sm_count_; }
   const std::string& name() const { return name_; }
@@ -197,28 +226,62 @@ class CudaDevice {
                              "): ", s.message()));
   }
 
-  // Loads a cubin and finds its entry point `entry`.
-  CUfunction load(const std::string& cubin, const std::string& entry) const {
+  int attribute(CUdevice dev, int attribute) const {
+    absl::StatusOr<int> value = device_attribute(api_, dev, attribute);
+    if (!value.ok()) throw Error(absl::StrCat(name_, ": ", value.status().message()));
+    return *value;
+  }
+
+  // Runs `call` (a driver call returning CUresult) with this device's context pushed on the
+  // calling thread, whose own current context is restored afterwards.
+  template <class Call>
+  absl::Status in_context(Call call, const char* name) const {
+    if (absl::Status s = check_cuda(api_.ctx_push_current(context_), "cuCtxPushCurrent"); !s.ok()) {
+      return s;
+    }
+    absl::Status s = check_cuda(call(), name);
+    CUcontext popped = nullptr;
+    s.Update(check_cuda(api_.ctx_pop_current(&popped), "cuCtxPopCurrent"));
+    return s;
+  }
+
+  // Loads a cubin and finds its entry point `entry`. The kernel is opted in to all the
+  // dynamic shared memory the device gives a block beside the kernel's static arrays (the
+  // 48 KiB every launch may have counts both), so no launch has to opt in later, inside a
+  // graph capture. The attribute is a ceiling: each launch still gets what it asks for.
+  Function load(const std::string& cubin, const std::string& entry) const {
+    const std::string what = absl::StrCat(name_, " kernel ", entry);
     CUmodule module = nullptr;
-    throw_if_failed(driver_api().module_load_data(&module, cubin.data()), "cuModuleLoadData",
-                    absl::StrCat(name_, " kernel ", entry));
+    throw_if_failed(api_.module_load_data(&module, cubin.data()), "cuModuleLoadData", what);
     CUfunction f = nullptr;
-    throw_if_failed(driver_api().module_get_function(&f, module, entry.c_str()),
-                    "cuModuleGetFunction", absl::StrCat(name_, " kernel ", entry));
-    return f;
+    throw_if_failed(api_.module_get_function(&f, module, entry.c_str()), "cuModuleGetFunction",
+                    what);
+    int static_bytes = 0;
+    throw_if_failed(api_.function_attribute(&static_bytes, kFunctionAttributeSharedSizeBytes, f),
+                    "cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)", what);
+    const int limit =
+        std::max(0, std::max(max_shared_per_block_, kDefaultSharedPerBlock) - static_bytes);
+    if (limit > kDefaultSharedPerBlock - static_bytes) {
+      throw_if_failed(
+          api_.function_set_attribute(f, kFunctionAttributeMaxDynamicSharedSizeBytes, limit),
+          "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)", what);
+    }
+    return Function{f, limit};
   }
 
   // A loaded module: a program at one index width.
   using ModuleKey = std::pair<const jit::KernelProgram*, bool>;
   struct Loaded {
     std::shared_ptr<const jit::KernelProgram> program;  // keeps the key alive
-    CUfunction function;
+    Function function;
   };
 
   int index_;
   std::string name_;
+  const DriverApi& api_;
   int arch_ = 0;
-  int sm_count_ = 1;
+  int sm_count_ = 0;
+  int max_shared_per_block_ = 0;  // static and dynamic, once a kernel opts in
   CUcontext context_ = nullptr;
   CUstream stream_ = nullptr;
   std::unique_ptr<DeviceAllocator> allocator_;
@@ -239,12 +302,20 @@ class CudaBackend final : public Backend {
 
   std::vector<std::shared_ptr<Buffer>> run(const jit::LaunchPlan& plan,
                                            const jit::PlanArguments& args) override {
+    const std::vector<std::shared_ptr<Buffer>> inputs = place_inputs(plan, args);
     std::lock_guard<std::recursive_mutex> lock(device_.stream_mutex());
+    return run_placed(plan, args, inputs);
+  }
+
+  // run() once `inputs` (per plan input slot) are on this device, holding the stream mutex.
+  std::vector<std::shared_ptr<Buffer>> run_placed(
+      const jit::LaunchPlan& plan, const jit::PlanArguments& args,
+      const std::vector<std::shared_ptr<Buffer>>& inputs) {
     device_.make_current();
-    const std::vector<CUfunction> functions = device_.prepare(plan);
+    const std::vector<CudaDevice::Function> functions = device_.prepare(plan);
     Buffers buffers;
     for (size_t slot = 0; slot < plan.input_nodes.size(); ++slot) {
-      buffers[plan.input_nodes[slot]] = place_on(args.inputs[slot], here());
+      buffers[plan.input_nodes[slot]] = inputs[slot];
     }
     const bool gathers = plan_gathers(plan);
     if (gathers) reset_index_error();
@@ -264,14 +335,15 @@ class CudaBackend final : public Backend {
   std::vector<std::shared_ptr<Buffer>> replay(const std::shared_ptr<const jit::LaunchPlan>& plan,
                                               const jit::PlanArguments& args) override {
     if (plan->kernels.size() < 2 || !graphs_enabled()) return run(*plan, args);
+    const std::vector<std::shared_ptr<Buffer>> inputs = place_inputs(*plan, args);
     std::lock_guard<std::recursive_mutex> lock(device_.stream_mutex());
     device_.make_current();
-    const std::vector<CUfunction> functions = device_.prepare(*plan);
+    const std::vector<CudaDevice::Function> functions = device_.prepare(*plan);
     Graph& g = graph_for(plan);
-    if (g.broken) return run(*plan, args);
+    if (g.broken) return run_placed(*plan, args, inputs);
     bool capture = g.exec == nullptr || g.params != args.params;
     for (size_t slot = 0; slot < plan->input_nodes.size(); ++slot) {
-      std::shared_ptr<Buffer> given = place_on(args.inputs[slot], here());
+      const std::shared_ptr<Buffer>& given = inputs[slot];
       if (g.slots[slot] == nullptr) {
         g.slots[slot] = given;
         capture = true;
@@ -297,8 +369,8 @@ class CudaBackend final : public Backend {
         g.broken = true;
       }
     }
-    if (g.broken) return run(*plan, args);
-    throw_if_failed(driver_api().graph_launch(g.exec, device_.stream()), "cuGraphLaunch",
+    if (g.broken) return run_placed(*plan, args, inputs);
+    throw_if_failed(device_.api().graph_launch(g.exec, device_.stream()), "cuGraphLaunch",
                     device_.name());
     runtime::counters().kernels_launched += g.launches;
     if (gathers) check_index_error();
@@ -328,6 +400,19 @@ class CudaBackend final : public Backend {
 
   Device here() const { return Device{DeviceType::CUDA, index_}; }
 
+  // The plan's inputs, per slot, on this device. Called before this device's stream mutex
+  // is taken: a copy from another GPU holds that GPU's stream mutex, and a thread holding
+  // two at once deadlocks with one moving tensors the other way. No thread ever holds two.
+  std::vector<std::shared_ptr<Buffer>> place_inputs(const jit::LaunchPlan& plan,
+                                                    const jit::PlanArguments& args) const {
+    std::vector<std::shared_ptr<Buffer>> inputs;
+    inputs.reserve(plan.input_nodes.size());
+    for (size_t slot = 0; slot < plan.input_nodes.size(); ++slot) {
+      inputs.push_back(place_on(args.inputs[slot], here()));
+    }
+    return inputs;
+  }
+
   static bool plan_gathers(const jit::LaunchPlan& plan) {
     for (const jit::PlannedKernel& k : plan.kernels) {
       if (has_gathers(*k.program)) return true;
@@ -342,14 +427,14 @@ class CudaBackend final : public Backend {
   void reset_index_error() {
     static const IndexErrorWord kZero;
     if (index_error_ == nullptr) index_error_ = device_.allocate(sizeof(IndexErrorWord));
-    throw_if_failed(driver_api().memcpy_htod_async(index_error_->device_pointer(), &kZero,
-                                                   sizeof kZero, device_.stream()),
+    throw_if_failed(device_.api().memcpy_htod_async(index_error_->device_pointer(), &kZero,
+                                                    sizeof kZero, device_.stream()),
                     "cuMemcpyHtoDAsync", device_.name());
   }
   void check_index_error() {
     IndexErrorWord word;
-    throw_if_failed(driver_api().memcpy_dtoh_async(&word, index_error_->device_pointer(),
-                                                   sizeof word, device_.stream()),
+    throw_if_failed(device_.api().memcpy_dtoh_async(&word, index_error_->device_pointer(),
+                                                    sizeof word, device_.stream()),
                     "cuMemcpyDtoHAsync", device_.name());
     device_.synchronize();
     throw_if_index_error(word);
@@ -386,13 +471,17 @@ class CudaBackend final : public Backend {
     return g;
   }
 
-  static void destroy(Graph& g) {
-    if (g.exec != nullptr) driver_api().graph_exec_destroy(g.exec);
+  void destroy(Graph& g) {
+    if (g.exec != nullptr) {
+      report_if_failed(device_.api().graph_exec_destroy(g.exec), "cuGraphExecDestroy",
+                       device_.name());
+    }
     g.exec = nullptr;
   }
 
   // Records the plan's launches over the graph's slots into a new executable graph.
-  void capture_graph(const jit::LaunchPlan& plan, const std::vector<CUfunction>& functions,
+  void capture_graph(const jit::LaunchPlan& plan,
+                     const std::vector<CudaDevice::Function>& functions,
                      const std::vector<double>& params, Graph& g) {
     destroy(g);
     g.owned.clear();
@@ -400,7 +489,7 @@ class CudaBackend final : public Backend {
     for (size_t slot = 0; slot < plan.input_nodes.size(); ++slot) {
       buffers[plan.input_nodes[slot]] = g.slots[slot];
     }
-    const DriverApi& d = driver_api();
+    const DriverApi& d = device_.api();
     throw_if_failed(d.stream_begin_capture(device_.stream(), kStreamCaptureModeRelaxed),
                     "cuStreamBeginCapture", device_.name());
     const int64_t launched_before = runtime::counters().kernels_launched;
@@ -408,8 +497,11 @@ class CudaBackend final : public Backend {
     try {
       launch_kernels(plan, functions, params, /*donated=*/{}, buffers, &g.owned);
     } catch (...) {
-      d.stream_end_capture(device_.stream(), &graph);
-      if (graph != nullptr) d.graph_destroy(graph);
+      // The launch's error is the one to raise; these only clean up after it.
+      report_if_failed(d.stream_end_capture(device_.stream(), &graph), "cuStreamEndCapture",
+                       device_.name());
+      if (graph != nullptr)
+        report_if_failed(d.graph_destroy(graph), "cuGraphDestroy", device_.name());
       throw;
     }
     g.launches = runtime::counters().kernels_launched - launched_before;
@@ -417,7 +509,7 @@ class CudaBackend final : public Backend {
     throw_if_failed(d.stream_end_capture(device_.stream(), &graph), "cuStreamEndCapture",
                     device_.name());
     const CUresult made = d.graph_instantiate(&g.exec, graph, 0);
-    d.graph_destroy(graph);
+    report_if_failed(d.graph_destroy(graph), "cuGraphDestroy", device_.name());
     throw_if_failed(made, "cuGraphInstantiateWithFlags", device_.name());
     g.params = params;
     g.outputs.clear();
@@ -427,8 +519,8 @@ class CudaBackend final : public Backend {
   void copy_on_device(const Buffer& to, const Buffer& from) {
     if (from.nbytes() == 0) return;
     throw_if_failed(
-        driver_api().memcpy_dtod_async(to.device_pointer(), from.device_pointer(),
-                                       static_cast<size_t>(from.nbytes()), device_.stream()),
+        device_.api().memcpy_dtod_async(to.device_pointer(), from.device_pointer(),
+                                        static_cast<size_t>(from.nbytes()), device_.stream()),
         "cuMemcpyDtoDAsync", device_.name());
   }
 
@@ -439,7 +531,8 @@ class CudaBackend final : public Backend {
   // (for a graph, whose replays write them again).
   // An update_slice's output starts as its x: x's own buffer where `donated` allows
   // (jit::donated_slot), else a copy.
-  void launch_kernels(const jit::LaunchPlan& plan, const std::vector<CUfunction>& functions,
+  void launch_kernels(const jit::LaunchPlan& plan,
+                      const std::vector<CudaDevice::Function>& functions,
                       const std::vector<double>& plan_params, const std::vector<bool>& donated,
                       Buffers& buffers, std::vector<std::shared_ptr<Buffer>>* keep) {
     auto allocate = [&](int64_t bytes) {
@@ -464,14 +557,15 @@ class CudaBackend final : public Backend {
         outs.push_back(buffers[n]->device_pointer());
       }
       if (pk.program->anchor == jit::AnchorKind::kCustomKernel) {
-        launch_custom(functions[k], pk.program.get(), l, ins, outs[0]);
+        launch_custom(functions[k].handle, pk.program.get(), l, ins, outs[0]);
       } else {
         std::vector<double> params;
         for (int p : l.params) params.push_back(plan_params[p]);
         std::vector<std::byte> block =
             pack_params(*pk.program, l, ins, outs, params,
                         index_error_ != nullptr ? index_error_->device_pointer() : 0);
-        const LaunchSchedule schedule = schedule_launches(*pk.program, l, device_.sm_count());
+        const LaunchSchedule schedule = schedule_launches(*pk.program, l, device_.sm_count(),
+                                                          functions[k].dynamic_shared_limit);
         std::shared_ptr<Buffer> scratch;
         if (schedule.scratch_bytes > 0) scratch = allocate(schedule.scratch_bytes);
         for (const LaunchStep& step : schedule.steps) {
@@ -479,7 +573,7 @@ class CudaBackend final : public Backend {
           const int64_t grid[3] = {step.grid_x, step.grid_y, 1};
           const int threads[3] = {step.block, 1, 1};
           void* kernel_args[] = {block.data(), &split};
-          device_.launch(functions[k], grid, threads, step.shared_bytes, kernel_args,
+          device_.launch(functions[k].handle, grid, threads, step.shared_bytes, kernel_args,
                          pk.program->name);
         }
       }
@@ -551,8 +645,8 @@ std::shared_ptr<Buffer> copy_to_host(const Buffer& device_buffer) {
   auto host = std::make_shared<Buffer>(device_buffer.nbytes());
   if (device_buffer.nbytes() > 0) {
     throw_if_failed(
-        driver_api().memcpy_dtoh_async(host->data(), device_buffer.device_pointer(),
-                                       static_cast<size_t>(device_buffer.nbytes()), d.stream()),
+        d.api().memcpy_dtoh_async(host->data(), device_buffer.device_pointer(),
+                                  static_cast<size_t>(device_buffer.nbytes()), d.stream()),
         "cuMemcpyDtoHAsync", d.name());
   }
   d.synchronize();
@@ -566,8 +660,8 @@ std::shared_ptr<Buffer> upload(const Buffer& host_buffer, Device device) {
   std::shared_ptr<Buffer> out = d.allocate(host_buffer.nbytes());
   if (host_buffer.nbytes() > 0) {
     throw_if_failed(
-        driver_api().memcpy_htod_async(out->device_pointer(), host_buffer.data(),
-                                       static_cast<size_t>(host_buffer.nbytes()), d.stream()),
+        d.api().memcpy_htod_async(out->device_pointer(), host_buffer.data(),
+                                  static_cast<size_t>(host_buffer.nbytes()), d.stream()),
         "cuMemcpyHtoDAsync", d.name());
   }
   // The host buffer may be freed as soon as this returns: wait for the copy.

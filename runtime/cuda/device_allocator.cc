@@ -53,13 +53,17 @@ DeviceAllocator::Block DeviceAllocator::allocate(size_t bytes) {
 }
 
 void DeviceAllocator::release(Block block) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  live_ -= block.bytes;
-  if (cached_ + block.bytes <= max_cached_bytes_) {
-    free_blocks_.emplace(block.bytes, block.address);
-    cached_ += block.bytes;
-    return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_ -= block.bytes;
+    if (cached_ + block.bytes <= max_cached_bytes_) {
+      free_blocks_.emplace(block.bytes, block.address);
+      cached_ += block.bytes;
+      return;
+    }
   }
+  // Outside the lock: a free waits for the whole device, and other threads' allocations
+  // need not wait with it.
   free_(block.address);
 }
 

@@ -27,6 +27,8 @@ class DeviceAllocator {
   // Returns the new block's address, ResourceExhaustedError when the device is out of
   // memory, another error otherwise.
   using RawAlloc = std::function<absl::StatusOr<uint64_t>(size_t bytes)>;
+  // Called from whichever thread releases a block (a buffer's last owner), which may have no
+  // current context: it makes its own, and reports a failure rather than throwing.
   using RawFree = std::function<void(uint64_t address)>;
 
   DeviceAllocator(std::string device_name, RawAlloc alloc, RawFree free, size_t max_cached_bytes);

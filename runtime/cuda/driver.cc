@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <type_traits>
 
 #include "absl/status/status.h"
@@ -22,21 +23,54 @@ absl::StatusOr<std::vector<DeviceInfo>> query_devices() {
     DeviceInfo info;
     info.index = i;
     char name[256] = {};
-    d.device_name(name, sizeof name, device);
+    if (absl::Status s = check_cuda(d.device_name(name, sizeof name, device), "cuDeviceGetName");
+        !s.ok()) {
+      return s;
+    }
     info.name = name;
-    d.device_attribute(&info.compute_major, kAttributeComputeMajor, device);
-    d.device_attribute(&info.compute_minor, kAttributeComputeMinor, device);
+    absl::StatusOr<int> major = device_attribute(d, device, kAttributeComputeMajor);
+    if (!major.ok()) return major.status();
+    absl::StatusOr<int> minor = device_attribute(d, device, kAttributeComputeMinor);
+    if (!minor.ok()) return minor.status();
+    info.compute_major = *major;
+    info.compute_minor = *minor;
     size_t bytes = 0;
-    d.device_memory(&bytes, device);
+    if (absl::Status s = check_cuda(d.device_memory(&bytes, device), "cuDeviceTotalMem"); !s.ok()) {
+      return s;
+    }
     info.memory_bytes = static_cast<int64_t>(bytes);
     devices.push_back(info);
   }
   return devices;
 }
 
+namespace {
+std::atomic<const DriverApi*> driver_for_testing{nullptr};
+
+// The CU_DEVICE_ATTRIBUTE_ name of the attributes Kiln reads, for error messages.
+const char* attribute_name(int attribute) {
+  switch (attribute) {
+    case kAttributeMultiprocessorCount:
+      return "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT";
+    case kAttributeComputeMajor:
+      return "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR";
+    case kAttributeComputeMinor:
+      return "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR";
+    case kAttributeMaxSharedPerBlockOptin:
+      return "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN";
+  }
+  return "an unnamed attribute";
+}
+}  // namespace
+
 const DriverApi& driver_api() {
+  if (const DriverApi* api = driver_for_testing.load(std::memory_order_acquire)) return *api;
   static const DriverApi api = load_driver_api("libcuda.so.1");
   return api;
+}
+
+void set_driver_api_for_testing(const DriverApi* api) {
+  driver_for_testing.store(api, std::memory_order_release);
 }
 
 DriverApi load_driver_api(const char* library) {
@@ -60,6 +94,8 @@ DriverApi load_driver_api(const char* library) {
   load(a.device_attribute, "cuDeviceGetAttribute");
   load(a.primary_ctx_retain, "cuDevicePrimaryCtxRetain");
   load(a.ctx_set_current, "cuCtxSetCurrent");
+  load(a.ctx_push_current, "cuCtxPushCurrent_v2");
+  load(a.ctx_pop_current, "cuCtxPopCurrent_v2");
   load(a.stream_create, "cuStreamCreate");
   load(a.stream_synchronize, "cuStreamSynchronize");
   load(a.mem_alloc, "cuMemAlloc_v2");
@@ -69,6 +105,8 @@ DriverApi load_driver_api(const char* library) {
   load(a.memcpy_dtod_async, "cuMemcpyDtoDAsync_v2");
   load(a.module_load_data, "cuModuleLoadData");
   load(a.module_get_function, "cuModuleGetFunction");
+  load(a.function_attribute, "cuFuncGetAttribute");
+  load(a.function_set_attribute, "cuFuncSetAttribute");
   load(a.launch_kernel, "cuLaunchKernel");
   load(a.error_string, "cuGetErrorString");
   load(a.stream_begin_capture, "cuStreamBeginCapture_v2");
@@ -82,11 +120,26 @@ DriverApi load_driver_api(const char* library) {
 
 absl::Status check_cuda(CUresult result, const char* call) {
   if (result == 0) return absl::OkStatus();
-  const char* text = "unknown error";
-  if (driver_api().error_string != nullptr) driver_api().error_string(result, &text);
+  // cuGetErrorString fails, and leaves the text null, for a code it does not know.
+  const char* text = nullptr;
+  if (driver_api().error_string == nullptr || driver_api().error_string(result, &text) != 0 ||
+      text == nullptr) {
+    text = "unknown error";
+  }
   const std::string message = absl::StrCat(call, " failed: ", text, " (CUresult ", result, ")");
   return result == kCudaErrorOutOfMemory ? absl::ResourceExhaustedError(message)
                                          : absl::InternalError(message);
+}
+
+absl::StatusOr<int> device_attribute(const DriverApi& d, CUdevice device, int attribute) {
+  int value = 0;
+  const absl::Status s =
+      check_cuda(d.device_attribute(&value, attribute, device), "cuDeviceGetAttribute");
+  if (!s.ok()) {
+    return absl::Status(s.code(),
+                        absl::StrCat("reading ", attribute_name(attribute), ": ", s.message()));
+  }
+  return value;
 }
 
 }  // namespace kiln::runtime::cuda

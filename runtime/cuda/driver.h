@@ -37,6 +37,15 @@ inline constexpr CUresult kCudaErrorOutOfMemory = 2;      // CUDA_ERROR_OUT_OF_M
 inline constexpr int kAttributeMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_...
 inline constexpr int kAttributeComputeMajor = 75;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 inline constexpr int kAttributeComputeMinor = 76;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+// CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: what a block may have, static and
+// dynamic shared memory together, once its kernel opts in (227 KiB on Hopper).
+inline constexpr int kAttributeMaxSharedPerBlockOptin = 97;
+// What a block may have without opting in, on every GPU.
+inline constexpr int kDefaultSharedPerBlock = 48 * 1024;
+inline constexpr int kFunctionAttributeSharedSizeBytes = 1;  // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: the dynamic shared memory a launch may ask
+// for; kDefaultSharedPerBlock less the static size until the kernel opts in to more.
+inline constexpr int kFunctionAttributeMaxDynamicSharedSizeBytes = 8;
 inline constexpr unsigned int kStreamNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
 inline constexpr int kStreamCaptureModeRelaxed = 2;    // CU_STREAM_CAPTURE_MODE_RELAXED
 
@@ -50,6 +59,8 @@ struct DriverApi {
   CUresult (*device_attribute)(int*, int, CUdevice) = nullptr;
   CUresult (*primary_ctx_retain)(CUcontext*, CUdevice) = nullptr;
   CUresult (*ctx_set_current)(CUcontext) = nullptr;
+  CUresult (*ctx_push_current)(CUcontext) = nullptr;
+  CUresult (*ctx_pop_current)(CUcontext*) = nullptr;
   CUresult (*stream_create)(CUstream*, unsigned int) = nullptr;
   CUresult (*stream_synchronize)(CUstream) = nullptr;
   CUresult (*mem_alloc)(CUdeviceptr*, size_t) = nullptr;
@@ -59,6 +70,8 @@ struct DriverApi {
   CUresult (*memcpy_dtod_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = nullptr;
   CUresult (*module_load_data)(CUmodule*, const void*) = nullptr;
   CUresult (*module_get_function)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*function_attribute)(int*, int, CUfunction) = nullptr;
+  CUresult (*function_set_attribute)(CUfunction, int, int) = nullptr;
   CUresult (*launch_kernel)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
                             unsigned int, unsigned int, unsigned int, CUstream, void**,
                             void**) = nullptr;
@@ -71,8 +84,14 @@ struct DriverApi {
   CUresult (*graph_exec_destroy)(CUgraphExec) = nullptr;
 };
 
-// The process's driver (libcuda.so.1), loaded once.
+// The process's driver (libcuda.so.1), loaded once; or the one set_driver_api_for_testing
+// put in its place.
 const DriverApi& driver_api();
+
+// Test hook: driver_api() returns `api` from now on (the host emulation of the driver in
+// tests/cuda_emulation/emulated_driver.h), or the process's driver again for nullptr. A CUDA
+// device keeps the driver it was made with, and is never found through another.
+void set_driver_api_for_testing(const DriverApi* api);
 
 // Loads the driver entry points from `library` (a test loads the CUDA Toolkit's stub
 // libcuda, which exports every symbol, to check each name Kiln asks for exists).
@@ -80,6 +99,10 @@ DriverApi load_driver_api(const char* library);
 
 // OK, or an error naming `call` and the driver's text for `result`.
 absl::Status check_cuda(CUresult result, const char* call);
+
+// The value of `attribute` (a kAttribute constant) of `device`, or an error naming the call
+// and the attribute: a GPU whose attributes cannot be read is not used with guessed ones.
+absl::StatusOr<int> device_attribute(const DriverApi& d, CUdevice device, int attribute);
 
 }  // namespace kiln::runtime::cuda
 

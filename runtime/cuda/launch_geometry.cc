@@ -35,29 +35,27 @@ int64_t work_items(const jit::KernelProgram& p, const jit::KernelLaunch& l, int 
   return (out + block - 1) / block;
 }
 
-constexpr int kDefaultSharedLimit = 48 * 1024;
-
-// The row of a row norm or topk, if it fits in kDefaultSharedLimit; nothing for other kernels
-// (cumsum reads each element once).
-int dynamic_shared_bytes(const jit::KernelProgram& p, const jit::KernelLaunch& l) {
+// The row of a row norm or topk, if it fits in `limit`; nothing for other kernels (cumsum
+// reads each element once).
+int dynamic_shared_bytes(const jit::KernelProgram& p, const jit::KernelLaunch& l, int limit) {
   if (p.anchor != jit::AnchorKind::kRowNorm || p.anchor_op == ops::OpKind::Cumsum) return 0;
   // The cache holds the operand's register type: float for f16, bf16 and f32, else 8 bytes.
   const DType operand = p.instrs[p.anchor_operands[0]].dtype;
   const int64_t element = jit::register_class(operand) == jit::RegisterClass::kFloat ? 4 : 8;
   const int64_t bytes = jit::row_norm_shape(p, l).extent * element;
-  return bytes <= kDefaultSharedLimit ? static_cast<int>(bytes) : 0;
+  return bytes <= limit ? static_cast<int>(bytes) : 0;
 }
 
 }  // namespace
 
 LaunchSchedule schedule_launches(const jit::KernelProgram& p, const jit::KernelLaunch& l,
-                                 int sm_count, bool allow_split) {
+                                 int sm_count, int dynamic_shared_limit, bool allow_split) {
   const int64_t cap = int64_t{sm_count} * 32;
   LaunchStep step;
   step.block = kThreadsPerBlock;
   const int64_t items = work_items(p, l, step.block);
   step.grid_x = std::clamp<int64_t>(items, 1, cap);
-  step.shared_bytes = dynamic_shared_bytes(p, l);
+  step.shared_bytes = dynamic_shared_bytes(p, l, dynamic_shared_limit);
   LaunchSchedule schedule;
   const int64_t target = int64_t{4} * sm_count;
   const int64_t extent = is_reduction(p) ? jit::reduced_extent(l) : 0;

@@ -32,10 +32,12 @@ struct LaunchSchedule {
 // never more than 32 per SM. A reduction whose outputs give fewer than 4 blocks per SM and
 // whose extent is long splits the extent into chunks (at least 2048 elements each) over
 // gridDim.y, unless `allow_split` is false. A row norm's block gets its whole row as dynamic
-// shared memory when it fits in the 48 KiB every GPU allows without opting in (the kernel
-// then reads the row from global memory once), else none (it reads the row once per pass).
+// shared memory when it fits in `dynamic_shared_limit` (the kernel then reads the row from
+// global memory once), else none (it reads the row once per pass). That limit is what the
+// kernel may ask for beside its own static shared arrays: the backend opts each kernel in to
+// the device's maximum (227 KiB on Hopper) less its static size, as the driver reports it.
 LaunchSchedule schedule_launches(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
-                                 int sm_count, bool allow_split = true);
+                                 int sm_count, int dynamic_shared_limit, bool allow_split = true);
 
 }  // namespace kiln::runtime::cuda
 

@@ -24,6 +24,9 @@ namespace kiln::testing {
 
 // The emulated GPU's SM count: small, so grid-stride loops and the block cap are exercised.
 inline constexpr int kEmulatedSms = 2;
+// The dynamic shared memory a launch may take: a GPU that has not opted in (48 KiB), less the
+// row norms' static `__shared__ double shared[32]`.
+inline constexpr int kEmulatedDynamicSharedLimit = 48 * 1024 - 256;
 
 // How a plan runs: the 64- or 32-bit entry points, with or without the dynamic shared
 // memory the backend gives (row norms take another path without it), with or without
@@ -118,8 +121,8 @@ inline std::vector<std::shared_ptr<runtime::Buffer>> run_emulated_plan(
     for (int p : pk.launch.params) params.push_back(args.params[p]);
     std::vector<std::byte> block = runtime::cuda::pack_params(
         *pk.program, pk.launch, ins, outs, params, reinterpret_cast<uint64_t>(&index_error));
-    const runtime::cuda::LaunchSchedule schedule =
-        runtime::cuda::schedule_launches(*pk.program, pk.launch, kEmulatedSms, v.split);
+    const runtime::cuda::LaunchSchedule schedule = runtime::cuda::schedule_launches(
+        *pk.program, pk.launch, kEmulatedSms, kEmulatedDynamicSharedLimit, v.split);
     std::vector<std::byte> scratch(static_cast<size_t>(schedule.scratch_bytes), std::byte{0xff});
     for (const runtime::cuda::LaunchStep& step : schedule.steps) {
       const runtime::cuda::SplitArgs split{reinterpret_cast<uint64_t>(scratch.data()), step.chunks,
