@@ -87,23 +87,28 @@ void pack_a_strips(const GemmOperand& a, int64_t m, int64_t k, int64_t s0, int64
 
 // C tile (R rows × `cols` ≤ panel width) = (accumulate ? C tile : 0) + A strip · B panel
 // slice, over `depth` packed steps.
-template <int R>
-HWY_INLINE void tile_kernel(int64_t depth, const float* HWY_RESTRICT pa,
+// A is read packed (row i, depth p at a[p * kRows + i], from pack_a_strips) or in place
+// (at a[i * lda + p], when its rows are contiguous: packing them would copy A for nothing).
+template <int R, bool kInPlaceA>
+HWY_INLINE void tile_kernel(int64_t depth, const float* HWY_RESTRICT a, int64_t lda,
                             const float* HWY_RESTRICT pb, float* HWY_RESTRICT c, int64_t ldc,
                             int64_t cols, bool accumulate) {
   const hn::ScalableTag<float> d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   using V = hn::Vec<decltype(d)>;
+  constexpr int64_t kStep = kInPlaceA ? 1 : kRows;
+  const float* a_row[kRows];
+  for (int i = 0; i < R; ++i) a_row[i] = kInPlaceA ? a + i * lda : a + i;
   V c00 = hn::Zero(d), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   V c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
 #pragma GCC unroll 4
   for (int64_t p = 0; p < depth; ++p) {
     const V b0 = hn::LoadU(d, pb), b1 = hn::LoadU(d, pb + lanes);
-#define KILN_GEMM_ROW(i)                  \
-  if constexpr (R > i) {                  \
-    const V a = hn::Set(d, pa[i]);        \
-    c##i##0 = hn::MulAdd(a, b0, c##i##0); \
-    c##i##1 = hn::MulAdd(a, b1, c##i##1); \
+#define KILN_GEMM_ROW(i)                               \
+  if constexpr (R > i) {                               \
+    const V a_value = hn::Set(d, a_row[i][p * kStep]); \
+    c##i##0 = hn::MulAdd(a_value, b0, c##i##0);        \
+    c##i##1 = hn::MulAdd(a_value, b1, c##i##1);        \
   }
     KILN_GEMM_ROW(0)
     KILN_GEMM_ROW(1)
@@ -112,7 +117,6 @@ HWY_INLINE void tile_kernel(int64_t depth, const float* HWY_RESTRICT pa,
     KILN_GEMM_ROW(4)
     KILN_GEMM_ROW(5)
 #undef KILN_GEMM_ROW
-    pa += kRows;
     pb += 2 * lanes;
   }
   const bool full = cols == 2 * lanes;
@@ -139,21 +143,22 @@ HWY_INLINE void tile_kernel(int64_t depth, const float* HWY_RESTRICT pa,
   if constexpr (R > 5) store_row(c + 5 * ldc, c50, c51);
 }
 
-void run_tile(int64_t rows, int64_t depth, const float* pa, const float* pb, float* c, int64_t ldc,
-              int64_t cols, bool accumulate) {
+template <bool kInPlaceA>
+void run_tile(int64_t rows, int64_t depth, const float* a, int64_t lda, const float* pb, float* c,
+              int64_t ldc, int64_t cols, bool accumulate) {
   switch (rows) {
     case 1:
-      return tile_kernel<1>(depth, pa, pb, c, ldc, cols, accumulate);
+      return tile_kernel<1, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate);
     case 2:
-      return tile_kernel<2>(depth, pa, pb, c, ldc, cols, accumulate);
+      return tile_kernel<2, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate);
     case 3:
-      return tile_kernel<3>(depth, pa, pb, c, ldc, cols, accumulate);
+      return tile_kernel<3, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate);
     case 4:
-      return tile_kernel<4>(depth, pa, pb, c, ldc, cols, accumulate);
+      return tile_kernel<4, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate);
     case 5:
-      return tile_kernel<5>(depth, pa, pb, c, ldc, cols, accumulate);
+      return tile_kernel<5, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate);
     default:
-      return tile_kernel<6>(depth, pa, pb, c, ldc, cols, accumulate);
+      return tile_kernel<6, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate);
   }
 }
 
@@ -183,12 +188,16 @@ void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float
   const int64_t wanted = ceil_div(kTasksPerCore * worker_count(), row_blocks);
   const int64_t per_run = ceil_div(panels, std::clamp<int64_t>(wanted, 1, panels));
   const int64_t runs = ceil_div(panels, per_run);
-  // A packed once, shared by every task (a task's A block is read from it per panel run).
+  // A with contiguous rows is read in place; any other A is packed once, shared by every
+  // task (a task's A block is read from it per panel run).
+  const bool in_place = a.col_stride == 1;
   const int64_t strips = ceil_div(m, kRows);
-  ScratchFloats a_packed(strips * kRows * k);
+  ScratchFloats a_packed(in_place ? 0 : strips * kRows * k);
   float* ap = a_packed.data();
-  parallel_for(strips, std::max<int64_t>(1, 8192 / (kRows * k)),
-               [&](int64_t s0, int64_t s1) { pack_a_strips(a, m, k, s0, s1, ap); });
+  if (!in_place) {
+    parallel_for(strips, std::max<int64_t>(1, 8192 / (kRows * k)),
+                 [&](int64_t s0, int64_t s1) { pack_a_strips(a, m, k, s0, s1, ap); });
+  }
   parallel_for(row_blocks * runs, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t i0 = (t / runs) * block_rows, rows = std::min(block_rows, m - i0);
@@ -200,9 +209,15 @@ void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float
           const int64_t j0 = p * w, cols = std::min(w, n - j0);
           const float* pb = bp + p * k * w + k0 * w;
           for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
-            const float* pa = ap + ((i0 + r0) / kRows) * k * kRows + k0 * kRows;
-            run_tile(std::min(kRows, rows - r0), depth, pa, pb, c + (i0 + r0) * ldc + j0, ldc, cols,
-                     k0 > 0);
+            const int64_t tile_rows = std::min(kRows, rows - r0);
+            float* tile_c = c + (i0 + r0) * ldc + j0;
+            if (in_place) {
+              run_tile<true>(tile_rows, depth, a.data + (i0 + r0) * a.row_stride + k0, a.row_stride,
+                             pb, tile_c, ldc, cols, k0 > 0);
+            } else {
+              run_tile<false>(tile_rows, depth, ap + ((i0 + r0) / kRows) * k * kRows + k0 * kRows,
+                              0, pb, tile_c, ldc, cols, k0 > 0);
+            }
           }
         }
       }
