@@ -3,7 +3,10 @@
 # which has no package registry. Release build with libstdc++ and libgcc linked statically
 # and GoogleTest static; the other shared libraries the binaries need (Abseil, Highway,
 # Google Benchmark, zlib) are copied into build-gpu/lib, which gpu-check.sh puts on
-# LD_LIBRARY_PATH. Carry `build-gpu` with the device call (it must stay under 64 MiB).
+# LD_LIBRARY_PATH. Carry `build-gpu` with the device call (it must stay under 64 MiB):
+#   run(command="scripts/gpu-check.sh", carry=["build-gpu"], timeout_s=600)
+# which takes about 450 s of the session's 900 s (GPU_CHECK_QUICK=1: about 210 s). Build and
+# run the CPU tests first: a lent GPU's time is for what only it can check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

@@ -2,12 +2,17 @@
 // against the host emulation of the driver (tests/cuda_emulation/emulated_driver.h). NVRTC
 // compiles each kernel as on a GPU machine. No kernel runs, but the emulation checks every
 // driver call as the driver would, so the tests cover what the backend asks of the driver:
-// launch limits, current contexts, locking across GPUs, and failed calls. Each test has GPUs
-// of its own, since a device the backend makes lasts for the process.
+// launch limits, current contexts, locking across GPUs, graph capture and update, and failed
+// calls. A test that changes a GPU has it to itself, since a device the backend makes lasts
+// for the process.
 #include "runtime/cuda/cuda_backend.h"
 
+#include <bit>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,6 +26,7 @@
 #include "runtime/backend.h"
 #include "runtime/cuda/cuda_renderer.h"
 #include "runtime/cuda/driver.h"
+#include "runtime/cuda/kernel_args.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "test_util.h"
 #include "tests/cuda_emulation/emulated_driver.h"
@@ -33,13 +39,14 @@ using runtime::Buffer;
 using runtime::cuda::make_cuda_backend;
 
 // The emulated GPUs each test uses (EmulatedDriver::kGpus in all).
-constexpr int kHopper = 0;          // row norms
+constexpr int kHopper = 0;          // row norms, graphs
 constexpr int kAmpere = 1;          // row norms with less shared memory
 constexpr int kFreeing = 2;         // buffers dropped on other threads
 constexpr int kFirst = 3;           // two GPUs exchanging tensors,
 constexpr int kSecond = 4;          // ... and the other one
 constexpr int kBadAttribute = 5;    // never made: its attributes fail
 constexpr int kEmulationCheck = 6;  // the emulation itself, without the backend
+constexpr int kSyncing = 7;         // made with KILN_CUDA_SYNC=1; a kernel faults
 
 // The plan a sync of `results` runs, with its arguments (realized inputs in host memory).
 struct Planned {
@@ -114,11 +121,13 @@ TEST_F(CudaBackendOnEmulatedDriver, RowNormsOfTwelveThousandFloatsOptInAndKeepTh
       EXPECT_EQ(shared[0], static_cast<unsigned>(extent * 4)) << "the row is kept on chip";
     }
   }
-  // Two row norms: a compiled function replays them as one captured graph.
+  // Two row norms: a compiled function replays them as one captured graph (from its second
+  // call: the first runs uncaptured).
   const Tensor x = Tensor::randn({3, 12288}, 3).eval(), w = Tensor::rand({12288}, 4).eval();
   const Planned p = plan_of({softmax(rms_norm(x, w))});
   ASSERT_GE(p.plan->kernels.size(), 2u) << p.plan->description;
   const int64_t graph_launches = driver_.calls("cuGraphLaunch");
+  EXPECT_NO_THROW(gpu->replay(p.plan, p.args));
   EXPECT_NO_THROW(gpu->replay(p.plan, p.args));
   EXPECT_EQ(driver_.calls("cuGraphLaunch"), graph_launches + 1) << "replayed as a graph";
   expect_no_failed_calls();
@@ -237,6 +246,141 @@ TEST_F(CudaBackendOnEmulatedDriver, TwoThreadsExchangingTensorsBetweenTwoGpusDoN
   to_first.join();
   EXPECT_TRUE(ex->errors.empty()) << absl::StrJoin(ex->errors, "\n");
   expect_no_failed_calls();
+}
+
+// The scalars each launch of a kernel of `p` reads, since launch `from`, by the bytes the
+// emulation recorded: per launch of a kernel with scalars, its Params' p[] as 64-bit words.
+std::vector<std::vector<uint64_t>> launched_scalars(const std::vector<testing::EmulatedLaunch>& all,
+                                                    const Planned& p, size_t from) {
+  std::vector<std::vector<uint64_t>> scalars;
+  for (const jit::PlannedKernel& k : p.plan->kernels) {
+    if (k.launch.params.empty()) continue;
+    const runtime::cuda::ParamsLayout layout = runtime::cuda::params_layout(*k.program);
+    const std::string entry = runtime::cuda::entry_name(*k.program, /*wide=*/false);
+    for (size_t i = from; i < all.size(); ++i) {
+      if (all[i].function != entry) continue;
+      EXPECT_EQ(all[i].arguments.size(), 2u) << entry << ": (Params, Split), read from the cubin";
+      if (all[i].arguments.size() != 2 || all[i].arguments[0].size() != layout.size) {
+        ADD_FAILURE() << entry << ": Params of " << all[i].arguments[0].size() << " bytes, not "
+                      << layout.size;
+        continue;
+      }
+      std::vector<uint64_t>& words = scalars.emplace_back(k.launch.params.size());
+      std::memcpy(words.data(), all[i].arguments[0].data() + layout.p, 8 * words.size());
+    }
+  }
+  return scalars;
+}
+
+// Issue 14, bug 4: a compiled function whose scalars change every call (a step counter, a
+// temperature) is captured once; each call's scalars are written into the graph's launches
+// in place. Scalars are compared bit for bit: a NaN is the same NaN (it used to re-capture
+// every call), and -0 is not 0 (it used to replay the graph of 0).
+TEST_F(CudaBackendOnEmulatedDriver, ChangedScalarsUpdateTheGraphInPlaceWithoutRecapturing) {
+  std::unique_ptr<Backend> gpu = make_cuda_backend(kHopper);
+  const Tensor x = Tensor::randn({4, 512}, 7).eval(), w = Tensor::rand({512}, 8).eval();
+  const Planned p = plan_of({softmax(rms_norm(x, w, 1e-5) * 0.5)});
+  ASSERT_GE(p.plan->kernels.size(), 2u) << p.plan->description;
+  ASSERT_FALSE(p.args.params.empty());
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // The first call runs uncaptured, the second captures; the scalars change on every call
+  // but the NaN's second.
+  const std::vector<double> values = {1.0, 0.5, 0.25, 3.0,  0.0,   -0.0,
+                                      7.0, nan, nan,  -1.0, 1e300, 42.0};
+  const int64_t captures = driver_.calls("cuStreamBeginCapture_v2");
+  const int64_t instantiations = driver_.calls("cuGraphInstantiateWithFlags");
+  const int64_t graph_launches = driver_.calls("cuGraphLaunch");
+  for (size_t call = 0; call < values.size(); ++call) {
+    SCOPED_TRACE(::testing::Message() << "call " << call << ", scalars " << values[call]);
+    jit::PlanArguments args = p.args;
+    args.params.assign(args.params.size(), values[call]);
+    const size_t before = driver_.launches().size();
+    const int64_t updates = driver_.calls("cuGraphExecKernelNodeSetParams_v2");
+    ASSERT_NO_THROW(gpu->replay(p.plan, args));
+    const std::vector<std::vector<uint64_t>> scalars =
+        launched_scalars(driver_.launches(), p, before);
+    ASSERT_FALSE(scalars.empty()) << "no launch of a kernel with scalars";
+    for (const std::vector<uint64_t>& launch : scalars) {
+      for (uint64_t bits : launch) {
+        EXPECT_EQ(bits, std::bit_cast<uint64_t>(values[call])) << "a launch with stale scalars";
+      }
+    }
+    if (call == 8) {
+      EXPECT_EQ(driver_.calls("cuGraphExecKernelNodeSetParams_v2"), updates)
+          << "the same NaN again changes nothing";
+    }
+  }
+  EXPECT_EQ(driver_.calls("cuStreamBeginCapture_v2"), captures + 1) << "captured once";
+  EXPECT_EQ(driver_.calls("cuGraphInstantiateWithFlags"), instantiations + 1);
+  EXPECT_EQ(driver_.calls("cuGraphLaunch"), graph_launches + int64_t(values.size()) - 1);
+  expect_no_failed_calls();
+}
+
+// Issue 14, bug 6: a compiled plan's first call runs kernel by kernel, uncaptured (where a
+// failing kernel is named, and its modules are loaded before any capture); its second call
+// captures the graph, and later calls launch it.
+TEST_F(CudaBackendOnEmulatedDriver, ACompiledPlanRunsOnceUncapturedBeforeItIsCaptured) {
+  std::unique_ptr<Backend> gpu = make_cuda_backend(kHopper);
+  const Tensor x = Tensor::randn({8, 300}, 9).eval(), w = Tensor::rand({300}, 10).eval();
+  const Planned p = plan_of({softmax(rms_norm(x, w))});
+  ASSERT_GE(p.plan->kernels.size(), 2u) << p.plan->description;
+  const int64_t captures = driver_.calls("cuStreamBeginCapture_v2");
+  const int64_t graph_launches = driver_.calls("cuGraphLaunch");
+  const int64_t launches = driver_.calls("cuLaunchKernel");
+  ASSERT_NO_THROW(gpu->replay(p.plan, p.args));
+  EXPECT_EQ(driver_.calls("cuStreamBeginCapture_v2"), captures) << "the first call is captured";
+  EXPECT_EQ(driver_.calls("cuGraphLaunch"), graph_launches);
+  EXPECT_GE(driver_.calls("cuLaunchKernel") - launches, int64_t(p.plan->kernels.size()))
+      << "the first call launches its kernels one by one";
+  ASSERT_NO_THROW(gpu->replay(p.plan, p.args));
+  ASSERT_NO_THROW(gpu->replay(p.plan, p.args));
+  EXPECT_EQ(driver_.calls("cuStreamBeginCapture_v2"), captures + 1);
+  EXPECT_EQ(driver_.calls("cuGraphLaunch"), graph_launches + 2);
+  expect_no_failed_calls();
+}
+
+// Issue 14, bug 6: with KILN_CUDA_SYNC=1 every launch is followed by a synchronize, so a
+// kernel that faults (which the driver reports only at a later call) is named in the error.
+TEST_F(CudaBackendOnEmulatedDriver, WithKilnCudaSyncAFaultingKernelIsNamed) {
+  // The device reads KILN_CUDA_SYNC when it is made, and this test's GPU is made here.
+  ::setenv("KILN_CUDA_SYNC", "1", 1);
+  std::unique_ptr<Backend> gpu;
+  try {
+    gpu = make_cuda_backend(kSyncing);
+  } catch (...) {
+    ::unsetenv("KILN_CUDA_SYNC");
+    throw;
+  }
+  ::unsetenv("KILN_CUDA_SYNC");
+  const Tensor x = Tensor::randn({8, 300}, 11).eval(), w = Tensor::rand({300}, 12).eval();
+  const Planned p = plan_of({softmax(rms_norm(x, w))});
+  ASSERT_GE(p.plan->kernels.size(), 2u) << p.plan->description;
+
+  // Every launch is followed at once by a synchronize on the launching thread.
+  auto calls = std::make_shared<std::vector<std::string>>();
+  auto calls_mutex = std::make_shared<std::mutex>();
+  driver_.set_before_call([calls, calls_mutex](std::string_view call) {
+    std::lock_guard<std::mutex> lock(*calls_mutex);
+    calls->emplace_back(call);
+  });
+  ASSERT_NO_THROW(gpu->run(*p.plan, p.args));
+  driver_.set_before_call(nullptr);
+  int launched = 0;
+  for (size_t i = 0; i < calls->size(); ++i) {
+    if ((*calls)[i] != "cuLaunchKernel") continue;
+    ++launched;
+    ASSERT_LT(i + 1, calls->size());
+    EXPECT_EQ((*calls)[i + 1], "cuStreamSynchronize") << "after launch " << launched;
+  }
+  EXPECT_GE(launched, 2);
+  expect_no_failed_calls();
+
+  // The first kernel faults: the run fails there, naming it.
+  const jit::KernelProgram& first = *p.plan->kernels[0].program;
+  driver_.gpu(kSyncing).faulting_kernel = runtime::cuda::entry_name(first, /*wide=*/false);
+  testing::expect_error([&] { gpu->run(*p.plan, p.args); },
+                        {"cuda:7 kernel " + first.name, "KILN_CUDA_SYNC=1",
+                         "cuStreamSynchronize failed", "an illegal memory access"});
 }
 
 // Issue 14, bug 5: a GPU whose attributes cannot be read is an error naming the attribute,

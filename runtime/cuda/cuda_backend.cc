@@ -1,11 +1,13 @@
 // The CUDA backend: preparing a plan's kernels, launching them, graph capture and replay for
-// compiled functions, and its registry entry. Slightly over 500 lines; the launch and replay
-// paths share the per-plan state kept here.
+// compiled functions, and its registry entry. About 800 lines; the launch and replay paths
+// share the per-plan state kept here.
 #include "runtime/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <mutex>
@@ -13,6 +15,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
 #include "runtime/atomic_file.h"
@@ -43,6 +46,22 @@ void report_if_failed(CUresult result, const char* call, const std::string& cont
   }
 }
 
+// Whether two scalars are the same bits. Scalars are compared this way, never with ==: a NaN
+// equals itself, -0 differs from 0, and a random seed (64 bits held in a double) is its bits.
+bool same_bits(double a, double b) {
+  return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b);
+}
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+}
+
+// KILN_CUDA_SYNC=1: every launch and copy is followed by a synchronize (docs/environment.md).
+bool sync_requested() {
+  const char* v = std::getenv("KILN_CUDA_SYNC");
+  return v != nullptr && std::string(v) == "1";
+}
+
 // One GPU: its context, the stream all of Kiln's work goes to, the allocator and modules.
 class CudaDevice {
  public:
@@ -53,8 +72,12 @@ class CudaDevice {
   };
 
   // `api`: the driver it is made with, kept for everything it does afterwards.
+  // KILN_CUDA_SYNC is read here, once per device.
   CudaDevice(int index, const DriverApi& api)
-      : index_(index), name_(absl::StrCat("cuda:", index)), api_(api) {
+      : index_(index),
+        name_(absl::StrCat("cuda:", index)),
+        api_(api),
+        sync_each_call_(sync_requested()) {
     const DriverApi& d = api_;
     if (!d.status.ok()) throw Error(absl::StrCat(name_, ": ", d.status.message()));
     throw_if_failed(d.init(0), "cuInit", name_);
@@ -162,6 +185,45 @@ class CudaDevice {
                            static_cast<unsigned>(shared_bytes), stream_, args, nullptr),
         "cuLaunchKernel", absl::StrCat(name_, " kernel ", what));
     runtime::counters().kernels_launched += 1;
+    if (sync_each_call_) checked(absl::StrCat("kernel ", what));
+  }
+
+  // Under KILN_CUDA_SYNC=1, waits for the work just issued (`what`: "kernel <name>", "copy
+  // of ...") and raises its failure naming it: otherwise a kernel's fault surfaces at some
+  // later call, named after that call. Nothing inside a capture, which cannot synchronize:
+  // a graph's launch is checked as a whole (and a plan's first run is never captured).
+  void checked(const std::string& what) const {
+    if (!sync_each_call_ || capturing_) return;
+    throw_if_failed(api_.stream_synchronize(stream_), "cuStreamSynchronize",
+                    absl::StrCat(name_, " ", what, " (KILN_CUDA_SYNC=1: synchronized after it)"));
+  }
+  bool syncs_each_call() const { return sync_each_call_; }
+
+  void begin_capture() {
+    throw_if_failed(api_.stream_begin_capture(stream_, kStreamCaptureModeRelaxed),
+                    "cuStreamBeginCapture", name_);
+    capturing_ = true;
+  }
+  CUresult end_capture(CUgraph* graph) {
+    capturing_ = false;
+    return api_.stream_end_capture(stream_, graph);
+  }
+
+  // During a capture, the node of the launch just issued: on Kiln's one stream, the one node
+  // the stream's next work would follow.
+  CUgraphNode captured_node() const {
+    int status = 0;
+    unsigned long long id = 0;
+    CUgraph graph = nullptr;
+    const CUgraphNode* nodes = nullptr;
+    size_t count = 0;
+    throw_if_failed(api_.stream_get_capture_info(stream_, &status, &id, &graph, &nodes, &count),
+                    "cuStreamGetCaptureInfo_v2", name_);
+    if (status != kStreamCaptureStatusActive || count != 1 || nodes == nullptr) {
+      throw Error(absl::StrCat(name_, ": a captured launch is not the capture's one last node (",
+                               count, " nodes, capture status ", status, ")"));
+    }
+    return nodes[0];
   }
 
   CUstream stream() const { return stream_; }
@@ -279,6 +341,8 @@ class CudaDevice {
   int index_;
   std::string name_;
   const DriverApi& api_;
+  const bool sync_each_call_;  // KILN_CUDA_SYNC=1
+  bool capturing_ = false;     // a graph capture is under way (guarded by the stream mutex)
   int arch_ = 0;
   int sm_count_ = 0;
   int max_shared_per_block_ = 0;  // static and dynamic, once a kernel opts in
@@ -319,7 +383,7 @@ class CudaBackend final : public Backend {
     }
     const bool gathers = plan_gathers(plan);
     if (gathers) reset_index_error();
-    launch_kernels(plan, functions, args.params, args.donated, buffers, /*keep=*/nullptr);
+    launch_kernels(plan, functions, args.params, args.donated, buffers, /*capture=*/nullptr);
     if (gathers) check_index_error();
     std::vector<std::shared_ptr<Buffer>> results;
     for (int o : plan.outputs) results.push_back(buffers.at(o));
@@ -332,6 +396,9 @@ class CudaBackend final : public Backend {
   // and otherwise gets a buffer of its own that each call's argument is copied into
   // (activations; the one change re-captures the graph once). It writes buffers it owns,
   // and each call's outputs are fresh copies of them, so earlier results never change.
+  // Changed scalars are written into the graph's launches in place, never re-captured. The
+  // first call runs kernel by kernel, uncaptured: a failing kernel is then named (by
+  // KILN_CUDA_SYNC=1 too), modules are loaded and the allocator warmed before any capture.
   std::vector<std::shared_ptr<Buffer>> replay(const std::shared_ptr<const jit::LaunchPlan>& plan,
                                               const jit::PlanArguments& args) override {
     if (plan->kernels.size() < 2 || !graphs_enabled()) return run(*plan, args);
@@ -341,7 +408,7 @@ class CudaBackend final : public Backend {
     const std::vector<CudaDevice::Function> functions = device_.prepare(*plan);
     Graph& g = graph_for(plan);
     if (g.broken) return run_placed(*plan, args, inputs);
-    bool capture = g.exec == nullptr || g.params != args.params;
+    bool capture = g.exec == nullptr;
     for (size_t slot = 0; slot < plan->input_nodes.size(); ++slot) {
       const std::shared_ptr<Buffer>& given = inputs[slot];
       if (g.slots[slot] == nullptr) {
@@ -356,23 +423,36 @@ class CudaBackend final : public Backend {
         copy_on_device(*g.slots[slot], *given);
       }
     }
+    if (!g.ran_uncaptured) {
+      g.ran_uncaptured = true;
+      return run_placed(*plan, args, inputs);
+    }
     const bool gathers = plan_gathers(*plan);
     if (gathers) reset_index_error();  // before the graph in stream order, never inside it
-    if (capture) {
-      try {
+    try {
+      if (capture) {
         capture_graph(*plan, functions, args.params, g);
-      } catch (const Error& e) {
-        // An untested driver or an unsupported launch must not break a working function:
-        // this plan replays without a graph from now on, and says so once.
-        std::fprintf(stderr, "[kiln] CUDA graph capture failed, replaying kernel by kernel: %s\n",
-                     e.what());
-        g.broken = true;
+      } else {
+        update_scalars(args.params, g);
       }
+    } catch (const Error& e) {
+      // An untested driver or an unsupported launch must not break a working function:
+      // this plan replays without a graph from now on, and says so once.
+      std::fprintf(stderr,
+                   "[kiln] CUDA graph capture or update failed, replaying kernel by kernel: %s\n",
+                   e.what());
+      g.broken = true;
     }
     if (g.broken) return run_placed(*plan, args, inputs);
     throw_if_failed(device_.api().graph_launch(g.exec, device_.stream()), "cuGraphLaunch",
                     device_.name());
     runtime::counters().kernels_launched += g.launches;
+    if (device_.syncs_each_call()) {
+      std::vector<std::string> kernels;
+      for (const jit::PlannedKernel& k : plan->kernels) kernels.push_back(k.program->name);
+      device_.checked(absl::StrCat("graph of ", g.launches, " launches (kernels ",
+                                   absl::StrJoin(kernels, ", "), ")"));
+    }
     if (gathers) check_index_error();
     std::vector<std::shared_ptr<Buffer>> results;
     for (const std::shared_ptr<Buffer>& out : g.outputs) {
@@ -385,16 +465,33 @@ class CudaBackend final : public Backend {
  private:
   using Buffers = absl::flat_hash_map<int, std::shared_ptr<Buffer>>;
 
+  // A captured launch that reads some of the plan's scalars: what a call with other scalars
+  // gives cuGraphExecKernelNodeSetParams to change it in place.
+  struct ScalarLaunch {
+    CUgraphNode node = nullptr;    // in Graph::graph
+    KernelNodeParams launch;       // its function, grid, block and shared memory
+    std::vector<std::byte> block;  // its Params, the scalars at `offset`
+    SplitArgs split;               // its second argument
+    size_t offset = 0;             // of Params::p
+    std::vector<int> plan_params;  // per p[] slot, the plan's scalar
+    std::string kernel;            // the program's name, for errors
+  };
+
   // A plan captured as a graph (see replay).
   struct Graph {
     std::weak_ptr<const jit::LaunchPlan> plan;
+    // The captured graph is kept with its executable one: its nodes name the launches that
+    // update_scalars changes in `exec`.
+    CUgraph graph = nullptr;
     CUgraphExec exec = nullptr;
     std::vector<std::shared_ptr<Buffer>> slots;    // per plan input slot, what the graph reads
     std::vector<bool> copied;                      // per slot: Kiln's buffer, arguments copied in
-    std::vector<double> params;                    // the scalars baked into its launches
+    std::vector<double> params;                    // the scalars its launches have now
+    std::vector<ScalarLaunch> scalar_launches;     // its launches that read any
     std::vector<std::shared_ptr<Buffer>> owned;    // every buffer its kernels write
     std::vector<std::shared_ptr<Buffer>> outputs;  // per plan output
     int64_t launches = 0;                          // kernel launches it replays
+    bool ran_uncaptured = false;                   // the plan's first call has run
     bool broken = false;                           // capture failed: replay without a graph
   };
 
@@ -430,6 +527,7 @@ class CudaBackend final : public Backend {
     throw_if_failed(device_.api().memcpy_htod_async(index_error_->device_pointer(), &kZero,
                                                     sizeof kZero, device_.stream()),
                     "cuMemcpyHtoDAsync", device_.name());
+    device_.checked("copy of the index error word to the device");
   }
   void check_index_error() {
     IndexErrorWord word;
@@ -476,7 +574,12 @@ class CudaBackend final : public Backend {
       report_if_failed(device_.api().graph_exec_destroy(g.exec), "cuGraphExecDestroy",
                        device_.name());
     }
+    if (g.graph != nullptr) {
+      report_if_failed(device_.api().graph_destroy(g.graph), "cuGraphDestroy", device_.name());
+    }
     g.exec = nullptr;
+    g.graph = nullptr;
+    g.scalar_launches.clear();
   }
 
   // Records the plan's launches over the graph's slots into a new executable graph.
@@ -490,30 +593,53 @@ class CudaBackend final : public Backend {
       buffers[plan.input_nodes[slot]] = g.slots[slot];
     }
     const DriverApi& d = device_.api();
-    throw_if_failed(d.stream_begin_capture(device_.stream(), kStreamCaptureModeRelaxed),
-                    "cuStreamBeginCapture", device_.name());
+    device_.begin_capture();
     const int64_t launched_before = runtime::counters().kernels_launched;
     CUgraph graph = nullptr;
     try {
-      launch_kernels(plan, functions, params, /*donated=*/{}, buffers, &g.owned);
+      launch_kernels(plan, functions, params, /*donated=*/{}, buffers, &g);
     } catch (...) {
       // The launch's error is the one to raise; these only clean up after it.
-      report_if_failed(d.stream_end_capture(device_.stream(), &graph), "cuStreamEndCapture",
-                       device_.name());
+      report_if_failed(device_.end_capture(&graph), "cuStreamEndCapture", device_.name());
       if (graph != nullptr)
         report_if_failed(d.graph_destroy(graph), "cuGraphDestroy", device_.name());
       throw;
     }
     g.launches = runtime::counters().kernels_launched - launched_before;
     runtime::counters().kernels_launched -= g.launches;  // captured, not run: replay counts them
-    throw_if_failed(d.stream_end_capture(device_.stream(), &graph), "cuStreamEndCapture",
-                    device_.name());
-    const CUresult made = d.graph_instantiate(&g.exec, graph, 0);
-    report_if_failed(d.graph_destroy(graph), "cuGraphDestroy", device_.name());
-    throw_if_failed(made, "cuGraphInstantiateWithFlags", device_.name());
+    throw_if_failed(device_.end_capture(&graph), "cuStreamEndCapture", device_.name());
+    if (const CUresult made = d.graph_instantiate(&g.exec, graph, 0); made != 0) {
+      g.exec = nullptr;
+      report_if_failed(d.graph_destroy(graph), "cuGraphDestroy", device_.name());
+      throw_if_failed(made, "cuGraphInstantiateWithFlags", device_.name());
+    }
+    g.graph = graph;
     g.params = params;
     g.outputs.clear();
     for (int o : plan.outputs) g.outputs.push_back(buffers.at(o));
+  }
+
+  // Gives the graph's launches this call's scalars where they differ from the last call's,
+  // bit for bit (same_bits): each launch that reads a changed one gets its Params again, in
+  // place, so a step counter or a temperature neither re-captures nor re-instantiates.
+  void update_scalars(const std::vector<double>& params, Graph& g) {
+    if (same_bits(params, g.params)) return;
+    for (ScalarLaunch& s : g.scalar_launches) {
+      bool changed = false;
+      for (size_t i = 0; i < s.plan_params.size(); ++i) {
+        const double value = params[s.plan_params[i]];
+        changed = changed || !same_bits(value, g.params[s.plan_params[i]]);
+        std::memcpy(s.block.data() + s.offset + sizeof(double) * i, &value, sizeof value);
+      }
+      if (!changed) continue;
+      void* kernel_args[] = {s.block.data(), &s.split};
+      KernelNodeParams launch = s.launch;
+      launch.kernel_params = kernel_args;
+      throw_if_failed(device_.api().graph_exec_kernel_node_set_params(g.exec, s.node, &launch),
+                      "cuGraphExecKernelNodeSetParams_v2",
+                      absl::StrCat(device_.name(), " kernel ", s.kernel));
+    }
+    g.params = params;
   }
 
   void copy_on_device(const Buffer& to, const Buffer& from) {
@@ -522,22 +648,25 @@ class CudaBackend final : public Backend {
         device_.api().memcpy_dtod_async(to.device_pointer(), from.device_pointer(),
                                         static_cast<size_t>(from.nbytes()), device_.stream()),
         "cuMemcpyDtoDAsync", device_.name());
+    if (device_.syncs_each_call()) {
+      device_.checked(absl::StrCat("copy of ", from.nbytes(), " bytes on the device"));
+    }
   }
 
   // Launches every kernel of `plan` (`functions`: their entry points, from prepare);
   // `buffers` maps the plan's input nodes to their buffers
   // and receives every node it computes. Each kernel's intermediates are released after their
-  // last reader (stream order makes reuse safe), unless `keep` collects every buffer written
-  // (for a graph, whose replays write them again).
+  // last reader (stream order makes reuse safe). While `capture` is captured, it keeps every
+  // buffer written (its replays write them again) and each launch that reads a scalar.
   // An update_slice's output starts as its x: x's own buffer where `donated` allows
   // (jit::donated_slot), else a copy.
   void launch_kernels(const jit::LaunchPlan& plan,
                       const std::vector<CudaDevice::Function>& functions,
                       const std::vector<double>& plan_params, const std::vector<bool>& donated,
-                      Buffers& buffers, std::vector<std::shared_ptr<Buffer>>* keep) {
+                      Buffers& buffers, Graph* capture) {
     auto allocate = [&](int64_t bytes) {
       std::shared_ptr<Buffer> b = device_.allocate(bytes);
-      if (keep != nullptr) keep->push_back(b);
+      if (capture != nullptr) capture->owned.push_back(b);
       return b;
     };
     for (size_t k = 0; k < plan.kernels.size(); ++k) {
@@ -575,6 +704,21 @@ class CudaBackend final : public Backend {
           void* kernel_args[] = {block.data(), &split};
           device_.launch(functions[k].handle, grid, threads, step.shared_bytes, kernel_args,
                          pk.program->name);
+          if (capture != nullptr && !l.params.empty()) {
+            ScalarLaunch& s = capture->scalar_launches.emplace_back();
+            s.node = device_.captured_node();
+            s.launch.function = functions[k].handle;
+            for (int d = 0; d < 3; ++d) {
+              s.launch.grid[d] = static_cast<unsigned>(grid[d]);
+              s.launch.block[d] = static_cast<unsigned>(threads[d]);
+            }
+            s.launch.shared_bytes = static_cast<unsigned>(step.shared_bytes);
+            s.block = block;
+            s.split = split;
+            s.offset = params_layout(*pk.program).p;
+            s.plan_params = l.params;
+            s.kernel = pk.program->name;
+          }
         }
       }
       for (int n : plan.release_after[k]) buffers.erase(n);
@@ -648,6 +792,7 @@ std::shared_ptr<Buffer> copy_to_host(const Buffer& device_buffer) {
         d.api().memcpy_dtoh_async(host->data(), device_buffer.device_pointer(),
                                   static_cast<size_t>(device_buffer.nbytes()), d.stream()),
         "cuMemcpyDtoHAsync", d.name());
+    d.checked(absl::StrCat("copy of ", device_buffer.nbytes(), " bytes to the host"));
   }
   d.synchronize();
   return host;
@@ -663,6 +808,7 @@ std::shared_ptr<Buffer> upload(const Buffer& host_buffer, Device device) {
         d.api().memcpy_htod_async(out->device_pointer(), host_buffer.data(),
                                   static_cast<size_t>(host_buffer.nbytes()), d.stream()),
         "cuMemcpyHtoDAsync", d.name());
+    d.checked(absl::StrCat("copy of ", host_buffer.nbytes(), " bytes to the device"));
   }
   // The host buffer may be freed as soon as this returns: wait for the copy.
   d.synchronize();

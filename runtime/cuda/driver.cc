@@ -115,6 +115,8 @@ DriverApi load_driver_api(const char* library) {
   load(a.graph_launch, "cuGraphLaunch");
   load(a.graph_destroy, "cuGraphDestroy");
   load(a.graph_exec_destroy, "cuGraphExecDestroy");
+  load(a.stream_get_capture_info, "cuStreamGetCaptureInfo_v2");
+  load(a.graph_exec_kernel_node_set_params, "cuGraphExecKernelNodeSetParams_v2");
   return a;
 }
 

@@ -33,6 +33,7 @@ using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUgraph = struct CUgraph_st*;
 using CUgraphExec = struct CUgraphExec_st*;
+using CUgraphNode = struct CUgraphNode_st*;
 inline constexpr CUresult kCudaErrorOutOfMemory = 2;      // CUDA_ERROR_OUT_OF_MEMORY
 inline constexpr int kAttributeMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_...
 inline constexpr int kAttributeComputeMajor = 75;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
@@ -48,6 +49,21 @@ inline constexpr int kFunctionAttributeSharedSizeBytes = 1;  // CU_FUNC_ATTRIBUT
 inline constexpr int kFunctionAttributeMaxDynamicSharedSizeBytes = 8;
 inline constexpr unsigned int kStreamNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
 inline constexpr int kStreamCaptureModeRelaxed = 2;    // CU_STREAM_CAPTURE_MODE_RELAXED
+inline constexpr int kStreamCaptureStatusActive = 1;   // CU_STREAM_CAPTURE_STATUS_ACTIVE
+
+// CUDA_KERNEL_NODE_PARAMS_v2: a kernel node's launch, as cuGraphExecKernelNodeSetParams_v2
+// takes it. The driver copies the arguments `kernel_params` points to during the call.
+struct KernelNodeParams {
+  CUfunction function = nullptr;
+  unsigned int grid[3] = {1, 1, 1};
+  unsigned int block[3] = {1, 1, 1};
+  unsigned int shared_bytes = 0;  // dynamic
+  void** kernel_params = nullptr;
+  void** extra = nullptr;
+  void* kernel = nullptr;  // a CUkernel, read only when `function` is null
+  CUcontext context = nullptr;
+};
+static_assert(sizeof(KernelNodeParams) == 72, "cuda.h's CUDA_KERNEL_NODE_PARAMS_v2");
 
 struct DriverApi {
   absl::Status status;  // why the driver is not usable, when it is not
@@ -82,6 +98,13 @@ struct DriverApi {
   CUresult (*graph_launch)(CUgraphExec, CUstream) = nullptr;
   CUresult (*graph_destroy)(CUgraph) = nullptr;
   CUresult (*graph_exec_destroy)(CUgraphExec) = nullptr;
+  // cuStreamGetCaptureInfo_v2: during a capture, `dependencies` are the nodes the stream's
+  // next work will follow, which right after a launch on Kiln's one stream is that launch.
+  CUresult (*stream_get_capture_info)(CUstream, int* status, unsigned long long* id, CUgraph*,
+                                      const CUgraphNode** dependencies,
+                                      size_t* dependency_count) = nullptr;
+  CUresult (*graph_exec_kernel_node_set_params)(CUgraphExec, CUgraphNode,
+                                                const KernelNodeParams*) = nullptr;
 };
 
 // The process's driver (libcuda.so.1), loaded once; or the one set_driver_api_for_testing

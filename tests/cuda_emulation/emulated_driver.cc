@@ -21,9 +21,11 @@ using runtime::cuda::CUdeviceptr;
 using runtime::cuda::CUfunction;
 using runtime::cuda::CUgraph;
 using runtime::cuda::CUgraphExec;
+using runtime::cuda::CUgraphNode;
 using runtime::cuda::CUmodule;
 using runtime::cuda::CUresult;
 using runtime::cuda::CUstream;
+using runtime::cuda::KernelNodeParams;
 
 // The CUresult codes the emulation returns, with the driver's names and texts.
 constexpr CUresult kSuccess = 0;
@@ -36,6 +38,7 @@ constexpr CUresult kInvalidContext = 201;
 constexpr CUresult kInvalidHandle = 400;
 constexpr CUresult kIllegalState = 401;
 constexpr CUresult kNotFound = 500;
+constexpr CUresult kIllegalAddress = 700;
 constexpr CUresult kCaptureUnsupported = 900;
 
 struct ErrorText {
@@ -54,6 +57,7 @@ constexpr ErrorText kErrors[] = {
     {kInvalidHandle, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {kIllegalState, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed"},
     {kNotFound, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {kIllegalAddress, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {kCaptureUnsupported, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
      "operation not permitted when stream is capturing"},
 };
@@ -69,25 +73,39 @@ struct Context {
   int gpu = 0;
 };
 
-// Work a stream runs at once, or a graph at its launch. Runs with the state's lock held.
+// A copy's work. Runs with the state's lock held.
 using Op = std::function<void()>;
+
+// Work a stream runs when issued, or a graph at its launch: a copy, or a kernel's launch
+// (recorded, with the arguments it was given).
+struct Node {
+  Op op;  // a copy's
+  bool kernel = false;
+  EmulatedLaunch launch;  // a kernel's
+};
+
+// A graph being captured or captured, or an executable graph made from one. A node's handle
+// is its address in the graph it was captured into; node i of an executable graph is node i
+// of its source.
+struct Graph {
+  Context* context = nullptr;
+  std::deque<Node> nodes;         // in issue order; a deque keeps handles valid while it grows
+  const Graph* source = nullptr;  // an executable graph's
+};
 
 struct Stream {
   Context* context = nullptr;
-  bool capturing = false;
-  std::vector<Op> captured;
-};
-
-struct Graph {
-  Context* context = nullptr;
-  std::vector<Op> ops;
+  Graph* capture = nullptr;               // while capturing: the graph it captures into
+  uint64_t captures = 0;                  // the id of its last capture
+  std::vector<CUgraphNode> dependencies;  // cuStreamGetCaptureInfo_v2's last answer
 };
 
 struct Function {
   Context* context = nullptr;
   std::string name;
   int static_shared = 0;
-  int max_dynamic_shared = 0;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+  int max_dynamic_shared = 0;       // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+  std::vector<int> argument_sizes;  // per argument, its size in bytes
 };
 
 struct Module {
@@ -111,6 +129,9 @@ struct State {
   std::set<const void*> live_handles;  // streams, modules, functions, graphs
   std::set<Graph*> graphs;
   std::map<uint64_t, Allocation> allocations;  // by address
+  // Per GPU: a kernel faulted there. As on the driver, the fault is sticky: every later call
+  // that needs the GPU's context, or synchronizes its stream, fails with it.
+  std::array<bool, EmulatedDriver::kGpus> faulted{};
   std::vector<std::string> failures;
   std::vector<EmulatedLaunch> launches;
   std::map<std::string, int64_t, std::less<>> calls;
@@ -156,10 +177,11 @@ class Call {
     return result;
   }
 
-  // The usual checks before work: initialized, and a context current.
+  // The usual checks before work: initialized, a context current, and no fault on its GPU.
   CUresult needs_context() const {
     if (!state().initialized) return kNotInitialized;
-    return current_context() == nullptr ? kInvalidContext : kSuccess;
+    if (current_context() == nullptr) return kInvalidContext;
+    return state().faulted[current_context()->gpu] ? kIllegalAddress : kSuccess;
   }
 
   // ... and a valid stream whose context is the current one.
@@ -175,13 +197,33 @@ class Call {
   std::unique_lock<std::mutex> lock_;
 };
 
-// Runs `op` now, or records it into the stream's capture.
-void issue(Stream* stream, Op op) {
-  if (stream->capturing) {
-    stream->captured.push_back(std::move(op));
-  } else {
-    op();
+// Runs `node`'s work: a copy's, or a kernel's launch, which faults the GPU if the test made
+// its kernel the faulting one.
+void run(const Node& node) {
+  if (!node.kernel) {
+    node.op();
+    return;
   }
+  const EmulatedLaunch& launch = node.launch;
+  state().launches.push_back(launch);
+  if (launch.function == state().gpus[launch.gpu].faulting_kernel) {
+    state().faulted[launch.gpu] = true;
+  }
+}
+
+// Runs `node` now, or records it into the stream's capture.
+void issue(Stream* stream, Node node) {
+  if (stream->capture != nullptr) {
+    stream->capture->nodes.push_back(std::move(node));
+  } else {
+    run(node);
+  }
+}
+
+Node copy_node(Op op) {
+  Node node;
+  node.op = std::move(op);
+  return node;
 }
 
 // Whether [address, address + bytes) lies inside one live allocation on `gpu`.
@@ -192,10 +234,49 @@ bool on_device(uint64_t address, size_t bytes, int gpu) {
   return it->second.gpu == gpu && address + bytes <= it->first + it->second.bytes;
 }
 
-// The entry points of cubin `image` (its .text.<name> sections) with each one's static
-// shared memory (its .nv.shared.<name> section's size), as the driver reads them. False
-// when the image is not a 64-bit ELF file.
-bool read_cubin(const void* image, std::map<std::string, int>* functions) {
+// An entry point of a cubin, as the driver reads it.
+struct EntryPoint {
+  int static_shared = 0;            // its .nv.shared.<name> section's size
+  std::vector<int> argument_sizes;  // from its .nv.info.<name> section
+};
+
+// The argument sizes in a .nv.info.<name> section: a list of attributes, each a format
+// byte, an attribute byte and a value (none, 1 byte, 2 bytes, or a 2-byte size and that
+// many bytes). EIATTR_KPARAM_INFO (0x17) describes one argument: 4 bytes of index, a 2-byte
+// ordinal, a 2-byte offset, then 4 bytes whose top 14 bits are its size.
+std::vector<int> read_argument_sizes(const char* info, size_t bytes) {
+  constexpr uint8_t kNoValue = 1, kByte = 2, kHalf = 3, kSized = 4, kParamInfo = 0x17;
+  std::vector<int> sizes;
+  size_t at = 0;
+  while (at + 2 <= bytes) {
+    const auto format = static_cast<uint8_t>(info[at]);
+    const auto attribute = static_cast<uint8_t>(info[at + 1]);
+    at += 2;
+    if (format == kNoValue) continue;
+    if (format == kByte || format == kHalf) {
+      at += format == kByte ? 1 : 2;
+      continue;
+    }
+    if (format != kSized || at + 2 > bytes) break;  // not a format the driver has
+    uint16_t size = 0;
+    std::memcpy(&size, info + at, 2);
+    at += 2;
+    if (attribute == kParamInfo && size >= 12 && at + size <= bytes) {
+      uint16_t ordinal = 0;
+      uint32_t word = 0;
+      std::memcpy(&ordinal, info + at + 4, 2);
+      std::memcpy(&word, info + at + 8, 4);
+      if (sizes.size() <= ordinal) sizes.resize(ordinal + 1u, 0);
+      sizes[ordinal] = static_cast<int>(word >> 18);
+    }
+    at += size;
+  }
+  return sizes;
+}
+
+// The entry points of cubin `image` (its .text.<name> sections), as the driver reads them.
+// False when the image is not a 64-bit ELF file.
+bool read_cubin(const void* image, std::map<std::string, EntryPoint>* functions) {
   const auto* base = static_cast<const char*>(image);
   Elf64_Ehdr header;
   std::memcpy(&header, base, sizeof header);
@@ -209,17 +290,21 @@ bool read_cubin(const void* image, std::map<std::string, int>* functions) {
     return s;
   };
   const char* names = base + section(header.e_shstrndx).sh_offset;
-  std::map<std::string, int> shared;
+  std::map<std::string, EntryPoint> found;  // also sections of names with no .text
   for (int i = 0; i < header.e_shnum; ++i) {
     const Elf64_Shdr s = section(i);
     const std::string_view name(names + s.sh_name);
-    if (name.starts_with(".text.")) (*functions)[std::string(name.substr(6))] = 0;
+    if (name.starts_with(".text.")) (*functions)[std::string(name.substr(6))];
     if (name.starts_with(".nv.shared.")) {
-      shared[std::string(name.substr(11))] = static_cast<int>(s.sh_size);
+      found[std::string(name.substr(11))].static_shared = static_cast<int>(s.sh_size);
+    }
+    if (name.starts_with(".nv.info.")) {
+      found[std::string(name.substr(9))].argument_sizes =
+          read_argument_sizes(base + s.sh_offset, s.sh_size);
     }
   }
-  for (auto& [name, bytes] : *functions) {
-    if (auto it = shared.find(name); it != shared.end()) bytes = it->second;
+  for (auto& [name, entry] : *functions) {
+    if (auto it = found.find(name); it != found.end()) entry = it->second;
   }
   return true;
 }
@@ -345,8 +430,11 @@ CUresult stream_synchronize(CUstream handle) {
   Call call("cuStreamSynchronize");
   if (!state().initialized) return call.done(kNotInitialized);
   if (!state().live_handles.contains(handle)) return call.done(kInvalidHandle);
-  // Work runs when issued: there is nothing to wait for, but a capture forbids the wait.
-  if (reinterpret_cast<Stream*>(handle)->capturing) return call.done(kCaptureUnsupported);
+  // Work runs when issued: there is nothing to wait for, but a capture forbids the wait,
+  // and a fault is reported here.
+  const Stream& stream = *reinterpret_cast<Stream*>(handle);
+  if (stream.capture != nullptr) return call.done(kCaptureUnsupported);
+  if (state().faulted[stream.context->gpu]) return call.done(kIllegalAddress);
   return call.done(kSuccess);
 }
 
@@ -386,7 +474,7 @@ CUresult memcpy_htod(CUdeviceptr to, const void* from, size_t bytes, CUstream ha
   Stream* stream = nullptr;
   if (CUresult r = call.needs_stream(handle, &stream); r != kSuccess) return call.done(r);
   if (!on_device(to, bytes, stream->context->gpu)) return call.done(kInvalidValue);
-  issue(stream, [=] { std::memcpy(reinterpret_cast<void*>(to), from, bytes); });
+  issue(stream, copy_node([=] { std::memcpy(reinterpret_cast<void*>(to), from, bytes); }));
   return call.done(kSuccess);
 }
 
@@ -395,7 +483,7 @@ CUresult memcpy_dtoh(void* to, CUdeviceptr from, size_t bytes, CUstream handle) 
   Stream* stream = nullptr;
   if (CUresult r = call.needs_stream(handle, &stream); r != kSuccess) return call.done(r);
   if (!on_device(from, bytes, stream->context->gpu)) return call.done(kInvalidValue);
-  issue(stream, [=] { std::memcpy(to, reinterpret_cast<const void*>(from), bytes); });
+  issue(stream, copy_node([=] { std::memcpy(to, reinterpret_cast<const void*>(from), bytes); }));
   return call.done(kSuccess);
 }
 
@@ -405,9 +493,9 @@ CUresult memcpy_dtod(CUdeviceptr to, CUdeviceptr from, size_t bytes, CUstream ha
   if (CUresult r = call.needs_stream(handle, &stream); r != kSuccess) return call.done(r);
   const int gpu = stream->context->gpu;
   if (!on_device(to, bytes, gpu) || !on_device(from, bytes, gpu)) return call.done(kInvalidValue);
-  issue(stream, [=] {
-    std::memmove(reinterpret_cast<void*>(to), reinterpret_cast<const void*>(from), bytes);
-  });
+  issue(stream, copy_node([=] {
+          std::memmove(reinterpret_cast<void*>(to), reinterpret_cast<const void*>(from), bytes);
+        }));
   return call.done(kSuccess);
 }
 
@@ -415,15 +503,16 @@ CUresult module_load_data(CUmodule* module, const void* image) {
   Call call("cuModuleLoadData");
   if (CUresult r = call.needs_context(); r != kSuccess) return call.done(r);
   if (image == nullptr) return call.done(kInvalidValue);
-  std::map<std::string, int> entries;
+  std::map<std::string, EntryPoint> entries;
   if (!read_cubin(image, &entries)) return call.done(kInvalidImage);
   Module& m = state().modules.emplace_back();
-  for (const auto& [name, static_shared] : entries) {
+  for (const auto& [name, entry] : entries) {
     Function& f = m.functions.emplace_back();
     f.context = current_context();
     f.name = name;
-    f.static_shared = static_shared;
-    f.max_dynamic_shared = std::max(0, runtime::cuda::kDefaultSharedPerBlock - static_shared);
+    f.static_shared = entry.static_shared;
+    f.argument_sizes = entry.argument_sizes;
+    f.max_dynamic_shared = std::max(0, runtime::cuda::kDefaultSharedPerBlock - entry.static_shared);
     state().live_handles.insert(&f);
   }
   state().live_handles.insert(&m);
@@ -473,6 +562,38 @@ CUresult function_set_attribute(CUfunction handle, int attribute, int value) {
   return call.done(kSuccess);
 }
 
+// A launch of `f` as the driver checks it (cuLaunchKernel, or a kernel node's new
+// parameters), and as it runs: kSuccess and the kernel node, or the driver's error.
+CUresult kernel_node(const Function& f, const unsigned grid[3], const unsigned block[3],
+                     unsigned shared, void** params, void** extra, Node* node) {
+  const uint64_t threads = uint64_t{block[0]} * block[1] * block[2];
+  const bool block_ok =
+      threads >= 1 && threads <= 1024 && block[0] <= 1024 && block[1] <= 1024 && block[2] <= 64;
+  const bool grid_ok = grid[0] >= 1 && grid[0] <= 0x7fffffffu && grid[1] >= 1 && grid[1] <= 65535 &&
+                       grid[2] >= 1 && grid[2] <= 65535;
+  if (!block_ok || !grid_ok || (params == nullptr && extra == nullptr)) return kInvalidValue;
+  // The driver's check that bug 1 of issue 14 failed: static and dynamic shared memory
+  // together within 48 KiB, unless the kernel opted in to more.
+  if (shared > static_cast<unsigned>(f.max_dynamic_shared)) return kInvalidValue;
+  node->kernel = true;
+  EmulatedLaunch& launch = node->launch;
+  launch.gpu = f.context->gpu;
+  launch.function = f.name;
+  for (int d = 0; d < 3; ++d) {
+    launch.grid[d] = grid[d];
+    launch.block[d] = block[d];
+  }
+  launch.shared_bytes = shared;
+  // The arguments are copied now, as the driver copies them: the caller may reuse its own.
+  if (params != nullptr) {
+    for (size_t i = 0; i < f.argument_sizes.size(); ++i) {
+      const auto* bytes = static_cast<const std::byte*>(params[i]);
+      launch.arguments.emplace_back(bytes, bytes + f.argument_sizes[i]);
+    }
+  }
+  return kSuccess;
+}
+
 CUresult launch_kernel(CUfunction handle, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                        unsigned by, unsigned bz, unsigned shared, CUstream stream_handle,
                        void** params, void** extra) {
@@ -482,27 +603,12 @@ CUresult launch_kernel(CUfunction handle, unsigned gx, unsigned gy, unsigned gz,
   if (!state().live_handles.contains(handle)) return call.done(kInvalidHandle);
   const Function& f = *reinterpret_cast<Function*>(handle);
   if (f.context != stream->context) return call.done(kInvalidHandle);
-  const uint64_t threads = uint64_t{bx} * by * bz;
-  const bool block_ok = threads >= 1 && threads <= 1024 && bx <= 1024 && by <= 1024 && bz <= 64;
-  const bool grid_ok =
-      gx >= 1 && gx <= 0x7fffffffu && gy >= 1 && gy <= 65535 && gz >= 1 && gz <= 65535;
-  if (!block_ok || !grid_ok || (params == nullptr && extra == nullptr)) {
-    return call.done(kInvalidValue);
+  const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+  Node node;
+  if (CUresult r = kernel_node(f, grid, block, shared, params, extra, &node); r != kSuccess) {
+    return call.done(r);
   }
-  // The driver's check that bug 1 of issue 14 failed: static and dynamic shared memory
-  // together within 48 KiB, unless the kernel opted in to more.
-  if (shared > static_cast<unsigned>(f.max_dynamic_shared)) return call.done(kInvalidValue);
-  EmulatedLaunch launch;
-  launch.gpu = f.context->gpu;
-  launch.function = f.name;
-  launch.grid[0] = gx;
-  launch.grid[1] = gy;
-  launch.grid[2] = gz;
-  launch.block[0] = bx;
-  launch.block[1] = by;
-  launch.block[2] = bz;
-  launch.shared_bytes = shared;
-  issue(stream, [launch] { state().launches.push_back(launch); });
+  issue(stream, std::move(node));
   return call.done(kSuccess);
 }
 
@@ -518,9 +624,9 @@ CUresult stream_begin_capture(CUstream handle, int) {
   Call call("cuStreamBeginCapture_v2");
   Stream* stream = nullptr;
   if (CUresult r = call.needs_stream(handle, &stream); r != kSuccess) return call.done(r);
-  if (stream->capturing) return call.done(kIllegalState);
-  stream->capturing = true;
-  stream->captured.clear();
+  if (stream->capture != nullptr) return call.done(kIllegalState);
+  stream->capture = new Graph{stream->context, {}, nullptr};
+  ++stream->captures;
   return call.done(kSuccess);
 }
 
@@ -528,12 +634,30 @@ CUresult stream_end_capture(CUstream handle, CUgraph* graph) {
   Call call("cuStreamEndCapture");
   Stream* stream = nullptr;
   if (CUresult r = call.needs_stream(handle, &stream); r != kSuccess) return call.done(r);
-  if (!stream->capturing) return call.done(kIllegalState);
-  auto* g = new Graph{stream->context, std::move(stream->captured)};
-  stream->capturing = false;
-  stream->captured.clear();
-  state().graphs.insert(g);
-  *graph = reinterpret_cast<CUgraph>(g);
+  if (stream->capture == nullptr) return call.done(kIllegalState);
+  state().graphs.insert(stream->capture);
+  *graph = reinterpret_cast<CUgraph>(stream->capture);
+  stream->capture = nullptr;
+  return call.done(kSuccess);
+}
+
+CUresult stream_get_capture_info(CUstream handle, int* status, unsigned long long* id,
+                                 CUgraph* graph, const CUgraphNode** dependencies, size_t* count) {
+  Call call("cuStreamGetCaptureInfo_v2");
+  Stream* stream = nullptr;
+  if (CUresult r = call.needs_stream(handle, &stream); r != kSuccess) return call.done(r);
+  if (status == nullptr) return call.done(kInvalidValue);
+  Graph* capture = stream->capture;
+  *status = capture != nullptr ? runtime::cuda::kStreamCaptureStatusActive : 0;
+  if (id != nullptr) *id = capture != nullptr ? stream->captures : 0;
+  if (graph != nullptr) *graph = reinterpret_cast<CUgraph>(capture);
+  // On one stream, the next work follows the last node captured (none before the first).
+  stream->dependencies.clear();
+  if (capture != nullptr && !capture->nodes.empty()) {
+    stream->dependencies.push_back(reinterpret_cast<CUgraphNode>(&capture->nodes.back()));
+  }
+  if (dependencies != nullptr) *dependencies = stream->dependencies.data();
+  if (count != nullptr) *count = stream->dependencies.size();
   return call.done(kSuccess);
 }
 
@@ -541,7 +665,7 @@ CUresult graph_instantiate(CUgraphExec* exec, CUgraph graph, unsigned long long)
   Call call("cuGraphInstantiateWithFlags");
   auto* g = reinterpret_cast<Graph*>(graph);
   if (!state().graphs.contains(g)) return call.done(kInvalidValue);
-  auto* e = new Graph(*g);
+  auto* e = new Graph{g->context, g->nodes, g};
   state().graphs.insert(e);
   *exec = reinterpret_cast<CUgraphExec>(e);
   return call.done(kSuccess);
@@ -555,7 +679,37 @@ CUresult graph_launch(CUgraphExec exec, CUstream handle) {
   if (!state().graphs.contains(g) || g->context != stream->context) {
     return call.done(kInvalidValue);
   }
-  for (const Op& op : g->ops) issue(stream, op);
+  for (const Node& node : g->nodes) issue(stream, node);
+  return call.done(kSuccess);
+}
+
+// As the driver: the node is named by its handle in the graph the executable graph was made
+// from, which must still exist, and the new launch is checked as cuLaunchKernel checks one.
+CUresult graph_exec_kernel_node_set_params(CUgraphExec exec, CUgraphNode handle,
+                                           const KernelNodeParams* params) {
+  Call call("cuGraphExecKernelNodeSetParams_v2");
+  if (!state().initialized) return call.done(kNotInitialized);
+  auto* e = reinterpret_cast<Graph*>(exec);
+  if (!state().graphs.contains(e) || e->source == nullptr || params == nullptr ||
+      !state().graphs.contains(const_cast<Graph*>(e->source))) {
+    return call.done(kInvalidValue);
+  }
+  size_t i = 0;
+  while (i < e->source->nodes.size() &&
+         reinterpret_cast<CUgraphNode>(const_cast<Node*>(&e->source->nodes[i])) != handle) {
+    ++i;
+  }
+  if (i == e->source->nodes.size() || !e->nodes[i].kernel) return call.done(kInvalidValue);
+  if (!state().live_handles.contains(params->function)) return call.done(kInvalidHandle);
+  const Function& f = *reinterpret_cast<Function*>(params->function);
+  if (f.context != e->context) return call.done(kInvalidValue);
+  Node node;
+  if (CUresult r = kernel_node(f, params->grid, params->block, params->shared_bytes,
+                               params->kernel_params, params->extra, &node);
+      r != kSuccess) {
+    return call.done(r);
+  }
+  e->nodes[i] = std::move(node);
   return call.done(kSuccess);
 }
 
@@ -607,6 +761,8 @@ EmulatedDriver::EmulatedDriver() {
   api_.graph_launch = graph_launch;
   api_.graph_destroy = graph_destroy;
   api_.graph_exec_destroy = graph_exec_destroy;
+  api_.stream_get_capture_info = stream_get_capture_info;
+  api_.graph_exec_kernel_node_set_params = graph_exec_kernel_node_set_params;
 }
 
 EmulatedGpu& EmulatedDriver::gpu(int index) {
@@ -623,6 +779,7 @@ void EmulatedDriver::reset() {
   std::lock_guard<std::mutex> lock(state().mutex);
   state().gpus.fill(EmulatedGpu{});
   state().before_call = nullptr;
+  state().faulted.fill(false);
   state().failures.clear();
   state().launches.clear();
   state().calls.clear();

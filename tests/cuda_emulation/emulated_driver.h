@@ -10,20 +10,29 @@
 //   machine has), at the addresses it has on the host. Copies check that the device side
 //   lies inside a live allocation of the stream's GPU.
 // - Modules. cuModuleLoadData reads the cubin NVRTC made, as the driver does: its entry
-//   points are its .text.<name> sections, and a kernel's static shared memory is the size of
-//   its .nv.shared.<name> section (on sm_90 that includes 1 KiB the compiler reserves).
+//   points are its .text.<name> sections, a kernel's static shared memory is the size of
+//   its .nv.shared.<name> section (on sm_90 that includes 1 KiB the compiler reserves), and
+//   its arguments' sizes are in its .nv.info.<name> section.
 // - Launches. Checked like the driver's: at most 1024 threads a block, the grid's limits,
 //   and dynamic shared memory within the kernel's limit, which is 48 KiB less its static
 //   size until cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) raises it
 //   (at most to the GPU's opt-in maximum less the static size). Kernels do not run here
-//   (cuda_emulation.h runs them, without a driver); each launch is recorded.
+//   (cuda_emulation.h runs them, without a driver); each launch is recorded with its
+//   arguments' bytes, copied when it is issued, as the driver copies them.
+// - Faults. A launch of a GPU's `faulting_kernel` succeeds, and faults the GPU when it runs:
+//   as on the driver, the error (CUDA_ERROR_ILLEGAL_ADDRESS) comes from later calls, the next
+//   synchronize of the GPU's stream and every call that needs its context.
 // - Streams. Work runs when issued. During a capture, copies and launches go into the graph
 //   instead, and run at cuGraphLaunch; synchronizing a capturing stream fails.
+//   cuStreamGetCaptureInfo_v2 gives the last node captured, and
+//   cuGraphExecKernelNodeSetParams_v2 changes a kernel node of an executable graph, named by
+//   its node in the graph it was instantiated from (which must still exist).
 //
 // Every failed call is recorded, so a test sees failures the backend would not report.
 #ifndef KILN_TESTS_CUDA_EMULATION_EMULATED_DRIVER_H_
 #define KILN_TESTS_CUDA_EMULATION_EMULATED_DRIVER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -41,7 +50,8 @@ struct EmulatedGpu {
   int sm_count = 132;
   int max_shared_per_block_optin = 227 * 1024;
   int64_t memory_bytes = int64_t{80} << 30;
-  int failing_attribute = -1;  // cuDeviceGetAttribute of this attribute fails
+  int failing_attribute = -1;   // cuDeviceGetAttribute of this attribute fails
+  std::string faulting_kernel;  // the entry point whose launches fault the GPU when they run
 };
 
 // A launch that ran (outside a capture, or in a graph's launch).
@@ -51,6 +61,8 @@ struct EmulatedLaunch {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned shared_bytes = 0;  // dynamic
+  // Each argument's bytes, as given to cuLaunchKernel or to the kernel node.
+  std::vector<std::vector<std::byte>> arguments;
 };
 
 class EmulatedDriver {
