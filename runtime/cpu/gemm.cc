@@ -5,7 +5,8 @@
 //   reads it with unit-stride loads whatever B's strides were (a PyTorch-layout
 //   weight costs the same as a pre-transposed one). A weight seen twice keeps its packed
 //   form (packed_weight_cache.h).
-// - A is packed once per call into strips of kRows rows, k-major.
+// - A with contiguous rows is read in place; any other A is packed once per call into
+//   strips of kRows rows, k-major.
 // - The work is split into tasks of kRowBlock rows × a run of panels, on all cores. Per
 //   task and per kDepth slice of k, the task's A strips stay in L2 while each panel's slice
 //   (kDepth × kPanel floats, 16 KiB with AVX2) stays in L1.

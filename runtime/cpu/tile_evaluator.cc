@@ -84,6 +84,19 @@ void load_with(const Buffer& b, DType dt, int64_t n, T* out, Index index) {
   }
 }
 
+// Reads elements [start, start + n) of a buffer: load_with over a contiguous run, or a plain
+// copy when the buffer already holds the register's type (f32 into a float register).
+template <class T>
+void load_run(const Buffer& b, DType dt, int64_t start, int64_t n, T* out) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (dt == DType::F32) {
+      std::memcpy(out, b.as<float>() + start, n * sizeof(float));
+      return;
+    }
+  }
+  load_with<T>(b, dt, n, out, [start](int64_t e) { return start + e; });
+}
+
 // Writes n register values into a buffer of dtype `dt` at [begin, begin + n), converted as
 // a store converts them.
 template <class T>
@@ -325,15 +338,10 @@ void TileEvaluator::eval(int k, int64_t begin, int64_t n) {
     case InstrKind::kLoad: {
       const int64_t start = contiguous_start(in.view, begin);
       if (start >= 0) {
-        if (c == RegisterClass::kFloat && program_.input_dtypes[in.input] == DType::F32) {
-          std::memcpy(alloc<float>(k, n), inputs_[in.input]->as<float>() + start,
-                      n * sizeof(float));
-          return;
-        }
         dispatch(c, [&](auto t) {
           using T = decltype(t);
-          load_with<T>(*inputs_[in.input], program_.input_dtypes[in.input], n, alloc<T>(k, n),
-                       [start](int64_t e) { return start + e; });
+          load_run<T>(*inputs_[in.input], program_.input_dtypes[in.input], start, n,
+                      alloc<T>(k, n));
         });
         return;
       }
@@ -345,8 +353,7 @@ void TileEvaluator::eval(int k, int64_t begin, int64_t n) {
           using T = decltype(t);
           T* out = alloc<T>(k, n);
           for_each_run(space, view, begin, n, [&](int64_t e, int64_t run, int64_t base) {
-            load_with<T>(*inputs_[in.input], program_.input_dtypes[in.input], run, out + e,
-                         [base](int64_t i) { return base + i; });
+            load_run<T>(*inputs_[in.input], program_.input_dtypes[in.input], base, run, out + e);
           });
         });
         return;
