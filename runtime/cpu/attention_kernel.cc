@@ -1,9 +1,9 @@
 // scaled_dot_product_attention (kAttention) on the CPU: tasks of one batch·head and a block
 // of query rows, on all cores. Per task, key tiles of kKeyTile: the raw scores S = Q Kᵀ ·
-// scale (Eigen's GEMM), the score ops of space 4 per row (a mask, or a hand-written form's
-// own ops), the causal cut, then the online softmax: a running max m and sum l per row, the
-// accumulator scaled by exp(m_old - m_new) and P V added (Eigen's GEMM). Only one tile of
-// scores exists at a time, so memory never holds the Sq × Sk scores.
+// scale (the GEMM core for f32, Eigen for f64), the score ops of space 4 per row (a mask, or a
+// hand-written form's own ops), the causal cut, then the online softmax: a running max m and sum l
+// per row, the accumulator scaled by exp(m_old - m_new) and P V added (the same GEMM). Only one
+// tile of scores exists at a time, so memory never holds the Sq × Sk scores.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>

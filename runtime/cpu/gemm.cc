@@ -276,7 +276,5 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmO
   HWY_DYNAMIC_DISPATCH(GemmImpl)(m, n, k, a, packed.data(), c, ldc);
 }
 
-const char* gemm_target_name() { return hwy::TargetName(hwy::SupportedAndGeneratedTargets()[0]); }
-
 }  // namespace kiln::runtime::cpu
 #endif  // HWY_ONCE

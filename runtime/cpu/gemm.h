@@ -48,9 +48,6 @@ void gemm_f32(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, i
 void gemm_f32(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float* c,
               int64_t ldc);
 
-// The instruction set the GEMM core runs with, e.g. "AVX2".
-const char* gemm_target_name();
-
 // Packed-weight cache statistics, for tests and logs.
 struct PackedWeightStats {
   int64_t hits = 0;     // a B found packed

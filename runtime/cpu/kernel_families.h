@@ -55,7 +55,8 @@ void run_attention(const jit::KernelProgram& program, const jit::KernelLaunch& l
                    const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
                    const std::vector<double>& params);
 
-// A batched, broadcasting matmul on Eigen's GEMM, then the epilogue (kMatmul).
+// A batched, broadcasting matmul on the GEMM core (gemm.h; Eigen for f64 and integers), then
+// the epilogue (kMatmul).
 void run_matmul(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                 const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
                 const std::vector<double>& params);

@@ -49,7 +49,7 @@ void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
     if (!direct) run_epilogue(program, launch, inputs, outputs, params, part, begin, end);
   };
   if (batches >= worker_count() && m * n * k < (int64_t{1} << 21)) {
-    std::vector<float> scratch(direct ? 0 : batches * m * n);
+    ScratchFloats scratch(direct ? 0 : batches * m * n);
     float* result = direct ? out : scratch.data();
     parallel_for(batches, 1, [&](int64_t b0, int64_t b1) {
       for (int64_t bi = b0; bi < b1; ++bi) {

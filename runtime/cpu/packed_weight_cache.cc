@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 
 namespace kiln::runtime::cpu {
@@ -72,7 +73,7 @@ class Cache {
 
   void remember(const PackedWeightKey& key) {
     if (seen_.size() >= kMaxSeen) seen_.clear();  // forget the lot rather than track age
-    seen_[key] = true;
+    seen_.insert(key);
   }
 
   void evict_oldest() {
@@ -85,7 +86,7 @@ class Cache {
   std::mutex mutex_;
   std::list<Entry> lru_;
   absl::flat_hash_map<PackedWeightKey, std::list<Entry>::iterator, KeyHash> kept_;
-  absl::flat_hash_map<PackedWeightKey, bool, KeyHash> seen_;
+  absl::flat_hash_set<PackedWeightKey, KeyHash> seen_;
   PackedWeightStats stats_;
   std::atomic<int64_t> transient_packs_{0};  // counted without the lock: attention packs often
 };
