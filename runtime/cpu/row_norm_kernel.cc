@@ -89,26 +89,41 @@ void norm_row(OpKind op, const T* x, T* y, int64_t extent, int64_t stride, const
   }
 }
 
+// A norm's weight and bias (empty where the op has none) and its epsilon.
+template <class T>
+struct NormOperands {
+  std::vector<T> w, b;
+  double eps = 0.0;
+};
+
+template <class T>
+NormOperands<T> norm_operands(const KernelProgram& program, const KernelLaunch& launch,
+                              const std::vector<const Buffer*>& inputs,
+                              const std::vector<double>& params) {
+  NormOperands<T> n;
+  if (program.anchor_operands.size() > 1) {
+    n.w = evaluate_operand<T>(program, launch, inputs, params, 1);
+  }
+  if (program.anchor_operands.size() > 2) {
+    n.b = evaluate_operand<T>(program, launch, inputs, params, 2);
+  }
+  n.eps = program.anchor_param >= 0 ? params[program.anchor_param] : 0.0;
+  return n;
+}
+
 // softmax / log_softmax / layer_norm / rms_norm along the anchor axis, in T.
 template <class T>
 void row_norm(const KernelProgram& program, const KernelLaunch& launch,
               const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
               T* result) {
-  std::vector<T> w, b;
-  if (program.anchor_operands.size() > 1) {
-    w = evaluate_operand<T>(program, launch, inputs, params, 1);
-  }
-  if (program.anchor_operands.size() > 2) {
-    b = evaluate_operand<T>(program, launch, inputs, params, 2);
-  }
+  const NormOperands<T> norm = norm_operands<T>(program, launch, inputs, params);
   const jit::RowShape rows = jit::row_norm_shape(program, launch);
-  const double eps = program.anchor_param >= 0 ? params[program.anchor_param] : 0.0;
   // Lowering casts the operand to the anchor's dtype, whose register class is T.
   for_each_row<T>(program, launch, inputs, params, [&](const T* x, int64_t stride, int64_t r) {
     thread_local std::vector<T> scratch;
     scratch.resize(rows.extent);
     norm_row<T>(program.anchor_op, x, result + row_start(r, rows.extent, rows.inner), rows.extent,
-                stride, w.data(), b.data(), eps, scratch.data());
+                stride, norm.w.data(), norm.b.data(), norm.eps, scratch.data());
   });
 }
 
@@ -120,17 +135,10 @@ template <class T>
 void row_norm_chunked(const KernelProgram& program, const KernelLaunch& launch,
                       const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
                       const std::vector<double>& params) {
-  std::vector<T> w, b;
-  if (program.anchor_operands.size() > 1) {
-    w = evaluate_operand<T>(program, launch, inputs, params, 1);
-  }
-  if (program.anchor_operands.size() > 2) {
-    b = evaluate_operand<T>(program, launch, inputs, params, 2);
-  }
+  const NormOperands<T> norm = norm_operands<T>(program, launch, inputs, params);
   const jit::RowShape rows = jit::row_norm_shape(program, launch);
   const int64_t extent = rows.extent, outer = rows.outer;
   if (extent == 0 || outer == 0) return;
-  const double eps = program.anchor_param >= 0 ? params[program.anchor_param] : 0.0;
   const int operand = program.anchor_operands[0];
   const int64_t chunk_rows = std::max<int64_t>(1, 16384 / extent);
   const int64_t chunks = (outer + chunk_rows - 1) / chunk_rows;
@@ -144,8 +152,8 @@ void row_norm_chunked(const KernelProgram& program, const KernelLaunch& launch,
       for (int64_t r = r0; r < r1; ++r) {
         ev.run(1, r * extent, extent);
         norm_row<T>(program.anchor_op, ev.template values<T>(operand),
-                    part.data() + (r - r0) * extent, extent, 1, w.data(), b.data(), eps,
-                    scratch.data());
+                    part.data() + (r - r0) * extent, extent, 1, norm.w.data(), norm.b.data(),
+                    norm.eps, scratch.data());
       }
       run_epilogue(program, launch, inputs, outputs, params, part.data(), r0 * extent, r1 * extent);
     }
