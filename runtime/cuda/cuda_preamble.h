@@ -95,7 +95,7 @@ template <class T> __device__ __forceinline__ T* dynamic_shared() { return (T*)k
 __device__ __forceinline__ unsigned dynamic_shared_bytes() {
   unsigned bytes; asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes)); return bytes;
 }
-extern __shared__ double kiln_dynamic_shared[];
+extern __shared__ __align__(16) double kiln_dynamic_shared[];  // 16 B: row caches store Packs
 template <class T> __device__ __forceinline__ T* dynamic_shared() { return (T*)kiln_dynamic_shared; }
 #endif
 // Block-wide reductions over blockDim.x threads (a multiple of 32, at most 1024).

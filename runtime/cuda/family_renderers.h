@@ -5,6 +5,7 @@
 #ifndef KILN_RUNTIME_CUDA_FAMILY_RENDERERS_H_
 #define KILN_RUNTIME_CUDA_FAMILY_RENDERERS_H_
 
+#include <cstdint>
 #include <string>
 
 #include "jit/fusion/kernel_ir.h"
@@ -15,6 +16,14 @@ namespace kiln::runtime::cuda {
 // Pointwise programs (no anchor): vectorized 16-byte loads and stores where the layout
 // allows, one thread per element otherwise.
 std::string render_pointwise(const KernelWriter& w);
+// The elements each thread of a pointwise kernel takes per step: E for the 16-byte path
+// (when the launch allows it), 1 when the program has none. The grid is sized in these.
+int pointwise_vector_width(const jit::KernelProgram& p);
+// Outputs per block of an inner reduction: a warp each (8), or for fewer outputs than
+// warps, the largest power of two not above them, so teams of warps share each output.
+inline int64_t inner_reduction_outputs_per_block(int64_t outputs) {
+  return outputs >= 8 ? 8 : outputs >= 4 ? 4 : outputs >= 2 ? 2 : 1;
+}
 
 // Reductions and arg-reductions: a warp per output (inner) or a block per 32 outputs
 // (outer), optionally split over gridDim.y.

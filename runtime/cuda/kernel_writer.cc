@@ -282,10 +282,18 @@ std::string KernelWriter::stores(const std::string& flat) const {
   return s;
 }
 
-std::string KernelWriter::epilogue(const std::string& value, const std::string& flat) const {
+std::string KernelWriter::epilogue(const std::string& value, const std::string& flat,
+                                   const std::string& index) const {
+  std::string idx0 = unravel(0, "idx0", flat);
+  if (!index.empty()) {
+    idx0 = absl::StrCat("I idx0[", rank_, "] = {0};");
+    for (int d = 0; d < rank(0); ++d)
+      absl::StrAppend(&idx0, " idx0[", d, "] = ", index, "[", d, "];");
+    idx0 += "\n";
+  }
   return absl::StrCat("      const ", register_type(program_.anchor_dtype),
                       " anchor_value = ", round_to_dtype(program_.anchor_dtype, value), ";\n      ",
-                      unravel(0, "idx0", flat), space_code(0, "idx0"), stores(flat));
+                      idx0, space_code(0, "idx0"), stores(flat));
 }
 
 }  // namespace kiln::runtime::cuda

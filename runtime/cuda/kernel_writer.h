@@ -58,8 +58,12 @@ class KernelWriter {
   std::string space_code(int space, const std::string& idx, const std::string& lane = "") const;
   // Stores every output's value at flat position `flat` of space 0.
   std::string stores(const std::string& flat) const;
-  // The epilogue for one element of space 0 whose anchor value is `value`.
-  std::string epilogue(const std::string& value, const std::string& flat) const;
+  // The epilogue for one element of space 0 whose anchor value is `value`. `index`, when
+  // given, names a multi-index array of the caller's that already holds that element's
+  // position (a row norm's idx1: space 1 has space 0's shape), so no per-element division
+  // unravels `flat`.
+  std::string epilogue(const std::string& value, const std::string& flat,
+                       const std::string& index = "") const;
 
  private:
   const jit::KernelProgram& program_;

@@ -15,7 +15,11 @@ bool is_reduction(const jit::KernelProgram& p) {
 // The blocks a kernel's work divides into before any cap.
 int64_t work_items(const jit::KernelProgram& p, const jit::KernelLaunch& l, int block) {
   const int64_t out = ops::numel(l.spaces[0]);
-  if (is_reduction(p)) return reduction_is_outer(p) ? (out + 31) / 32 : (out + 7) / 8;
+  if (is_reduction(p)) {
+    if (reduction_is_outer(p)) return (out + 31) / 32;
+    const int64_t per_block = inner_reduction_outputs_per_block(out);
+    return (out + per_block - 1) / per_block;
+  }
   if (matmul_is_tiled(p)) {  // a block per 64x64 tile of each matrix
     const jit::MatmulShape mm = jit::matmul_shape(l);
     return mm.batches * ((mm.m + 63) / 64) * ((mm.n + 63) / 64);
@@ -31,6 +35,10 @@ int64_t work_items(const jit::KernelProgram& p, const jit::KernelLaunch& l, int 
   }
   if (p.anchor == jit::AnchorKind::kUpdateSlice) {  // a thread per element of the update
     return (ops::numel(l.spaces[1]) + block - 1) / block;
+  }
+  if (p.anchor == jit::AnchorKind::kNone) {  // a thread per vector of E elements
+    const int64_t e = pointwise_vector_width(p);
+    return ((out + e - 1) / e + block - 1) / block;
   }
   return (out + block - 1) / block;
 }

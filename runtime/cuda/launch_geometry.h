@@ -26,9 +26,10 @@ struct LaunchSchedule {
   int64_t scratch_bytes = 0;  // the Split argument's scratch (phase 1 writes, 2 reads)
 };
 
-// Grid-stride kernels get enough blocks to fill the GPU; kernels that give a block to each
-// 8 outputs (inner reductions), 32 outputs (outer reductions), row (norms) or 64x64 tile
-// (tiled matmuls) get one per item;
+// Grid-stride kernels get enough blocks to fill the GPU, counted in the vectors a thread
+// takes (pointwise_vector_width); kernels that give a block to each 8 outputs (inner
+// reductions; fewer outputs than 8 share one block's warps), 32 outputs (outer
+// reductions), row (norms) or 64x64 tile (tiled matmuls) get one per item;
 // never more than 32 per SM. A reduction whose outputs give fewer than 4 blocks per SM and
 // whose extent is long splits the extent into chunks (at least 2048 elements each) over
 // gridDim.y, unless `allow_split` is false. A row norm's block gets its whole row as dynamic

@@ -127,13 +127,18 @@ std::string vector_pointwise(const KernelWriter& w, int e) {
 
 }  // namespace
 
+int pointwise_vector_width(const KernelProgram& p) {
+  // A rank-0 output is one element: nothing to vectorize.
+  const int e = p.space_ranks[0] > 0 ? vector_width(p) : 0;
+  return e > 1 ? e : 1;
+}
+
 // The vector path where the program allows it (vector_width), finished by the scalar loop;
 // the scalar loop alone otherwise.
 std::string render_pointwise(const KernelWriter& w) {
   const KernelProgram& p = w.program();
   std::string s = absl::StrCat("  const I total = ", w.numel(0), ";\n");
-  // A rank-0 output is one element: nothing to vectorize.
-  const int e = w.rank(0) > 0 ? vector_width(p) : 0;
+  const int e = pointwise_vector_width(p);
   absl::StrAppend(&s, e > 1 ? vector_pointwise(w, e) : scalar_pointwise_loop(w, "(I)0"));
   return s;
 }

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/cuda/cuda_renderer.h"
 #include "runtime/cuda/family_renderers.h"
 
@@ -12,10 +13,55 @@ using jit::AnchorKind;
 using jit::KernelProgram;
 using ops::OpKind;
 
+namespace {
+
+using jit::Instr;
+using jit::InstrKind;
+
+// Elements per lane of an inner reduction's 16-byte loads: 16 / the widest element loaded,
+// when only the last axis is reduced (a lane's E elements are then consecutive in one row)
+// and no value needs its own multi-index (index leaves, gathers) or a general strided view.
+// 0 for none.
+int inner_vector_width(const KernelProgram& p, const std::vector<int>& reduced, int rank) {
+  if (reduced.size() != 1 || reduced[0] != rank - 1) return 0;
+  int widest = 0;
+  for (const Instr& in : p.instrs) {
+    if (in.space != 1) continue;
+    if (in.kind == InstrKind::kIndexLeaf || in.kind == InstrKind::kGather) return 0;
+    if (in.kind != InstrKind::kLoad) continue;
+    if (p.view_patterns[in.view].access == jit::ViewAccess::kStrided) return 0;
+    widest = std::max(widest, dtype_size(p.input_dtypes[in.input]));
+  }
+  return widest > 0 ? 16 / widest : 0;
+}
+
+// Steps the reduced dims of idx1 (`dims`, innermost last) forward by `step` positions of
+// their flat order, carrying into outer dims only when the innermost one passes its extent:
+// a division per row crossed, not per element. The outermost dim is not wrapped (the loop
+// ends first).
+std::string advance(const std::vector<int>& dims, const std::string& step) {
+  if (dims.empty()) return "";
+  std::string s = absl::StrCat("idx1[", dims.back(), "] += ", step, ";");
+  std::string close;
+  for (size_t i = dims.size() - 1; i > 0; --i) {
+    const int d = dims[i];
+    const std::string n = absl::StrCat("(I)a.shape[1][", d, "]");
+    absl::StrAppend(&s, " if (idx1[", d, "] >= ", n, ") { const I carry = idx1[", d, "] / ", n,
+                    "; idx1[", d, "] -= carry * ", n, "; idx1[", dims[i - 1], "] += carry;");
+    close += " }";
+  }
+  return s + close;
+}
+
+}  // namespace
+
 // Reductions and arg-reductions, in one of two layouts (reduction_is_outer):
-//  - inner (the last axis is reduced): a warp per output (8 per block), its lanes striding
-//    along the reduced extent (consecutive lanes read consecutive elements), then warp
-//    shuffles combine them: short rows waste no threads and no block barrier is needed;
+//  - inner (the last axis is reduced): a team of warps per output, 8 outputs per block (a
+//    warp each) or, when there are fewer outputs, fewer outputs taken by teams of 2, 4 or 8
+//    warps (a sum to a scalar uses the whole block). The team's lanes stride along the
+//    reduced extent (consecutive lanes read consecutive elements, 16 bytes each when the
+//    rows are contiguous and aligned), then warp shuffles and, across a team's warps, shared
+//    memory combine them;
 //  - outer (the last axis is kept): a block per 32 consecutive outputs, lane l of each of
 //    the 8 warps on output l, warp w on reduced positions w, w+8, ...: every warp load is
 //    32 consecutive elements; shared memory combines the 8 warps.
@@ -23,6 +69,10 @@ using ops::OpKind;
 // chunk's partial result to split.scratch, phase 2 combines them in chunk order and runs
 // the epilogue), so a few outputs over a long extent still fill the GPU, and the result
 // does not depend on scheduling.
+// f32, f16 and bf16 operands accumulate in f32 (FP64 runs at a fraction of f32's rate on
+// most GPUs): each lane's sum is compensated (Kahan), and lanes combine in a tree, so the
+// error stays near a double sum's. f64 operands accumulate in f64, integers in i64. The
+// reduced multi-index is stepped, never unraveled per element.
 std::string render_reduction(const KernelWriter& w) {
   const KernelProgram& p = w.program();
   std::string s;
@@ -32,14 +82,17 @@ std::string render_reduction(const KernelWriter& w) {
   const std::vector<int>& kept = dims.kept;
   const DType operand = p.instrs[p.anchor_operands[0]].dtype;
   const bool floating = is_floating(operand);
-  const std::string acc = floating ? "double" : "i64";
+  const std::string acc = floating ? register_type(operand) : "i64";
+  const bool single = acc == "float";
   const OpKind op = p.anchor_op;
   const bool sum = op == OpKind::Sum || op == OpKind::Mean;
+  const bool compensated = sum && single;
+  const std::string inf = single ? "(1.0f / 0.0f)" : "(1.0 / 0.0)";
   std::string identity = "0";
   if (op == OpKind::Max || op == OpKind::Argmax) {
-    identity = floating ? "-1.0 / 0.0" : "(i64)(-9223372036854775807LL - 1)";
+    identity = floating ? absl::StrCat("-", inf) : "(i64)(-9223372036854775807LL - 1)";
   } else if (op == OpKind::Min || op == OpKind::Argmin) {
-    identity = floating ? "1.0 / 0.0" : "9223372036854775807LL";
+    identity = floating ? inf : "9223372036854775807LL";
   }
   // Folds (y, yi) into (b, bi). Sums add. Otherwise a NaN wins (the first one), then the
   // extreme, and ties keep the lower index, so any combination order gives one answer.
@@ -54,10 +107,24 @@ std::string render_reduction(const KernelWriter& w) {
     return absl::StrCat("{ ", acc, "& b = ", b, "; i64& bi = ", bi, "; const ", acc, " y = ", y,
                         "; const i64 yi = ", yi, "; (void)bi; (void)yi; ", fold, " }");
   };
+  // A lane's fold of one element x at index xi. A compensated sum keeps the rounding error
+  // of each addition in `compensation` (reset when it is not finite, so an infinite or NaN
+  // element gives what a plain sum gives); it is taken off once, before lanes combine.
+  auto fold_element = [&](const std::string& x, const std::string& xi) {
+    if (!compensated) return fold_into("best", "best_index", x, xi);
+    return absl::StrCat("{ const float y = ", x,
+                        " - compensation; const float t = best + y; compensation = (t - best) "
+                        "- y; if (compensation - compensation != 0.0f) compensation = 0.0f; "
+                        "best = t; }");
+  };
+  const std::string settle = compensated ? "    best -= compensation;\n" : "";
+  const std::string declare_best =
+      absl::StrCat(acc, " best = ", identity, ";\n    i64 best_index = 9223372036854775807LL;\n",
+                   compensated ? "    float compensation = 0.0f;\n" : "");
   std::string extent = "(I)1";
   for (int d : reduced) extent = absl::StrCat(extent, " * (I)a.shape[1][", d, "]");
   const std::string value =
-      arg ? "best_index" : (op == OpKind::Mean ? "best / (double)extent" : "best");
+      arg ? "best_index" : (op == OpKind::Mean ? absl::StrCat("best / (", acc, ")extent") : "best");
   // The partial results of chunk c for output o live at scratch[c * outputs + o].
   const std::string partial_values = absl::StrCat("((", acc, "*)split.scratch)");
   const std::string partial_indices = "((i64*)split.scratch + split.chunks * outputs)";
@@ -79,27 +146,35 @@ std::string render_reduction(const KernelWriter& w) {
                   fold_into("best", "best_index", absl::StrCat(partial_values, "[c * outputs + o]"),
                             absl::StrCat(partial_indices, "[c * outputs + o]")),
                   "\n", w.epilogue(value, "o"), "    }\n    return;\n  }\n");
-  // This block's chunk of the reduced extent (all of it unless split).
+  // This block's chunk of the reduced extent (all of it unless split). Chunks start at
+  // multiples of 16, so a chunk of a contiguous row starts 16-byte aligned when the row does.
   absl::StrAppend(
       &s, "  const I chunks = split.phase == 1 ? (I)split.chunks : (I)1;\n",
-      "  const I chunk_length = (extent + chunks - 1) / chunks;\n",
+      "  const I chunk_length = ((extent + chunks - 1) / chunks + 15) & ~(I)15;\n",
       "  const I begin = (split.phase == 1 ? (I)blockIdx.y : (I)0) * chunk_length;\n",
       "  const I end = begin + chunk_length < extent ? begin + chunk_length : extent;\n");
-  const std::string load_x =
-      absl::StrCat("        ", w.unravel_dims(reduced, "r"), "\n", w.space_code(1, "idx1"),
-                   "        const ", acc, " x = (", acc, ")v", p.anchor_operands[0], ";\n        ",
-                   fold_into("best", "best_index", "x",
-                             absl::StrCat("(i64)idx1[", arg ? p.anchor_attrs.axis : 0, "]")),
-                   "\n");
+  const std::string index_of_x = absl::StrCat(
+      "(i64)idx1[", arg ? p.anchor_attrs.axis : (reduced.empty() ? 0 : reduced.back()), "]");
+  // A lane's walk over reduced positions r = first, first + step, ... < stop: the reduced
+  // multi-index is unraveled once (a division per reduced dim), then stepped.
+  auto walk = [&](const std::string& first, const std::string& stop, const std::string& step,
+                  const std::string& indent) {
+    // Unraveled only when the lane has work: a reduced dim may be empty (extent 0).
+    return absl::StrCat(indent, "if (", first, " < ", stop, ") {\n", indent, "  ",
+                        w.unravel_dims(reduced, first), "\n", indent, "  for (I r = ", first,
+                        "; r < ", stop, "; r += ", step, ") {\n", w.space_code(1, "idx1"), indent,
+                        "    const ", acc, " x = (", acc, ")v", p.anchor_operands[0], ";\n", indent,
+                        "    ", fold_element("x", arg ? index_of_x : "0"), "\n", indent, "    ",
+                        advance(reduced, step), "\n", indent, "  }\n", indent, "}\n");
+  };
   if (reduction_is_outer(p)) {
     absl::StrAppend(
         &s, "  __shared__ ", acc, " shared_value[8][32];\n  __shared__ i64 shared_index[8][32];\n",
         "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n",
         "  for (I tile = blockIdx.x; tile * 32 < outputs; tile += gridDim.x) {\n",
-        "    const I o = tile * 32 + lane;\n    ", acc, " best = ", identity,
-        ";\n    i64 best_index = 9223372036854775807LL;\n    if (o < outputs) {\n", "      I idx1[",
-        w.index_rank(), "] = {0};\n      ", w.unravel_dims(kept, "o"), "\n",
-        "      for (I r = begin + warp; r < end; r += 8) {\n", load_x, "      }\n    }\n",
+        "    const I o = tile * 32 + lane;\n    ", declare_best, "    if (o < outputs) {\n",
+        "      I idx1[", w.index_rank(), "] = {0};\n      ", w.unravel_dims(kept, "o"), "\n",
+        walk("begin + warp", "end", "8", "      "), "    }\n", settle,
         "    shared_value[warp][lane] = best;\n    shared_index[warp][lane] = best_index;\n",
         "    __syncthreads();\n    if (warp == 0 && o < outputs) {\n",
         "      for (int w = 1; w < 8; ++w) ",
@@ -107,20 +182,70 @@ std::string render_reduction(const KernelWriter& w) {
         finish_output, "    }\n    __syncthreads();\n  }\n");
     return s;
   }
-  // Inner: warp w of block b on outputs 8b + w, 8(b + gridDim.x) + w, ...; its lanes stride
-  // along the reduced extent, then fold through shuffles (no block barrier).
+  // Inner: team t of block b on outputs per_block * b + t, per_block * (b + gridDim.x) + t,
+  // ...; its lanes stride along the reduced extent, then fold through shuffles and, for a
+  // team of several warps, shared memory (in warp order: the same result every run).
   absl::StrAppend(
-      &s, "  const int lane = threadIdx.x & 31;\n",
-      "  for (I o = (I)blockIdx.x * 8 + (threadIdx.x >> 5); o < outputs; o += (I)gridDim.x * 8) "
-      "{\n",
-      "    I idx1[", w.index_rank(), "] = {0};\n    ", w.unravel_dims(kept, "o"), "\n    ", acc,
-      " best = ", identity, ";\n    i64 best_index = 9223372036854775807LL;\n",
-      "    for (I r = begin + lane; r < end; r += 32) {\n", load_x, "    }\n",
+      &s, "  __shared__ ", acc, " team_value[8];\n  __shared__ i64 team_index[8];\n",
+      "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n",
+      "  const int per_block = outputs >= 8 ? 8 : outputs >= 4 ? 4 : outputs >= 2 ? 2 : 1;\n",
+      "  const int team_warps = 8 / per_block, team = warp / team_warps;\n",
+      "  const I team_threads = (I)team_warps * 32, team_lane = (I)threadIdx.x % team_threads;\n",
+      "  for (I base = (I)blockIdx.x * per_block; base < outputs; base += (I)gridDim.x * "
+      "per_block) {\n",
+      "    const I o = base + team;\n    ", declare_best, "    if (o < outputs) {\n",
+      "      I idx1[", w.index_rank(), "] = {0};\n      ", w.unravel_dims(kept, "o"), "\n");
+  const int e = inner_vector_width(p, reduced, w.rank(1));
+  std::string scalar_first = "begin + team_lane";
+  if (e > 1) {
+    // Every load's rows contiguous along the reduced axis and 16-byte aligned.
+    const int last = w.rank(1) - 1;
+    std::vector<std::string> pointers, conditions;
+    for (const Instr& in : p.instrs) {
+      if (in.space != 1 || in.kind != InstrKind::kLoad) continue;
+      pointers.push_back(absl::StrCat("(u64)a.in[", in.input, "]"));
+      std::string c = absl::StrCat("a.stride[", in.view, "][", last, "] == 1 && a.offset[", in.view,
+                                   "] % ", e, " == 0");
+      for (int d = 0; d < last; ++d)
+        absl::StrAppend(&c, " && a.stride[", in.view, "][", d, "] % ", e, " == 0");
+      conditions.push_back(c);
+    }
+    conditions.insert(conditions.begin(),
+                      absl::StrCat("((", absl::StrJoin(pointers, " | "), ") & 15) == 0"));
+    absl::StrAppend(
+        &s, "      const bool vectorizable = ", absl::StrJoin(conditions, " &&\n          "),
+        ";\n      const I vector_end = vectorizable ? begin + (end - begin) / ", e, " * ", e,
+        " : begin;\n", "      for (I r = begin + team_lane * ", e,
+        "; r < vector_end; r += team_threads * ", e, ") {\n        idx1[", last, "] = r;\n");
+    for (size_t k = 0; k < p.instrs.size(); ++k) {
+      const Instr& in = p.instrs[k];
+      if (in.space != 1 || in.kind != InstrKind::kLoad) continue;
+      const std::string st = storage_type(p.input_dtypes[in.input]);
+      const std::string pack = absl::StrCat("Pack<", st, ", ", e, ">");
+      absl::StrAppend(&s, "        const ", pack, " ld", k, " = *(const ", pack, "*)((const ", st,
+                      "*)a.in[", in.input, "] + ", w.offset(in.view, 1, "idx1"), ");\n");
+    }
+    absl::StrAppend(&s, "        #pragma unroll\n        for (int e = 0; e < ", e, "; ++e) {\n",
+                    w.space_code(1, "", "e"), "          const ", acc, " x = (", acc, ")v",
+                    p.anchor_operands[0], ";\n          ",
+                    fold_element("x", arg ? "(i64)(r + e)" : "0"), "\n        }\n      }\n");
+    scalar_first = "vector_end + team_lane";
+  }
+  absl::StrAppend(
+      &s, walk(scalar_first, "end", "team_threads", "      "), "    }\n", settle,
       "    for (int step = 16; step > 0; step >>= 1) {\n      const ", acc,
       " other = __shfl_down_sync(0xffffffffu, best, step);\n",
       "      const i64 other_index = __shfl_down_sync(0xffffffffu, best_index, step);\n      ",
       fold_into("best", "best_index", "other", "other_index"), "\n    }\n",
-      "    if (lane == 0) {\n", finish_output, "    }\n  }\n");
+      "    if (team_warps > 1) {  // the same for the whole block\n",
+      "      if (lane == 0) {\n        team_value[warp] = best;\n        team_index[warp] = "
+      "best_index;\n      }\n      __syncthreads();\n",
+      "      if (lane == 0 && warp % team_warps == 0) {\n",
+      "        for (int w = warp + 1; w < warp + team_warps; ++w) ",
+      fold_into("best", "best_index", "team_value[w]", "team_index[w]"),
+      "\n      }\n      __syncthreads();\n    }\n",
+      "    if (lane == 0 && warp % team_warps == 0 && o < outputs) {\n", finish_output,
+      "    }\n  }\n");
   return s;
 }
 

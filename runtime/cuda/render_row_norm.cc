@@ -1,7 +1,9 @@
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/cuda/family_renderers.h"
 
 namespace kiln::runtime::cuda {
@@ -39,6 +41,37 @@ std::string declare_row_cache(const std::string& cached) {
                       cached, ");\n");
 }
 
+namespace {
+
+using jit::Instr;
+using jit::InstrKind;
+
+// Elements per thread of pass 1's 16-byte loads: 16 / the widest element space 1 loads. 0
+// (scalar only) when space 1 computes an element from its own multi-index (index leaves,
+// gathers), loads through a general strided view (a transposed row, rarely contiguous: the
+// vector loop would only add code), or loads nothing.
+int row_vector_width(const KernelProgram& p) {
+  int widest = 0;
+  for (const Instr& in : p.instrs) {
+    if (in.space != 1) continue;
+    if (in.kind == InstrKind::kIndexLeaf || in.kind == InstrKind::kGather) return 0;
+    if (in.kind != InstrKind::kLoad) continue;
+    if (p.view_patterns[in.view].access == jit::ViewAccess::kStrided) return 0;
+    widest = std::max(widest, dtype_size(p.input_dtypes[in.input]));
+  }
+  return widest > 0 ? 16 / widest : 0;
+}
+
+}  // namespace
+
+// Data in f32, f16 or bf16 is held, accumulated and normalized in f32 (FP64 runs at a
+// fraction of f32's rate, and was most of the instructions per element); f64 data keeps
+// f64. Each row's max, sums and the reciprocal (softmax), log (log_softmax) or reciprocal
+// square root (the norms) are computed once, so an element costs a subtraction, a
+// multiply and at most one exp. Softmax keeps exp(x - max) in the row cache, so pass 3
+// does not recompute it. rms_norm sums squares in pass 1 (it has no mean to subtract).
+// Pass 1 reads the row as 16-byte vectors when every load of the row is contiguous along
+// it and aligned (checked once per launch), then the remainder one element per thread.
 std::string render_row_norm(const KernelWriter& w) {
   const KernelProgram& p = w.program();
   std::string s;
@@ -47,57 +80,165 @@ std::string render_row_norm(const KernelWriter& w) {
   const std::string t = register_type(p.anchor_dtype);
   const int operand = p.anchor_operands[0];
   const std::string cached = register_type(p.instrs[operand].dtype);
-  absl::StrAppend(&s, "  __shared__ double shared[32];\n  const double eps = ",
-                  p.anchor_param >= 0 ? absl::StrCat("a.p[", p.anchor_param, "]") : "0.0", ";\n",
-                  open_row_loop(w), declare_row_cache(cached));
-  // Pass 1's value at k: from global memory through the prologue, kept in the cache.
-  auto x_from_memory = [&](const std::string& k) {
-    return absl::StrCat("      idx1[", axis, "] = ", k, ";\n", w.space_code(1, "idx1"),
-                        "      if (persistent) row_cache[", k, "] = v", operand, ";\n",
-                        "      const double x = (double)v", operand, ";\n");
-  };
-  // ... or, in later passes, from the cache when there is one.
+  const bool single = cached == "float";
+  const std::string acc = single ? "float" : "double";
+  auto lit = [&](const std::string& v) { return single ? absl::StrCat(v, "f") : v; };
+  auto fn = [&](const std::string& f) { return single ? absl::StrCat(f, "f") : f; };
+  const std::string inf = absl::StrCat("(", lit("1.0"), " / ", lit("0.0"), ")");
+  const bool softmax = op == OpKind::Softmax || op == OpKind::LogSoftmax;
+  const bool rms = op == OpKind::RmsNorm;
+  const int rank = w.rank(1);
+  // Softmax writes exp(x - max) back over x in the cache when the cache holds acc values.
+  const bool cache_exp = op == OpKind::Softmax && cached == acc;
+  int e = rank > 0 ? row_vector_width(p) : 0;
+  absl::StrAppend(
+      &s, "  __shared__ ", acc, " shared[32];\n  const ", acc, " eps = ",
+      p.anchor_param >= 0 ? absl::StrCat("(", acc, ")a.p[", p.anchor_param, "]") : lit("0.0"),
+      ";\n  (void)eps;\n");
+  if (e > 1) {
+    // Every load's row starts 16-byte aligned and steps by 1 along the axis.
+    std::vector<std::string> pointers, conditions;
+    for (const Instr& in : p.instrs) {
+      if (in.space != 1 || in.kind != InstrKind::kLoad) continue;
+      pointers.push_back(absl::StrCat("(u64)a.in[", in.input, "]"));
+      std::string c = absl::StrCat("a.stride[", in.view, "][", axis, "] == 1 && a.offset[", in.view,
+                                   "] % ", e, " == 0");
+      for (int d = 0; d < rank; ++d) {
+        if (d != axis) absl::StrAppend(&c, " && a.stride[", in.view, "][", d, "] % ", e, " == 0");
+      }
+      conditions.push_back(c);
+    }
+    conditions.insert(conditions.begin(),
+                      absl::StrCat("((", absl::StrJoin(pointers, " | "), ") & 15) == 0"));
+    absl::StrAppend(&s, "  const bool vectorizable = ", absl::StrJoin(conditions, " &&\n      "),
+                    ";\n");
+  }
+  absl::StrAppend(&s, open_row_loop(w), declare_row_cache(cached));
+  // The flat index of the row's element k in space 0 (whose shape is space 1's).
+  absl::StrAppend(&s, "    idx1[", axis, "] = 0;\n    const I row_base = ", w.flatten(1, "idx1"),
+                  ";\n    const I row_step = (I)1");
+  for (int d = axis + 1; d < rank; ++d) absl::StrAppend(&s, " * (I)a.shape[1][", d, "]");
+  absl::StrAppend(&s, ";\n");
+  // Pass 1's fold of x: the max (softmax), the sum (layer_norm) or the sum of squares.
+  const std::string fold1 = softmax ? "      first = x > first ? x : first;\n"
+                                    : (rms ? "      second += x * x;\n" : "      first += x;\n");
+  absl::StrAppend(&s, "    ", acc, " first = ", softmax ? absl::StrCat("-", inf) : lit("0.0"),
+                  ";\n    ", acc, " second = ", lit("0.0"), ";\n    (void)first;\n");
+  std::string groups = "(I)0";
+  if (e > 1) {
+    groups = "groups";
+    // Pass 1 in vectors: thread t reads elements [E g, E g + E) for g = t, t + blockDim.x,
+    // ... and writes them to the cache as 16-byte stores where the cached type allows.
+    const int per_store = 16 / (single ? 4 : 8);
+    const bool packed_cache = e % per_store == 0;
+    absl::StrAppend(&s, "    const I groups = vectorizable ? extent / ", e, " : (I)0;\n",
+                    "    for (I g = threadIdx.x; g < groups; g += blockDim.x) {\n", "      idx1[",
+                    axis, "] = g * ", e, ";\n");
+    for (size_t k = 0; k < p.instrs.size(); ++k) {
+      const Instr& in = p.instrs[k];
+      if (in.space != 1 || in.kind != InstrKind::kLoad) continue;
+      const std::string st = storage_type(p.input_dtypes[in.input]);
+      const std::string pack = absl::StrCat("Pack<", st, ", ", e, ">");
+      absl::StrAppend(&s, "      const ", pack, " ld", k, " = *(const ", pack, "*)((const ", st,
+                      "*)a.in[", in.input, "] + ", w.offset(in.view, 1, "idx1"), ");\n");
+    }
+    absl::StrAppend(&s, "      ", cached, " values[", e, "];\n      #pragma unroll\n",
+                    "      for (int e = 0; e < ", e, "; ++e) {\n", w.space_code(1, "", "e"),
+                    "      values[e] = v", operand, ";\n      const ", acc, " x = (", acc, ")v",
+                    operand, ";\n", fold1, "      }\n");
+    if (packed_cache) {
+      absl::StrAppend(&s, "      if (persistent) {\n        #pragma unroll\n",
+                      "        for (int j = 0; j < ", e / per_store, "; ++j) {\n          Pack<",
+                      cached, ", ", per_store, "> q;\n          #pragma unroll\n",
+                      "          for (int c = 0; c < ", per_store, "; ++c) q.v[c] = values[j * ",
+                      per_store, " + c];\n          ((Pack<", cached, ", ", per_store,
+                      ">*)(row_cache + g * ", e, "))[j] = q;\n        }\n      }\n");
+    } else {
+      absl::StrAppend(&s, "      if (persistent) {\n        #pragma unroll\n",
+                      "        for (int e = 0; e < ", e, "; ++e) row_cache[g * ", e,
+                      " + e] = values[e];\n      }\n");
+    }
+    absl::StrAppend(&s, "    }\n");
+  }
+  // Pass 1, one element per thread (all of it, or what the vectors left).
+  absl::StrAppend(&s, "    for (I k = ", groups, " * ", std::max(e, 1),
+                  " + threadIdx.x; k < extent; k += blockDim.x) {\n      idx1[", axis, "] = k;\n",
+                  w.space_code(1, "idx1"), "      if (persistent) row_cache[k] = v", operand,
+                  ";\n      const ", acc, " x = (", acc, ")v", operand, ";\n", fold1, "    }\n");
+  const std::string block_sum =
+      absl::StrCat("block_reduce<", acc, ">(second, [](", acc, " p, ", acc,
+                   " q) { return p + q; }, ", lit("0.0"), ", shared)");
+  if (rms) {
+    absl::StrAppend(&s, "    second = ", block_sum, ";\n");
+  } else {
+    absl::StrAppend(&s, "    first = block_reduce<", acc, ">(first, [](", acc, " p, ", acc,
+                    " q) { return ", softmax ? "p > q ? p : q" : "p + q", "; }, ",
+                    softmax ? absl::StrCat("-", inf) : lit("0.0"), ", shared);\n");
+  }
+  if (softmax) {
+    absl::StrAppend(&s, "    if (first == ", inf, " || first == -", inf, ") first = ", lit("0.0"),
+                    ";\n");
+  }
+  if (op == OpKind::LayerNorm) absl::StrAppend(&s, "    first /= (", acc, ")extent;\n");
+  // Later passes read x again: from the cache, or recomputed from global memory.
   auto x_again = [&](const std::string& k) {
-    return absl::StrCat("      idx1[", axis, "] = ", k, ";\n      double x;\n",
-                        "      if (persistent) {\n        x = (double)row_cache[", k, "];\n",
-                        "      } else {\n", w.space_code(1, "idx1"), "        x = (double)v",
+    return absl::StrCat("      idx1[", axis, "] = ", k, ";\n      ", acc, " x;\n",
+                        "      if (persistent) {\n        x = (", acc, ")row_cache[", k, "];\n",
+                        "      } else {\n", w.space_code(1, "idx1"), "        x = (", acc, ")v",
                         operand, ";\n      }\n");
   };
-  const bool softmax = op == OpKind::Softmax || op == OpKind::LogSoftmax;
-  // Pass 1: the row's max (softmax) or mean (layer_norm); pass 2: sum of exp or squares.
-  absl::StrAppend(
-      &s, "    double first = ", softmax ? "-1.0 / 0.0" : "0.0", ";\n",
-      "    for (I k = threadIdx.x; k < extent; k += blockDim.x) {\n", x_from_memory("k"),
-      softmax ? "      first = x > first ? x : first;\n" : "      first += x;\n", "    }\n",
-      "    first = block_reduce<double>(first, [](double p, double q) { return ",
-      softmax ? "p > q ? p : q" : "p + q", "; }, ", softmax ? "-1.0 / 0.0" : "0.0", ", shared);\n");
-  if (softmax)
-    absl::StrAppend(&s, "    if (first == 1.0 / 0.0 || first == -1.0 / 0.0) first = 0.0;\n");
-  if (op == OpKind::LayerNorm) absl::StrAppend(&s, "    first /= (double)extent;\n");
-  if (op == OpKind::RmsNorm) absl::StrAppend(&s, "    first = 0.0;\n");
-  absl::StrAppend(
-      &s, "    double second = 0.0;\n    for (I k = threadIdx.x; k < extent; k += blockDim.x) {\n",
-      x_again("k"),
-      softmax ? "      second += exp(x - first);\n"
-              : "      second += (x - first) * (x - first);\n",
-      "    }\n    second = block_reduce<double>(second, [](double p, double q) { return p + q; "
-      "}, 0.0, shared);\n",
-      "    for (I k = threadIdx.x; k < extent; k += blockDim.x) {\n", x_again("k"));
+  if (!rms) {
+    // Pass 2: the sum of exp(x - max) (softmax) or of squared deviations (layer_norm).
+    absl::StrAppend(&s, "    for (I k = threadIdx.x; k < extent; k += blockDim.x) {\n",
+                    x_again("k"));
+    if (softmax) {
+      absl::StrAppend(&s, "      const ", acc, " ex = ", fn("exp"), "(x - first);\n",
+                      cache_exp ? "      if (persistent) row_cache[k] = ex;\n" : "",
+                      "      second += ex;\n");
+    } else {
+      absl::StrAppend(&s, "      second += (x - first) * (x - first);\n");
+    }
+    absl::StrAppend(&s, "    }\n    second = ", block_sum, ";\n");
+  }
+  // The row's constants, once: y = exp(x - max) * scale, x - shift, or
+  // (x - mean) * scale * w (+ b).
   std::string y;
-  if (op == OpKind::Softmax) y = "exp(x - first) / second";
-  if (op == OpKind::LogSoftmax) y = "x - first - log(second)";
-  if (op == OpKind::LayerNorm || op == OpKind::RmsNorm) {
+  if (op == OpKind::Softmax) {
+    absl::StrAppend(&s, "    const ", acc, " scale = ", lit("1.0"), " / second;\n");
+    y = "ex * scale";
+  } else if (op == OpKind::LogSoftmax) {
+    absl::StrAppend(&s, "    const ", acc, " shift = first + ", fn("log"), "(second);\n");
+    y = "x - shift";
+  } else {
+    absl::StrAppend(&s, "    const ", acc, " scale = ", lit("1.0"), " / ", fn("sqrt"),
+                    "(second / (", acc, ")extent + eps);\n");
+    y = absl::StrCat(rms ? "x" : "(x - first)", " * scale * (", acc, ")v", p.anchor_operands[1]);
+    if (op == OpKind::LayerNorm) absl::StrAppend(&y, " + (", acc, ")v", p.anchor_operands[2]);
+  }
+  // Pass 3: the output.
+  absl::StrAppend(&s, "    for (I k = threadIdx.x; k < extent; k += blockDim.x) {\n");
+  if (cache_exp) {
+    absl::StrAppend(&s, "      idx1[", axis, "] = k;\n      ", acc, " ex;\n",
+                    "      if (persistent) {\n        ex = row_cache[k];\n      } else {\n",
+                    w.space_code(1, "idx1"), "        ex = ", fn("exp"), "((", acc, ")v", operand,
+                    " - first);\n      }\n");
+  } else {
+    absl::StrAppend(&s, x_again("k"));
+    if (op == OpKind::Softmax)
+      absl::StrAppend(&s, "      const ", acc, " ex = ", fn("exp"), "(x - first);\n");
+  }
+  if (op == OpKind::LayerNorm || rms) {
     absl::StrAppend(&s, "      I idx2[", w.index_rank(), "] = {0}; idx2[0] = k;\n",
                     w.space_code(2, "idx2"));
     if (op == OpKind::LayerNorm)
       absl::StrAppend(&s, "      I idx3[", w.index_rank(), "] = {0}; idx3[0] = k;\n",
                       w.space_code(3, "idx3"));
-    y = absl::StrCat("(x - first) / sqrt(second / (double)extent + eps) * (double)v",
-                     p.anchor_operands[1]);
-    if (op == OpKind::LayerNorm) absl::StrAppend(&y, " + (double)v", p.anchor_operands[2]);
   }
-  absl::StrAppend(&s, "      const I flat = ", w.flatten(1, "idx1"), ";\n",
-                  w.epilogue(absl::StrCat("(", t, ")(", y, ")"), "flat"), "    }\n  }\n");
+  absl::StrAppend(&s, "      const I flat = row_base + k * row_step;\n",
+                  w.epilogue(absl::StrCat("(", t, ")(", y, ")"), "flat", "idx1"), "    }\n");
+  // Pass 1 of the next row writes cache positions this row's pass 3 reads on other threads.
+  if (e > 1) absl::StrAppend(&s, "    __syncthreads();\n");
+  absl::StrAppend(&s, "  }\n");
   return s;
 }
 
