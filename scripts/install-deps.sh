@@ -14,3 +14,17 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
 fi
+
+# cuobjdump, which tests/machine_code_test.cc disassembles the CUDA kernels with, is not in an
+# NVRTC-only toolkit: it comes from PyPI, with the nvdisasm it runs, into a fixed folder the
+# test looks in (KILN_CUOBJDUMP overrides). --target, because Debian 12 refuses pip installs
+# into the system Python; both wheels at once, because --target does not merge into an
+# existing nvidia/ folder.
+tools="${HOME}/.cache/kiln/tools/cuobjdump"
+if ! compgen -G "${tools}/nvidia/*/bin/cuobjdump" >/dev/null ||
+  ! compgen -G "${tools}/nvidia/*/bin/nvdisasm" >/dev/null; then
+  echo "kiln: installing cuobjdump and nvdisasm into ${tools}"
+  rm -rf "${tools}"
+  python3 -m pip install --quiet --target "${tools}" \
+    'nvidia-cuda-cuobjdump==13.4.92' 'nvidia-cuda-nvdisasm==13.4.92'
+fi

@@ -110,9 +110,10 @@ absl::StatusOr<std::string> nvrtc_version() {
 
 namespace {
 
-// Compiles for sm_<arch> (a cubin) or compute_<arch> (PTX) and returns that output.
+// Compiles for sm_<arch> (a cubin) or compute_<arch> (PTX) and returns that output; with
+// `ptxas_log`, also asks ptxas for its resource report and keeps NVRTC's log there.
 absl::StatusOr<std::string> compile(const std::string& source, const std::string& name, int arch,
-                                    bool ptx) {
+                                    bool ptx, std::string* ptxas_log = nullptr) {
   const Loaded& l = load();
   if (!l.status.ok()) return l.status;
   const Nvrtc& api = l.api;
@@ -126,12 +127,14 @@ absl::StatusOr<std::string> compile(const std::string& source, const std::string
   }
   const std::string arch_option =
       absl::StrCat("--gpu-architecture=", ptx ? "compute_" : "sm_", arch);
-  const char* options[] = {arch_option.c_str(), "--std=c++17", "-default-device"};
-  const nvrtcResult compiled = api.compile(prog, 3, options);
+  // -Xptxas -v only adds the report to the log: the cubin is the one compile_to_cubin gives.
+  const char* options[] = {arch_option.c_str(), "--std=c++17", "-default-device", "-Xptxas", "-v"};
+  const nvrtcResult compiled = api.compile(prog, ptxas_log != nullptr ? 5 : 3, options);
   size_t log_size = 0;
   api.log_size(prog, &log_size);
   std::string log(log_size, '\0');
   if (log_size > 0) api.log(prog, log.data());
+  if (ptxas_log != nullptr) *ptxas_log = log;
   absl::StatusOr<std::string> result;
   if (compiled != 0) {
     result =
@@ -163,6 +166,16 @@ absl::StatusOr<std::string> compile_to_cubin(const std::string& source, const st
 absl::StatusOr<std::string> compile_to_ptx(const std::string& source, const std::string& name,
                                            int arch) {
   return compile(source, name, arch, /*ptx=*/true);
+}
+
+absl::StatusOr<CubinWithPtxasLog> compile_to_cubin_with_ptxas_log(const std::string& source,
+                                                                  const std::string& name,
+                                                                  int arch) {
+  CubinWithPtxasLog result;
+  absl::StatusOr<std::string> cubin = compile(source, name, arch, /*ptx=*/false, &result.log);
+  if (!cubin.ok()) return cubin.status();
+  result.cubin = *std::move(cubin);
+  return result;
 }
 
 }  // namespace kiln::runtime::cuda

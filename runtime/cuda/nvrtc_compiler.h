@@ -24,6 +24,17 @@ absl::StatusOr<std::string> compile_to_cubin(const std::string& source, const st
 absl::StatusOr<std::string> compile_to_ptx(const std::string& source, const std::string& name,
                                            int arch);
 
+// compile_to_cubin with ptxas's report on each kernel (NVRTC's -Xptxas -v): registers, spill
+// stores and loads, shared and local memory. For tests of the machine code, which read it
+// next to the cubin's disassembly.
+struct CubinWithPtxasLog {
+  std::string cubin;
+  std::string log;  // NVRTC's program log: the "ptxas info" lines
+};
+absl::StatusOr<CubinWithPtxasLog> compile_to_cubin_with_ptxas_log(const std::string& source,
+                                                                  const std::string& name,
+                                                                  int arch);
+
 }  // namespace kiln::runtime::cuda
 
 #endif  // KILN_RUNTIME_CUDA_NVRTC_COMPILER_H_
