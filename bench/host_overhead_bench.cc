@@ -6,9 +6,9 @@
 #include <cstdlib>
 
 #include "jit/fusion/launch_plan.h"
-#include "jit/graph/node.h"
 #include "jit/fusion/plan_cache.h"
 #include "jit/fusion/trace.h"
+#include "jit/graph/node.h"
 #include "kiln/kiln.h"
 #include "runtime/cuda/cubin_cache.h"
 #include "runtime/cuda/cuda_renderer.h"

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <string>
 
-#include "jit/graph/node.h"
 #include "jit/fusion/plan_cache.h"
+#include "jit/graph/node.h"
 #include "samples/transformer_block.h"
 
 namespace {

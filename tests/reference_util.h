@@ -4,8 +4,8 @@
 
 #include "jit/graph/node.h"
 #include "jit/graph/record.h"
-#include "kiln/kiln.h"
 #include "jit/graph/reference_graph.h"
+#include "kiln/kiln.h"
 
 namespace kiln::testing {
 

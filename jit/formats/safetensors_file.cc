@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "jit/formats/trace_format.h"
 #include "jit/graph/node.h"
 #include "jit/graph/record.h"
-#include "jit/formats/trace_format.h"
 #include "kiln/error.h"
 #include "kiln/io.h"
 #include "ops/value_type.h"

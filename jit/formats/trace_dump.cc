@@ -5,9 +5,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "jit/graph/pending_graph.h"
 #include "jit/formats/trace_export.h"
 #include "jit/formats/trace_format.h"
+#include "jit/graph/pending_graph.h"
 #include "kiln/error.h"
 
 namespace kiln::jit {

@@ -1,8 +1,8 @@
 // kiln::explain_plan and save_trace_folder: looking at a pending computation without running it.
 #include "absl/strings/str_cat.h"
+#include "jit/formats/sync_dump.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/plan_cache.h"
-#include "jit/formats/sync_dump.h"
 #include "jit/fusion/trace.h"
 #include "kiln/debug.h"
 #include "kiln/error.h"

@@ -8,15 +8,15 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "jit/fusion/launch_plan.h"
+#include "jit/fusion/trace.h"
 #include "jit/graph/node.h"
 #include "jit/graph/record.h"
-#include "runtime/stats_counters.h"
 #include "jit/graph/sync.h"
-#include "jit/fusion/trace.h"
 #include "kiln/compile.h"
 #include "kiln/error.h"
 #include "ops/value_type.h"
 #include "runtime/backend.h"
+#include "runtime/stats_counters.h"
 
 namespace kiln {
 namespace {

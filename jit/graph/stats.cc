@@ -1,5 +1,5 @@
-#include "runtime/stats_counters.h"
 #include "kiln/debug.h"
+#include "runtime/stats_counters.h"
 
 namespace kiln {
 Stats stats() {

@@ -1,7 +1,7 @@
 #include "runtime/cuda/parallel_compile.h"
 
-#include "runtime/thread_pool.h"
 #include "runtime/cuda/nvrtc_compiler.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cuda {
 
