@@ -125,6 +125,24 @@ TEST(Topk, NanIsLargestAndEqualValuesGoByPosition) {
   EXPECT_EQ(topk(i, 3).values.to_vector<int32_t>(), (std::vector<int32_t>{7, 3, 3}));
 }
 
+// k = 0 selects nothing, along any axis and in every register class: empty results of the
+// right shape, and nothing written (an empty output may have no storage; fuzz_ops found the
+// kernel offsetting its null pointer for an axis other than the last).
+TEST(Topk, ZeroKGivesEmptyResultsAlongAnyAxis) {
+  for (DType dt : {DType::F32, DType::F64, DType::I32}) {
+    Tensor x = Tensor::from_vector(std::vector<float>(24, 1.0f), {3, 4, 2}).astype(dt);
+    for (int axis : {0, 1, 2}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " axis " << axis);
+      TopK none = topk(x, 0, axis);
+      std::vector<int64_t> want = {3, 4, 2};
+      want[axis] = 0;
+      EXPECT_EQ(none.indices.shape(), want);
+      EXPECT_EQ(none.values.shape(), want);
+      EXPECT_TRUE(none.indices.to_vector<int64_t>().empty());
+    }
+  }
+}
+
 // Greedy and top-k sampling's shapes: logits from a matmul, the top 5 of each row, their
 // softmax. The selection is one kernel; its values gather from the stored logits.
 TEST(Topk, SelectsFromComputedLogitsInFewKernels) {

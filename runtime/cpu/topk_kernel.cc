@@ -21,6 +21,7 @@ void topk_rows(const jit::KernelProgram& program, const jit::KernelLaunch& launc
   const jit::RowShape rows = jit::row_norm_shape(program, launch);
   const int64_t k = launch.spaces[0][program.anchor_attrs.axis];
   const bool largest = program.anchor_attrs.largest;
+  if (k == 0) return;  // nothing to select (the result may have no storage at all)
   for_each_row<X>(program, launch, inputs, params, [&](const X* x, int64_t stride, int64_t r) {
     thread_local std::vector<int64_t> order;
     order.resize(rows.extent);
