@@ -16,6 +16,12 @@ namespace kiln::runtime::cuda {
 // Pointwise programs (no anchor): vectorized 16-byte loads and stores where the layout
 // allows, one thread per element otherwise.
 std::string render_pointwise(const KernelWriter& w);
+// The widest element, in bytes, that space `space` of `p` loads, for the families' 16-byte
+// paths: -1 when the space rules a vector path out (an index leaf or a gather needs every
+// element's own multi-index, or a load goes through a general strided view: a transpose or
+// slice, rarely vectorizable, whose vector path would only add code and compile time); 0
+// when the space loads nothing.
+int widest_vector_load(const jit::KernelProgram& p, int space);
 // The elements each thread of a pointwise kernel takes per step: E for the 16-byte path
 // (when the launch allows it), 1 when the program has none. The grid is sized in these.
 int pointwise_vector_width(const jit::KernelProgram& p);
@@ -41,6 +47,12 @@ std::string render_topk(const KernelWriter& w);
 // whole row).
 std::string open_row_loop(const KernelWriter& w);
 std::string declare_row_cache(const std::string& cached);
+// The run-time test that space 1's loads can be read as E-element vectors along `axis` (of
+// a rank-`rank` space 1): every input pointer 16-byte aligned, and each load's view steps by
+// 1 along the axis with an offset and other strides that are multiples of E. Terms are joined
+// by `joiner` (the caller's line break and indent).
+std::string vector_rows_condition(const jit::KernelProgram& p, int axis, int rank, int e,
+                                  const std::string& joiner);
 
 // Matmuls: tiled through shared memory (tensor cores or f32), or a thread per output.
 std::string render_matmul(const KernelWriter& w);

@@ -13,21 +13,12 @@ using jit::Instr;
 using jit::InstrKind;
 using jit::KernelProgram;
 
-// Elements per thread of the 16-byte path: E = 16 / the widest element loaded or stored.
-// 0 (no vector path) when an index leaf or a gather needs every element's own multi-index,
-// or a load goes through a general strided view (a transpose or slice, rarely vectorizable:
-// its vector path would only double the kernel's size and compile time).
+// Elements per thread of the 16-byte path: E = 16 / the widest element loaded or stored, 0
+// where widest_vector_load rules the path out. A pointwise program has one space, space 0.
 int vector_width(const KernelProgram& p) {
-  int widest = 1;
-  for (const Instr& in : p.instrs) {
-    if (in.kind == InstrKind::kIndexLeaf || in.kind == InstrKind::kGather) return 0;
-    if (in.kind == InstrKind::kLoad &&
-        p.view_patterns[in.view].access == jit::ViewAccess::kStrided) {
-      return 0;
-    }
-    if (in.kind == InstrKind::kLoad)
-      widest = std::max(widest, dtype_size(p.input_dtypes[in.input]));
-  }
+  const int loaded = widest_vector_load(p, 0);
+  if (loaded < 0) return 0;
+  int widest = std::max(loaded, 1);
   for (DType dt : p.output_dtypes) widest = std::max(widest, dtype_size(dt));
   return 16 / widest;
 }
@@ -126,6 +117,18 @@ std::string vector_pointwise(const KernelWriter& w, int e) {
 }
 
 }  // namespace
+
+int widest_vector_load(const KernelProgram& p, int space) {
+  int widest = 0;
+  for (const Instr& in : p.instrs) {
+    if (in.space != space) continue;
+    if (in.kind == InstrKind::kIndexLeaf || in.kind == InstrKind::kGather) return -1;
+    if (in.kind != InstrKind::kLoad) continue;
+    if (p.view_patterns[in.view].access == jit::ViewAccess::kStrided) return -1;
+    widest = std::max(widest, dtype_size(p.input_dtypes[in.input]));
+  }
+  return widest;
+}
 
 int pointwise_vector_width(const KernelProgram& p) {
   // A rank-0 output is one element: nothing to vectorize.

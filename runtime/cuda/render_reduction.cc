@@ -20,18 +20,10 @@ using jit::InstrKind;
 
 // Elements per lane of an inner reduction's 16-byte loads: 16 / the widest element loaded,
 // when only the last axis is reduced (a lane's E elements are then consecutive in one row)
-// and no value needs its own multi-index (index leaves, gathers) or a general strided view.
-// 0 for none.
+// and widest_vector_load allows a vector path. 0 for none.
 int inner_vector_width(const KernelProgram& p, const std::vector<int>& reduced, int rank) {
   if (reduced.size() != 1 || reduced[0] != rank - 1) return 0;
-  int widest = 0;
-  for (const Instr& in : p.instrs) {
-    if (in.space != 1) continue;
-    if (in.kind == InstrKind::kIndexLeaf || in.kind == InstrKind::kGather) return 0;
-    if (in.kind != InstrKind::kLoad) continue;
-    if (p.view_patterns[in.view].access == jit::ViewAccess::kStrided) return 0;
-    widest = std::max(widest, dtype_size(p.input_dtypes[in.input]));
-  }
+  const int widest = widest_vector_load(p, 1);
   return widest > 0 ? 16 / widest : 0;
 }
 
@@ -200,23 +192,12 @@ std::string render_reduction(const KernelWriter& w) {
   if (e > 1) {
     // Every load's rows contiguous along the reduced axis and 16-byte aligned.
     const int last = w.rank(1) - 1;
-    std::vector<std::string> pointers, conditions;
-    for (const Instr& in : p.instrs) {
-      if (in.space != 1 || in.kind != InstrKind::kLoad) continue;
-      pointers.push_back(absl::StrCat("(u64)a.in[", in.input, "]"));
-      std::string c = absl::StrCat("a.stride[", in.view, "][", last, "] == 1 && a.offset[", in.view,
-                                   "] % ", e, " == 0");
-      for (int d = 0; d < last; ++d)
-        absl::StrAppend(&c, " && a.stride[", in.view, "][", d, "] % ", e, " == 0");
-      conditions.push_back(c);
-    }
-    conditions.insert(conditions.begin(),
-                      absl::StrCat("((", absl::StrJoin(pointers, " | "), ") & 15) == 0"));
-    absl::StrAppend(
-        &s, "      const bool vectorizable = ", absl::StrJoin(conditions, " &&\n          "),
-        ";\n      const I vector_end = vectorizable ? begin + (end - begin) / ", e, " * ", e,
-        " : begin;\n", "      for (I r = begin + team_lane * ", e,
-        "; r < vector_end; r += team_threads * ", e, ") {\n        idx1[", last, "] = r;\n");
+    absl::StrAppend(&s, "      const bool vectorizable = ",
+                    vector_rows_condition(p, last, w.rank(1), e, " &&\n          "),
+                    ";\n      const I vector_end = vectorizable ? begin + (end - begin) / ", e,
+                    " * ", e, " : begin;\n", "      for (I r = begin + team_lane * ", e,
+                    "; r < vector_end; r += team_threads * ", e, ") {\n        idx1[", last,
+                    "] = r;\n");
     for (size_t k = 0; k < p.instrs.size(); ++k) {
       const Instr& in = p.instrs[k];
       if (in.space != 1 || in.kind != InstrKind::kLoad) continue;

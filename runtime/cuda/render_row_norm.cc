@@ -34,6 +34,24 @@ std::string open_row_loop(const KernelWriter& w) {
 
 // Inside the row loop: the block's dynamic shared memory as a cache of the row's values of
 // C type `cached`, and whether the launch gave enough of it for the whole row.
+std::string vector_rows_condition(const KernelProgram& p, int axis, int rank, int e,
+                                  const std::string& joiner) {
+  std::vector<std::string> pointers, conditions;
+  for (const jit::Instr& in : p.instrs) {
+    if (in.space != 1 || in.kind != jit::InstrKind::kLoad) continue;
+    pointers.push_back(absl::StrCat("(u64)a.in[", in.input, "]"));
+    std::string c = absl::StrCat("a.stride[", in.view, "][", axis, "] == 1 && a.offset[", in.view,
+                                 "] % ", e, " == 0");
+    for (int d = 0; d < rank; ++d) {
+      if (d != axis) absl::StrAppend(&c, " && a.stride[", in.view, "][", d, "] % ", e, " == 0");
+    }
+    conditions.push_back(c);
+  }
+  conditions.insert(conditions.begin(),
+                    absl::StrCat("((", absl::StrJoin(pointers, " | "), ") & 15) == 0"));
+  return absl::StrJoin(conditions, joiner);
+}
+
 std::string declare_row_cache(const std::string& cached) {
   return absl::StrCat("    ", cached, "* const row_cache = dynamic_shared<", cached, ">();\n",
                       "    const bool persistent = (u64)dynamic_shared_bytes() >= (u64)extent * "
@@ -46,19 +64,10 @@ namespace {
 using jit::Instr;
 using jit::InstrKind;
 
-// Elements per thread of pass 1's 16-byte loads: 16 / the widest element space 1 loads. 0
-// (scalar only) when space 1 computes an element from its own multi-index (index leaves,
-// gathers), loads through a general strided view (a transposed row, rarely contiguous: the
-// vector loop would only add code), or loads nothing.
+// Elements per thread of pass 1's 16-byte loads: 16 / the widest element space 1 loads; 0
+// (scalar only) where widest_vector_load rules it out or space 1 loads nothing.
 int row_vector_width(const KernelProgram& p) {
-  int widest = 0;
-  for (const Instr& in : p.instrs) {
-    if (in.space != 1) continue;
-    if (in.kind == InstrKind::kIndexLeaf || in.kind == InstrKind::kGather) return 0;
-    if (in.kind != InstrKind::kLoad) continue;
-    if (p.view_patterns[in.view].access == jit::ViewAccess::kStrided) return 0;
-    widest = std::max(widest, dtype_size(p.input_dtypes[in.input]));
-  }
+  const int widest = widest_vector_load(p, 1);
   return widest > 0 ? 16 / widest : 0;
 }
 
@@ -97,21 +106,8 @@ std::string render_row_norm(const KernelWriter& w) {
       ";\n  (void)eps;\n");
   if (e > 1) {
     // Every load's row starts 16-byte aligned and steps by 1 along the axis.
-    std::vector<std::string> pointers, conditions;
-    for (const Instr& in : p.instrs) {
-      if (in.space != 1 || in.kind != InstrKind::kLoad) continue;
-      pointers.push_back(absl::StrCat("(u64)a.in[", in.input, "]"));
-      std::string c = absl::StrCat("a.stride[", in.view, "][", axis, "] == 1 && a.offset[", in.view,
-                                   "] % ", e, " == 0");
-      for (int d = 0; d < rank; ++d) {
-        if (d != axis) absl::StrAppend(&c, " && a.stride[", in.view, "][", d, "] % ", e, " == 0");
-      }
-      conditions.push_back(c);
-    }
-    conditions.insert(conditions.begin(),
-                      absl::StrCat("((", absl::StrJoin(pointers, " | "), ") & 15) == 0"));
-    absl::StrAppend(&s, "  const bool vectorizable = ", absl::StrJoin(conditions, " &&\n      "),
-                    ";\n");
+    absl::StrAppend(&s, "  const bool vectorizable = ",
+                    vector_rows_condition(p, axis, rank, e, " &&\n      "), ";\n");
   }
   absl::StrAppend(&s, open_row_loop(w), declare_row_cache(cached));
   // The flat index of the row's element k in space 0 (whose shape is space 1's).
