@@ -128,9 +128,9 @@ void reduce(const KernelProgram& program, const KernelLaunch& launch,
   const bool arg = program.anchor == jit::AnchorKind::kArgReduce;
   // Output position of each input element (reduced dims stride 0), and, for arg-reductions,
   // its index along the axis.
+  const jit::ReductionAxes dims = jit::reduction_axes(program, static_cast<int>(space.size()));
   jit::ViewParams to_out, along_axis;
   {
-    const jit::ReductionAxes dims = jit::reduction_axes(program, static_cast<int>(space.size()));
     Shape kept;
     for (int d : dims.kept) kept.push_back(space[d]);
     std::vector<int64_t> ks = ops::contiguous_strides(kept);
@@ -165,7 +165,6 @@ void reduce(const KernelProgram& program, const KernelLaunch& launch,
       return;
     }
     if (!arg && is_sum) {
-      const jit::ReductionAxes dims = jit::reduction_axes(program, static_cast<int>(space.size()));
       if (const std::optional<ColumnBlock> block = column_block(dims, space)) {
         sum_column_block(program, launch, inputs, params, *block, op == OpKind::Mean, result);
         return;
