@@ -49,6 +49,11 @@ class Backend {
   // Waits until all work queued on the device has finished (a no-op where run() is
   // synchronous, as on the CPU).
   virtual void synchronize() {}
+
+  // Lines the plan dump adds on how this device runs `plan` where it chooses between ways
+  // (the CUDA backend: cuBLASLt or the generated kernel for each matmul, and why); empty
+  // when it has no choice to report.
+  virtual std::string describe_plan(const jit::LaunchPlan& /*plan*/) { return {}; }
 };
 
 // A device's kernel language, usable without the device (no GPU, driver or compiler needed
@@ -92,6 +97,10 @@ absl::Status device_usable(Device d);
 
 // The backend that executes on device `d`; throws kiln::Error if it is not usable.
 Backend& backend_for(Device d);
+
+// Backend::describe_plan of device `d`'s backend, or nothing when `d` cannot run here. The
+// planner appends it to the plan dump of a plan built for `d`.
+std::string describe_plan_on(Device d, const jit::LaunchPlan& plan);
 
 // Waits for every device that has a backend (Kiln has used it); a no-op when none has.
 void synchronize_all_devices();

@@ -132,6 +132,11 @@ absl::Status device_usable(Device d) { return registry().usable(d); }
 
 Backend& backend_for(Device d) { return registry().backend(d); }
 
+std::string describe_plan_on(Device d, const jit::LaunchPlan& plan) {
+  if (!device_usable(d).ok()) return {};
+  return backend_for(d).describe_plan(plan);
+}
+
 void synchronize_all_devices() {
   for (Backend* b : registry().made()) b->synchronize();
 }

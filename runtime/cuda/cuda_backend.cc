@@ -11,7 +11,9 @@
 #include <deque>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +22,7 @@
 #include "ops/custom_functions.h"
 #include "runtime/atomic_file.h"
 #include "runtime/cuda/cubin_cache.h"
+#include "runtime/cuda/cublaslt_matmul.h"
 #include "runtime/cuda/cuda_renderer.h"
 #include "runtime/cuda/device_allocator.h"
 #include "runtime/cuda/driver.h"
@@ -110,6 +113,11 @@ class CudaDevice {
           }
         },
         size_t{4} << 30);
+    cublaslt_ = std::make_unique<CublasLtMatmuls>(name_, [this](int64_t bytes) {
+      std::shared_ptr<Buffer> workspace = allocate(bytes);
+      runtime::counters().bytes_allocated -= bytes;  // cuBLASLt's scratch, not a result
+      return workspace;
+    });
   }
 
   // Device `index` of the process's driver (driver_api()), made on first use.
@@ -140,7 +148,9 @@ class CudaDevice {
   // The entry point of every kernel of `plan`, in order. Kernels not loaded yet are
   // rendered, then compiled together on all cores (memory and disk caches first), then
   // loaded; on a plan hit this is one lookup per kernel, with nothing rendered or compiled.
-  std::vector<Function> prepare(const jit::LaunchPlan& plan) {
+  // A kernel marked in `skip` (cuBLASLt runs it) is neither compiled nor looked up: its
+  // Function stays null.
+  std::vector<Function> prepare(const jit::LaunchPlan& plan, const std::vector<bool>& skip = {}) {
     std::lock_guard<std::mutex> lock(modules_mutex_);
     std::vector<ModuleKey> keys;
     std::vector<std::shared_ptr<const jit::KernelProgram>> missing_programs;
@@ -148,9 +158,10 @@ class CudaDevice {
     std::vector<KernelSource> sources;
     for (size_t k = 0; k < plan.kernels.size(); ++k) {
       const std::shared_ptr<const jit::KernelProgram>& program = plan.kernels[k].program;
-      const ModuleKey key{program.get(), needs_wide_index(plan, k)};
+      const ModuleKey key{k < skip.size() && skip[k] ? nullptr : program.get(),
+                          needs_wide_index(plan, k)};
       keys.push_back(key);
-      if (loaded_.contains(key) ||
+      if (key.first == nullptr || loaded_.contains(key) ||
           std::find(missing.begin(), missing.end(), key) != missing.end()) {
         continue;
       }
@@ -171,9 +182,21 @@ class CudaDevice {
     }
     std::vector<Function> functions;
     functions.reserve(keys.size());
-    for (const ModuleKey& key : keys) functions.push_back(loaded_.at(key).function);
+    for (const ModuleKey& key : keys) {
+      functions.push_back(key.first == nullptr ? Function{} : loaded_.at(key).function);
+    }
     return functions;
   }
+
+  // The entry point of kernel `k` alone, for a matmul planned on cuBLASLt that falls back.
+  Function prepare_kernel(const jit::LaunchPlan& plan, size_t k) {
+    std::vector<bool> skip(plan.kernels.size(), true);
+    skip[k] = false;
+    return prepare(plan, skip)[k];
+  }
+
+  // cuBLASLt on this GPU (cublaslt_matmul.h): it loads the library on first need.
+  CublasLtMatmuls& cublaslt() { return *cublaslt_; }
 
   // `args`: a pointer to each kernel argument's bytes.
   void launch(CUfunction f, const int64_t grid[3], const int block[3], int shared_bytes,
@@ -349,12 +372,15 @@ class CudaDevice {
   CUcontext context_ = nullptr;
   CUstream stream_ = nullptr;
   std::unique_ptr<DeviceAllocator> allocator_;
+  std::unique_ptr<CublasLtMatmuls> cublaslt_;
   std::mutex modules_mutex_;
   std::recursive_mutex stream_mutex_;
   absl::flat_hash_map<ModuleKey, Loaded> loaded_;  // kept for the process
 };
 
 class CudaBackend final : public Backend {
+  struct PlanMatmuls;  // below
+
  public:
   explicit CudaBackend(int index) : index_(index), device_(CudaDevice::get(index)) {}
 
@@ -362,6 +388,22 @@ class CudaBackend final : public Backend {
     std::lock_guard<std::recursive_mutex> lock(device_.stream_mutex());
     device_.make_current();
     device_.synchronize();
+  }
+
+  // For each matmul kernel, "cublaslt (...)" or "generated kernel (why)": what run() does
+  // with buffers as the allocator gives them.
+  std::string describe_plan(const jit::LaunchPlan& plan) override {
+    std::lock_guard<std::recursive_mutex> lock(device_.stream_mutex());
+    device_.make_current();
+    std::string lines;
+    for (size_t k = 0; k < plan.kernels.size(); ++k) {
+      const jit::PlannedKernel& pk = plan.kernels[k];
+      if (pk.program->anchor != jit::AnchorKind::kMatmul) continue;
+      absl::StrAppend(&lines, "  kernel ", k, " (", pk.program->name,
+                      "): ", device_.cublaslt().choose(*pk.program, pk.launch).describe(), "\n");
+    }
+    if (lines.empty()) return lines;
+    return absl::StrCat(device_.name(), " matmuls:\n", lines);
   }
 
   std::vector<std::shared_ptr<Buffer>> run(const jit::LaunchPlan& plan,
@@ -372,18 +414,21 @@ class CudaBackend final : public Backend {
   }
 
   // run() once `inputs` (per plan input slot) are on this device, holding the stream mutex.
+  // `matmuls`: the plan's (matmuls_of), when the caller has looked them up.
   std::vector<std::shared_ptr<Buffer>> run_placed(
       const jit::LaunchPlan& plan, const jit::PlanArguments& args,
-      const std::vector<std::shared_ptr<Buffer>>& inputs) {
+      const std::vector<std::shared_ptr<Buffer>>& inputs, const PlanMatmuls* matmuls = nullptr) {
     device_.make_current();
-    const std::vector<CudaDevice::Function> functions = device_.prepare(plan);
+    if (matmuls == nullptr) matmuls = &matmuls_of(plan);
+    std::vector<CudaDevice::Function> functions = device_.prepare(plan, matmuls->on_cublaslt);
     Buffers buffers;
     for (size_t slot = 0; slot < plan.input_nodes.size(); ++slot) {
       buffers[plan.input_nodes[slot]] = inputs[slot];
     }
     const bool gathers = plan_gathers(plan);
     if (gathers) reset_index_error();
-    launch_kernels(plan, functions, args.params, args.donated, buffers, /*capture=*/nullptr);
+    launch_kernels(plan, *matmuls, functions, args.params, args.donated, buffers,
+                   /*capture=*/nullptr);
     if (gathers) check_index_error();
     std::vector<std::shared_ptr<Buffer>> results;
     for (int o : plan.outputs) results.push_back(buffers.at(o));
@@ -405,9 +450,10 @@ class CudaBackend final : public Backend {
     const std::vector<std::shared_ptr<Buffer>> inputs = place_inputs(*plan, args);
     std::lock_guard<std::recursive_mutex> lock(device_.stream_mutex());
     device_.make_current();
-    const std::vector<CudaDevice::Function> functions = device_.prepare(*plan);
+    const PlanMatmuls& matmuls = matmuls_of(*plan);
+    std::vector<CudaDevice::Function> functions = device_.prepare(*plan, matmuls.on_cublaslt);
     Graph& g = graph_for(plan);
-    if (g.broken) return run_placed(*plan, args, inputs);
+    if (g.broken) return run_placed(*plan, args, inputs, &matmuls);
     bool capture = g.exec == nullptr;
     for (size_t slot = 0; slot < plan->input_nodes.size(); ++slot) {
       const std::shared_ptr<Buffer>& given = inputs[slot];
@@ -425,13 +471,13 @@ class CudaBackend final : public Backend {
     }
     if (!g.ran_uncaptured) {
       g.ran_uncaptured = true;
-      return run_placed(*plan, args, inputs);
+      return run_placed(*plan, args, inputs, &matmuls);
     }
     const bool gathers = plan_gathers(*plan);
     if (gathers) reset_index_error();  // before the graph in stream order, never inside it
     try {
       if (capture) {
-        capture_graph(*plan, functions, args.params, g);
+        capture_graph(*plan, matmuls, functions, args.params, g);
       } else {
         update_scalars(args.params, g);
       }
@@ -443,7 +489,7 @@ class CudaBackend final : public Backend {
                    e.what());
       g.broken = true;
     }
-    if (g.broken) return run_placed(*plan, args, inputs);
+    if (g.broken) return run_placed(*plan, args, inputs, &matmuls);
     throw_if_failed(device_.api().graph_launch(g.exec, device_.stream()), "cuGraphLaunch",
                     device_.name());
     runtime::counters().kernels_launched += g.launches;
@@ -476,6 +522,37 @@ class CudaBackend final : public Backend {
     std::vector<int> plan_params;  // per p[] slot, the plan's scalar
     std::string kernel;            // the program's name, for errors
   };
+
+  // How a plan's matmul kernels run (matmuls_of): decided once, when the plan first runs.
+  struct PlanMatmuls {
+    uint64_t generation = 0;  // of the cuBLASLt library it was decided with
+    // What the decision read: each kernel's program (kept, so no other program takes its
+    // address) and each matmul kernel's launch. A freed plan's entry, found at the address
+    // of a new plan, differs in one of them.
+    std::vector<std::shared_ptr<const jit::KernelProgram>> programs;
+    std::vector<std::pair<size_t, jit::KernelLaunch>> launches;
+    std::vector<bool> on_cublaslt;                   // per kernel: cuBLASLt runs it
+    std::vector<std::optional<CublasLtGemm>> gemms;  // per kernel: its call, where it does
+
+    bool describes(const jit::LaunchPlan& plan) const {
+      if (programs.size() != plan.kernels.size()) return false;
+      for (size_t k = 0; k < programs.size(); ++k) {
+        if (programs[k] != plan.kernels[k].program) return false;
+      }
+      for (const auto& [k, launch] : launches) {
+        const jit::KernelLaunch& l = plan.kernels[k].launch;
+        if (l.spaces != launch.spaces || l.views.size() != launch.views.size()) return false;
+        for (size_t v = 0; v < l.views.size(); ++v) {
+          if (l.views[v].strides != launch.views[v].strides ||
+              l.views[v].offset != launch.views[v].offset) {
+            return false;
+          }
+        }
+      }
+      return true;
+    }
+  };
+  static constexpr size_t kMaxPlanMatmuls = 256;
 
   // A plan captured as a graph (see replay).
   struct Graph {
@@ -583,8 +660,8 @@ class CudaBackend final : public Backend {
   }
 
   // Records the plan's launches over the graph's slots into a new executable graph.
-  void capture_graph(const jit::LaunchPlan& plan,
-                     const std::vector<CudaDevice::Function>& functions,
+  void capture_graph(const jit::LaunchPlan& plan, const PlanMatmuls& matmuls,
+                     std::vector<CudaDevice::Function>& functions,
                      const std::vector<double>& params, Graph& g) {
     destroy(g);
     g.owned.clear();
@@ -597,7 +674,7 @@ class CudaBackend final : public Backend {
     const int64_t launched_before = runtime::counters().kernels_launched;
     CUgraph graph = nullptr;
     try {
-      launch_kernels(plan, functions, params, /*donated=*/{}, buffers, &g);
+      launch_kernels(plan, matmuls, functions, params, /*donated=*/{}, buffers, &g);
     } catch (...) {
       // The launch's error is the one to raise; these only clean up after it.
       report_if_failed(device_.end_capture(&graph), "cuStreamEndCapture", device_.name());
@@ -659,9 +736,10 @@ class CudaBackend final : public Backend {
   // last reader (stream order makes reuse safe). While `capture` is captured, it keeps every
   // buffer written (its replays write them again) and each launch that reads a scalar.
   // An update_slice's output starts as its x: x's own buffer where `donated` allows
-  // (jit::donated_slot), else a copy.
-  void launch_kernels(const jit::LaunchPlan& plan,
-                      const std::vector<CudaDevice::Function>& functions,
+  // (jit::donated_slot), else a copy. A matmul planned on cuBLASLt (its Function null) runs
+  // as one cuBLASLt call (`matmuls`' gemm), or else its kernel is compiled now and launched.
+  void launch_kernels(const jit::LaunchPlan& plan, const PlanMatmuls& matmuls,
+                      std::vector<CudaDevice::Function>& functions,
                       const std::vector<double>& plan_params, const std::vector<bool>& donated,
                       Buffers& buffers, Graph* capture) {
     auto allocate = [&](int64_t bytes) {
@@ -684,6 +762,13 @@ class CudaBackend final : public Backend {
           copy_on_device(*buffers[n], *buffers.at(l.inputs[0]));
         }
         outs.push_back(buffers[n]->device_pointer());
+      }
+      if (functions[k].handle == nullptr) {  // planned on cuBLASLt
+        if (launch_cublaslt(pk, *matmuls.gemms[k], ins, outs)) {
+          for (int n : plan.release_after[k]) buffers.erase(n);
+          continue;
+        }
+        functions[k] = device_.prepare_kernel(plan, k);
       }
       if (pk.program->anchor == jit::AnchorKind::kCustomKernel) {
         launch_custom(functions[k].handle, pk.program.get(), l, ins, outs[0]);
@@ -725,6 +810,50 @@ class CudaBackend final : public Backend {
     }
   }
 
+  // Which kernels of `plan` cuBLASLt runs, as the plan dump says (describe_plan): those are
+  // not compiled. Decided once per plan (and cuBLASLt library): a later run of the plan costs
+  // one lookup and a check that the entry is this plan's, not a freed plan's at the same
+  // address. The device's context must be current; the stream mutex guards the map.
+  const PlanMatmuls& matmuls_of(const jit::LaunchPlan& plan) {
+    const uint64_t generation = cublaslt_api_generation();
+    std::unique_ptr<PlanMatmuls>& m = plan_matmuls_[&plan];
+    if (m != nullptr && m->generation == generation && m->describes(plan)) return *m;
+    if (m == nullptr && plan_matmuls_.size() > kMaxPlanMatmuls) {
+      // Plans nobody holds cannot be told from live ones here: forget them all; each live
+      // plan decides again (cheaply: cuBLASLt keeps its problems) on its next run.
+      plan_matmuls_.clear();
+      return matmuls_of(plan);
+    }
+    m = std::make_unique<PlanMatmuls>();
+    m->generation = generation;
+    m->on_cublaslt.assign(plan.kernels.size(), false);
+    m->gemms.resize(plan.kernels.size());
+    for (size_t k = 0; k < plan.kernels.size(); ++k) {
+      const jit::PlannedKernel& pk = plan.kernels[k];
+      m->programs.push_back(pk.program);
+      if (pk.program->anchor != jit::AnchorKind::kMatmul) continue;
+      m->launches.emplace_back(k, pk.launch);
+      MatmulChoice c = device_.cublaslt().choose(*pk.program, pk.launch);
+      m->on_cublaslt[k] = c.cublaslt();
+      m->gemms[k] = std::move(c.gemm);
+    }
+    return *m;
+  }
+
+  // Runs matmul kernel `pk` as `gemm` (its plan's, matmuls_of) through cuBLASLt over these
+  // buffers; false when cuBLASLt has no algorithm for their alignment, takes no bias at
+  // their offset, or its call failed (said once, cublaslt_matmul.h): the caller then launches
+  // the generated kernel.
+  bool launch_cublaslt(const jit::PlannedKernel& pk, const CublasLtGemm& gemm,
+                       const std::vector<uint64_t>& ins, const std::vector<uint64_t>& outs) {
+    if (!device_.cublaslt().run(gemm, KernelPointers{ins, outs}, device_.stream()).ok()) {
+      return false;
+    }
+    runtime::counters().kernels_launched += 1;
+    device_.checked(absl::StrCat("cuBLASLt matmul ", pk.program->name));
+    return true;
+  }
+
   void launch_custom(CUfunction f, const jit::KernelProgram* program, const jit::KernelLaunch& l,
                      const std::vector<uint64_t>& ins, uint64_t out) {
     CustomKernelCall call = prepare_custom_kernel_call(*program, l, ins, out);
@@ -737,6 +866,8 @@ class CudaBackend final : public Backend {
   CudaDevice& device_;
   std::shared_ptr<Buffer> index_error_;  // the device's IndexErrorWord, once a plan gathers
   absl::flat_hash_map<const jit::LaunchPlan*, Graph> graphs_;  // guarded by the stream mutex
+  // Per plan, what matmuls_of decided; guarded by the stream mutex.
+  absl::flat_hash_map<const jit::LaunchPlan*, std::unique_ptr<PlanMatmuls>> plan_matmuls_;
 };
 
 // CUDA C++ for dumps and explain_plan; needs no GPU. Custom source is checked by NVRTC for

@@ -82,6 +82,55 @@ __device__ __forceinline__ void mma_f16_16816(float c[4], const unsigned a[4], c
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 #endif
+// Feeding the tensor cores (sm_80 and later), at shared-memory byte addresses
+// (shared_address). cp_async_16 copies 16 bytes from global to shared memory without a
+// register round trip, reading the first `src_bytes` (0 to 16) and zero-filling the rest, so
+// tile edges need no second path; copies are waited for in groups (cp_async_commit closes
+// the thread's current group, cp_async_wait<N> waits until at most N of its groups are in
+// flight). ldmatrix_x4 loads four 8x8 b16 matrices for the warp: lane 8i + r gives the
+// address of row r of matrix i (16 bytes), and each lane receives register i = row lane/4,
+// columns 2(lane%4) and +1 of matrix i (the mma fragment layout); _trans gives column
+// lane/4, rows 2(lane%4) and +1 instead. Every lane of the warp must take part. Constant<N>
+// is a type carrying N (a generic lambda's compile-time argument).
+template <int N> struct Constant { static constexpr int value = N; };
+#ifdef KILN_CUDA_HOST_EMULATION
+typedef unsigned long long SharedAddress;  // the host address itself
+__device__ __forceinline__ SharedAddress shared_address(const void* p) { return (SharedAddress)p; }
+__device__ __forceinline__ void cp_async_16(SharedAddress dst, const void* src, int src_bytes) { kiln_emulation::cp_async_16((void*)dst, src, src_bytes); }
+__device__ __forceinline__ void cp_async_commit() { kiln_emulation::cp_async_commit(); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { kiln_emulation::cp_async_wait(N); }
+__device__ __forceinline__ void ldmatrix_x4(unsigned r[4], SharedAddress row) { kiln_emulation::ldmatrix(r, 4, false, (const void*)row); }
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned r[4], SharedAddress row) { kiln_emulation::ldmatrix(r, 4, true, (const void*)row); }
+#else
+// A byte address in the shared window, as ldmatrix and cp.async take it: 32-bit arithmetic
+// with the offsets folded into the instructions, where generic pointers cost 64-bit math.
+typedef unsigned SharedAddress;
+__device__ __forceinline__ SharedAddress shared_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+#if __CUDA_ARCH__ >= 800
+__device__ __forceinline__ void cp_async_16(SharedAddress dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
+#else  // before Ampere: a synchronous copy with the same zero fill
+__device__ __forceinline__ void cp_async_16(SharedAddress dst, const void* src, int src_bytes) {
+  for (int i = 0; i < 16; ++i) {
+    const unsigned char v = i < src_bytes ? ((const unsigned char*)src)[i] : 0;
+    asm volatile("st.shared.u8 [%0], %1;" :: "r"(dst + i), "h"((unsigned short)v) : "memory");
+  }
+}
+__device__ __forceinline__ void cp_async_commit() {}
+template <int N> __device__ __forceinline__ void cp_async_wait() {}
+#endif
+__device__ __forceinline__ void ldmatrix_x4(unsigned r[4], SharedAddress row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(row) : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned r[4], SharedAddress row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(row) : "memory");
+}
+#endif
 // A reduction split over gridDim.y chunks: phase 0 is unsplit, phase 1 writes each chunk's
 // partial results to scratch, phase 2 combines them (docs/cuda.md).
 struct Split { void* scratch; i64 chunks; i64 phase; };

@@ -8,6 +8,7 @@
 #ifndef KILN_RUNTIME_CUDA_CUDA_RENDERER_H_
 #define KILN_RUNTIME_CUDA_CUDA_RENDERER_H_
 
+#include <cstdint>
 #include <string>
 
 #include "jit/fusion/kernel_ir.h"
@@ -31,8 +32,11 @@ std::string entry_name(const jit::KernelProgram& program, bool wide);
 // Whether a matmul runs on tensor cores: both operands f16 or both bf16, neither a vector.
 bool matmul_uses_tensor_cores(const jit::KernelProgram& program);
 // Whether a matmul is tiled through shared memory (tensor cores, or f32 on CUDA cores): its
-// grid then has a block per 64x64 output tile. Others use a thread per output.
+// grid then has a block per output tile (matmul_tile_count). Others use a thread per output.
 bool matmul_is_tiled(const jit::KernelProgram& program);
+// The output tiles of a tiled matmul of shape `mm`, which its kernel loops over: 64x64 (f32);
+// on tensor cores 128x128, or 16x128 when M <= 16.
+int64_t matmul_tile_count(const jit::KernelProgram& program, const jit::MatmulShape& mm);
 
 // Whether a (arg-)reduction keeps the last axis of its operand, so the kernel puts
 // consecutive outputs on consecutive lanes (coalesced) rather than a block on each output.

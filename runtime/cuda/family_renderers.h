@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "jit/fusion/kernel_ir.h"
 #include "runtime/cuda/kernel_writer.h"
@@ -57,11 +58,39 @@ std::string vector_rows_condition(const jit::KernelProgram& p, int axis, int ran
 // Matmuls: tiled through shared memory (tensor cores or f32), or a thread per output.
 std::string render_matmul(const KernelWriter& w);
 
-// Concat: a thread per output element.
+// Concat: a thread per group of output elements (16-byte vectors when aligned).
 std::string render_concat(const KernelWriter& w);
 
-// update_slice: a thread per element of the update, written at start into x's buffer.
+// update_slice: a thread per group of elements of the update (16-byte vectors when
+// aligned), written at start into x's buffer.
 std::string render_update_slice(const KernelWriter& w);
+
+// The element loops of concat and update_slice (render_concat.cc).
+// Elements per group of the 16-byte path over `spaces` (those whose loads it reads as
+// vectors) and every output: 16 / the widest of them; 1 when widest_vector_load rules it out.
+int element_group_width(const jit::KernelProgram& p, const std::vector<int>& spaces);
+// The run-time test that the loads of `spaces` can be read, and every output written, as
+// E-element vectors along dim `last`: every pointer 16-byte aligned, each load's view steps
+// by 1 along it, with an offset and other strides that are multiples of E. Joined by `joiner`.
+std::string vector_loads_condition(const jit::KernelProgram& p, const std::vector<int>& spaces,
+                                   int last, int e, const std::string& joiner);
+// A grid-stride loop over groups of `e` elements along the innermost dim of `space` (rank
+// >= 1; e must divide that dim), declaring `idx` (the group's first multi-index) and `g` (the
+// group's flat index, in groups). The multi-index is unravelled once per thread and then
+// steps by the grid stride's digits with carries: no division per group. `open` starts the
+// loop body, `close` steps and ends it (the body must not `continue`).
+struct SteppedLoop {
+  std::string open, close;
+};
+SteppedLoop stepped_loop(const KernelWriter& w, int space, int e, const std::string& idx);
+// Inside a vector group: `const Pack<.., e> ld<k>` for every load of `space` at multi-index
+// `idx`, for space_code's `lane` form.
+std::string vector_space_loads(const KernelWriter& w, int space, int e, const std::string& idx);
+// The epilogue of a group of `e` anchor values `values[0..e)` whose first element is at
+// multi-index `index` of space 0 (flat position `flat`): each lane's epilogue, then one
+// 16-byte store per output.
+std::string vector_epilogue(const KernelWriter& w, int e, const std::string& values,
+                            const std::string& index, const std::string& flat);
 
 // scaled_dot_product_attention: an online softmax over key tiles; tensor cores for f16 and
 // bf16 heads up to 128 wide, else a block per query row.

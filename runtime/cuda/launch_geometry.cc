@@ -20,10 +20,7 @@ int64_t work_items(const jit::KernelProgram& p, const jit::KernelLaunch& l, int 
     const int64_t per_block = inner_reduction_outputs_per_block(out);
     return (out + per_block - 1) / per_block;
   }
-  if (matmul_is_tiled(p)) {  // a block per 64x64 tile of each matrix
-    const jit::MatmulShape mm = jit::matmul_shape(l);
-    return mm.batches * ((mm.m + 63) / 64) * ((mm.n + 63) / 64);
-  }
+  if (matmul_is_tiled(p)) return matmul_tile_count(p, jit::matmul_shape(l));
   if (p.anchor == jit::AnchorKind::kRowNorm) return jit::row_norm_shape(p, l).rows();
   if (p.anchor == jit::AnchorKind::kAttention) {  // a block per query row, or per 128
     const ops::Shape& q = l.spaces[1];
@@ -54,6 +51,33 @@ int dynamic_shared_bytes(const jit::KernelProgram& p, const jit::KernelLaunch& l
   return bytes <= limit ? static_cast<int>(bytes) : 0;
 }
 
+// A tensor-core matmul whose tiles give fewer than 4 blocks per SM (decode: M = 1 gives
+// N / 128 tiles of 16x128) splits its k-steps into chunks over gridDim.y, at least 4 steps
+// (128 deep) each and at most 64: phase 1 writes each chunk's f32 partial tile to
+// scratch, phase 2 sums them in chunk order (the same bits every run) and runs the
+// epilogue, a thread per output. False, and nothing set, when K is too short to split.
+bool split_k(const jit::KernelLaunch& l, int64_t tiles, int64_t target, int64_t cap,
+             const LaunchStep& step, LaunchSchedule& schedule) {
+  const jit::MatmulShape mm = jit::matmul_shape(l);
+  const int64_t steps = (mm.k + 31) / 32;
+  int64_t chunks = std::min({(target + tiles - 1) / tiles, steps / 4, int64_t{64}});
+  if (chunks < 2) return false;
+  const int64_t per_chunk = (steps + chunks - 1) / chunks;  // as the kernel cuts them
+  chunks = (steps + per_chunk - 1) / per_chunk;             // none left empty
+  const int64_t outputs = ops::numel(l.spaces[0]);
+  LaunchStep partials = step;
+  partials.grid_y = chunks;
+  partials.phase = 1;
+  partials.chunks = chunks;
+  LaunchStep sum = partials;
+  sum.grid_x = std::clamp<int64_t>((outputs + sum.block - 1) / sum.block, 1, cap);
+  sum.grid_y = 1;
+  sum.phase = 2;
+  schedule.steps = {partials, sum};
+  schedule.scratch_bytes = chunks * outputs * 4;  // an f32 partial per chunk and output
+  return true;
+}
+
 }  // namespace
 
 LaunchSchedule schedule_launches(const jit::KernelProgram& p, const jit::KernelLaunch& l,
@@ -66,6 +90,9 @@ LaunchSchedule schedule_launches(const jit::KernelProgram& p, const jit::KernelL
   step.shared_bytes = dynamic_shared_bytes(p, l, dynamic_shared_limit);
   LaunchSchedule schedule;
   const int64_t target = int64_t{4} * sm_count;
+  if (allow_split && matmul_uses_tensor_cores(p) && items < target) {
+    if (split_k(l, items, target, cap, step, schedule)) return schedule;
+  }
   const int64_t extent = is_reduction(p) ? jit::reduced_extent(l) : 0;
   if (!allow_split || !is_reduction(p) || items >= target || extent < 4096) {
     schedule.steps.push_back(step);

@@ -1,35 +1,207 @@
+// Concat, and the element loops it shares with update_slice: a grid-stride loop whose
+// multi-index steps by the grid's stride (no division per element), taking E elements along
+// the innermost dim at a time as 16-byte vectors when the launch allows it.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/cuda/family_renderers.h"
 
 namespace kiln::runtime::cuda {
 
+using jit::Instr;
+using jit::InstrKind;
 using jit::KernelProgram;
 
-// One thread per output element: the operand that covers its position along the axis.
-std::string render_concat(const KernelWriter& w) {
+int element_group_width(const KernelProgram& p, const std::vector<int>& spaces) {
+  int widest = 1;
+  for (int space : spaces) {
+    const int loaded = widest_vector_load(p, space);
+    if (loaded < 0) return 1;
+    widest = std::max(widest, loaded);
+  }
+  for (DType dt : p.output_dtypes) widest = std::max(widest, dtype_size(dt));
+  return 16 / widest;
+}
+
+std::string vector_loads_condition(const KernelProgram& p, const std::vector<int>& spaces, int last,
+                                   int e, const std::string& joiner) {
+  std::vector<std::string> pointers, conditions;
+  for (size_t o = 0; o < p.output_dtypes.size(); ++o)
+    pointers.push_back(absl::StrCat("(u64)a.out[", o, "]"));
+  for (const Instr& in : p.instrs) {
+    if (in.kind != InstrKind::kLoad ||
+        std::find(spaces.begin(), spaces.end(), in.space) == spaces.end()) {
+      continue;
+    }
+    pointers.push_back(absl::StrCat("(u64)a.in[", in.input, "]"));
+    std::string c = absl::StrCat("a.stride[", in.view, "][", last, "] == 1 && a.offset[", in.view,
+                                 "] % ", e, " == 0");
+    for (int d = 0; d < last; ++d)
+      absl::StrAppend(&c, " && a.stride[", in.view, "][", d, "] % ", e, " == 0");
+    conditions.push_back(c);
+  }
+  conditions.insert(conditions.begin(),
+                    absl::StrCat("((", absl::StrJoin(pointers, " | "), ") & 15) == 0"));
+  return absl::StrJoin(conditions, joiner);
+}
+
+SteppedLoop stepped_loop(const KernelWriter& w, int space, int e, const std::string& idx) {
+  const int rank = w.rank(space);
+  const int last = rank - 1;
+  auto dim = [&](int d) { return absl::StrCat("(I)a.shape[", space, "][", d, "]"); };
+  const std::string step = absl::StrCat(idx, "_step");
+  SteppedLoop loop;
+  absl::StrAppend(
+      &loop.open, "    const I groups = ", w.numel(space), " / ", e, ";\n",
+      "    const I first = (I)blockIdx.x * (I)blockDim.x + threadIdx.x;\n",
+      "    const I stride = (I)gridDim.x * (I)blockDim.x;\n",
+      "    // The multi-index of the thread's first group and the grid stride's digits\n",
+      "    // (the innermost dim counted in elements). An empty space has no digits.\n", "    I ",
+      idx, "[", w.index_rank(), "] = {0}, ", step, "[", w.index_rank(), "] = {0};\n",
+      "    if (first < groups) {\n", "      I rest = first, stride_rest = stride;\n");
+  for (int d = last; d > 0; --d) {
+    const std::string extent = d == last && e > 1 ? absl::StrCat(dim(d), " / ", e) : dim(d);
+    const std::string times = d == last && e > 1 ? absl::StrCat(" * ", e) : "";
+    absl::StrAppend(&loop.open, "      { const I n = ", extent, "; ", idx, "[", d, "] = rest % n",
+                    times, "; rest /= n; ", step, "[", d, "] = stride_rest % n", times,
+                    "; stride_rest /= n; }\n");
+  }
+  const std::string times0 = last == 0 && e > 1 ? absl::StrCat(" * ", e) : "";
+  absl::StrAppend(&loop.open, "      ", idx, "[0] = rest", times0, ";\n      ", step,
+                  "[0] = stride_rest", times0, ";\n    }\n",
+                  "    for (I g = first; g < groups; g += stride) {\n");
+  // The next group's multi-index: the stride's digits added with carries. Each digit stays
+  // below its extent, so one subtraction carries; the outermost digit just grows.
+  absl::StrAppend(&loop.close, "      // Step to the thread's next group.\n");
+  if (last == 0) {
+    absl::StrAppend(&loop.close, "      ", idx, "[0] += ", step, "[0];\n");
+  } else {
+    absl::StrAppend(&loop.close, "      {\n        I carry = 0;\n");
+    for (int d = last; d >= 0; --d) {
+      absl::StrAppend(&loop.close, "        ", idx, "[", d, "] += ", step, "[", d, "] + carry;\n");
+      if (d > 0) {
+        absl::StrAppend(&loop.close, "        carry = ", idx, "[", d, "] >= ", dim(d),
+                        " ? 1 : 0;\n", "        if (carry) ", idx, "[", d, "] -= ", dim(d), ";\n");
+      }
+    }
+    absl::StrAppend(&loop.close, "      }\n");
+  }
+  absl::StrAppend(&loop.close, "    }\n");
+  return loop;
+}
+
+std::string vector_epilogue(const KernelWriter& w, int e, const std::string& values,
+                            const std::string& index, const std::string& flat) {
+  const KernelProgram& p = w.program();
+  const int last = w.rank(0) - 1;
+  std::string s;
+  for (size_t o = 0; o < p.output_dtypes.size(); ++o)
+    absl::StrAppend(&s, "      Pack<", storage_type(p.output_dtypes[o]), ", ", e, "> out", o,
+                    ";\n");
+  absl::StrAppend(&s, "      #pragma unroll\n      for (int e = 0; e < ", e, "; ++e) {\n",
+                  "      const ", register_type(p.anchor_dtype), " anchor_value = ",
+                  cast(p.anchor_dtype, p.anchor_dtype, absl::StrCat(values, "[e]")), ";\n",
+                  "      I idx0[", w.index_rank(), "] = {0};\n");
+  for (int d = 0; d < w.rank(0); ++d)
+    absl::StrAppend(&s, "      idx0[", d, "] = ", index, "[", d, "];\n");
+  absl::StrAppend(&s, "      idx0[", last, "] += e;\n      (void)idx0;\n", w.space_code(0, "idx0"));
+  for (const jit::Store& st : p.stores) {
+    absl::StrAppend(&s, "      ",
+                    to_storage(p.output_dtypes[st.output], absl::StrCat("out", st.output, ".v[e]"),
+                               cast(p.instrs[st.value].dtype, p.output_dtypes[st.output],
+                                    absl::StrCat("v", st.value))),
+                    "\n");
+  }
+  absl::StrAppend(&s, "      }\n");
+  for (size_t o = 0; o < p.output_dtypes.size(); ++o) {
+    absl::StrAppend(&s, "      *(Pack<", storage_type(p.output_dtypes[o]), ", ", e, ">*)((",
+                    storage_type(p.output_dtypes[o]), "*)a.out[", o, "] + ", flat, ") = out", o,
+                    ";\n");
+  }
+  return s;
+}
+
+std::string vector_space_loads(const KernelWriter& w, int space, int e, const std::string& idx) {
   const KernelProgram& p = w.program();
   std::string s;
+  for (size_t k = 0; k < p.instrs.size(); ++k) {
+    const Instr& in = p.instrs[k];
+    if (in.space != space || in.kind != InstrKind::kLoad) continue;
+    const std::string st = storage_type(p.input_dtypes[in.input]);
+    const std::string pack = absl::StrCat("Pack<", st, ", ", e, ">");
+    absl::StrAppend(&s, "      const ", pack, " ld", k, " = *(const ", pack, "*)((const ", st,
+                    "*)a.in[", in.input, "] + ", w.offset(in.view, space, idx), ");\n");
+  }
+  return s;
+}
+
+namespace {
+
+// One pass over the output in groups of `e` elements along the innermost dim (e = 1: one
+// element at a time, through the operands' views). Each group takes the operand that covers
+// its position along the axis; the vector path's condition keeps a group inside one operand.
+std::string concat_loop(const KernelWriter& w, int e) {
+  const KernelProgram& p = w.program();
   const int axis = p.anchor_attrs.axis;
   const std::string t = register_type(p.anchor_dtype);
-  absl::StrAppend(&s, "  const I total = ", w.numel(0), ";\n",
-                  "  for (I i = (I)blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += "
-                  "(I)gridDim.x * (I)blockDim.x) {\n    ",
-                  w.unravel(0, "out", "i"), "    ", t, " value = 0;\n    I pos = out[", axis,
-                  "];\n    bool found = false;\n");
+  const SteppedLoop loop = stepped_loop(w, 0, e, "out");
+  std::string s = absl::StrCat(loop.open, "      ", t, " value[", e, "] = {0};\n      I pos = out[",
+                               axis, "];\n      bool found = false;\n");
   for (size_t k = 0; k < p.anchor_operands.size(); ++k) {
     const int space = static_cast<int>(k) + 1;
     const std::string idx = absl::StrCat("idx", space);
-    absl::StrAppend(&s, "    if (!found && pos < (I)a.shape[", space, "][", axis, "]) {\n      I ",
-                    idx, "[", w.index_rank(), "];\n      for (int d = 0; d < ", w.index_rank(),
-                    "; ++d) ", idx, "[d] = out[d];\n      ", idx, "[", axis, "] = pos;\n",
-                    w.space_code(space, idx), "      value = (", t, ")v", p.anchor_operands[k],
-                    ";\n      found = true;\n    } else if (!found) {\n      pos -= (I)a.shape[",
-                    space, "][", axis, "];\n    }\n");
+    absl::StrAppend(&s, "      if (!found && pos < (I)a.shape[", space, "][", axis,
+                    "]) {\n      I ", idx, "[", w.index_rank(), "];\n      for (int d = 0; d < ",
+                    w.index_rank(), "; ++d) ", idx, "[d] = out[d];\n      ", idx, "[", axis,
+                    "] = pos;\n");
+    if (e > 1) {
+      absl::StrAppend(&s, vector_space_loads(w, space, e, idx), "      #pragma unroll\n",
+                      "      for (int e = 0; e < ", e, "; ++e) {\n", w.space_code(space, "", "e"),
+                      "      value[e] = (", t, ")v", p.anchor_operands[k], ";\n      }\n");
+    } else {
+      absl::StrAppend(&s, w.space_code(space, idx), "      value[0] = (", t, ")v",
+                      p.anchor_operands[k], ";\n");
+    }
+    absl::StrAppend(&s,
+                    "      found = true;\n      } else if (!found) {\n        pos -= (I)a.shape[",
+                    space, "][", axis, "];\n      }\n");
   }
-  absl::StrAppend(&s, w.epilogue("value", "i"), "  }\n");
-  return s;
+  if (e > 1) {
+    absl::StrAppend(&s, vector_epilogue(w, e, "value", "out", absl::StrCat("g * ", e)));
+  } else {
+    absl::StrAppend(&s, w.epilogue("value[0]", "g", "out"));
+  }
+  return s + loop.close;
+}
+
+}  // namespace
+
+// A thread per group of output elements (grid-stride, the multi-index stepped), each group
+// read from the operand that covers its position along the axis. The groups are 16-byte
+// vectors when every operand's loads are contiguous along the innermost dim and aligned, the
+// innermost dim holds whole vectors and, for a concat along it, so does every operand's
+// share (checked once per launch); single elements otherwise.
+std::string render_concat(const KernelWriter& w) {
+  const KernelProgram& p = w.program();
+  const int axis = p.anchor_attrs.axis;
+  const int last = w.rank(0) - 1;
+  std::vector<int> spaces;
+  for (size_t k = 0; k < p.anchor_operands.size(); ++k) spaces.push_back(static_cast<int>(k) + 1);
+  const int e = element_group_width(p, spaces);
+  if (e <= 1) return absl::StrCat("  {\n", concat_loop(w, 1), "  }\n");
+  std::string condition = absl::StrCat(vector_loads_condition(p, spaces, last, e, " &&\n      "),
+                                       " &&\n      a.shape[0][", last, "] % ", e, " == 0");
+  if (axis == last) {
+    for (int space : spaces)
+      absl::StrAppend(&condition, " && a.shape[", space, "][", last, "] % ", e, " == 0");
+  }
+  return absl::StrCat("  const bool vectorizable = ", condition, ";\n",
+                      "  if (vectorizable) {\n    // 16-byte groups of ", e, " elements.\n",
+                      concat_loop(w, e), "  } else {\n    // One element at a time.\n",
+                      concat_loop(w, 1), "  }\n");
 }
 
 }  // namespace kiln::runtime::cuda

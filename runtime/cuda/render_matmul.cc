@@ -1,6 +1,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "runtime/cuda/cuda_renderer.h"
 #include "runtime/cuda/family_renderers.h"
 
@@ -22,41 +23,32 @@ std::string batch_indices(const KernelWriter& w, int space, int batch) {
   return s;
 }
 
-// Tiled matmuls: a block computes a 64x64 output tile. Each k-step of 16 stages a 64x16
-// slice of A and a 16x64 slice of B in shared memory (every element computed through its
-// prologue, zero past the edges), then:
-//  - f16/bf16 (tensor cores): each of the 8 warps (4 down, 2 across) multiplies its 16x32
-//    part with four mma.sync m16n8k16 (f32 accumulators), fragments laid out as PTX's
-//    "Matrix Fragments for mma.m16n8k16 with floating point type";
-//  - f32 (CUDA cores, full f32: no silent TF32): each thread accumulates a 4x4 block of
-//    the tile, in k order as the one-thread-per-output kernel did.
+// f32 matmuls on CUDA cores (full f32: no silent TF32): a block computes a 64x64 output
+// tile. Each k-step of 16 stages a 64x16 slice of A and a 16x64 slice of B in shared memory
+// (every element computed through its prologue, zero past the edges), then each thread
+// accumulates a 4x4 block of the tile, in k order as the one-thread-per-output kernel did.
 // The epilogue runs on each accumulator element.
-std::string tiled_matmul(const KernelWriter& w) {
+std::string tiled_matmul_f32(const KernelWriter& w) {
   const KernelProgram& p = w.program();
   std::string s;
   const int ra = w.rank(1), rb = w.rank(2), r0 = w.rank(0);
   const int batch = r0 - 2;
-  const bool tensor_cores = matmul_uses_tensor_cores(p);
-  const bool bf16 = p.instrs[p.anchor_operands[0]].dtype == DType::BF16;
-  const std::string staged = tensor_cores ? "unsigned short" : "float";
-  const std::string to_staged = tensor_cores ? (bf16 ? "f32_to_bf16" : "f32_to_f16") : "";
   const std::string t = register_type(p.anchor_dtype);
   auto stage = [&](int space, int operand, const std::string& first, const std::string& second,
                    const std::string& bounds, const std::string& target) {
     return absl::StrCat("        if (", bounds, ") {\n          idx", space, "[", w.rank(space) - 2,
                         "] = ", first, ";\n          idx", space, "[", w.rank(space) - 1,
                         "] = ", second, ";\n", w.space_code(space, absl::StrCat("idx", space)),
-                        "          value = v", operand, ";\n        }\n        ", target, " = ",
-                        to_staged, "(value);\n");
+                        "          value = v", operand, ";\n        }\n        ", target,
+                        " = value;\n");
   };
   absl::StrAppend(
       &s, "  const I M = (I)a.shape[1][", ra - 2, "], N = (I)a.shape[2][", rb - 1,
       "], depth = (I)a.shape[1][", ra - 1, "];\n",
       "  const I tiles_m = (M + 63) / 64, tiles_n = (N + 63) / 64;\n",
       "  const I tiles = M * N > 0 ? (", w.numel(0), ") / (M * N) * tiles_m * tiles_n : (I)0;\n",
-      "  __shared__ ", staged, " tile_a[64][16 + 8];  // padded against bank conflicts\n",
-      "  __shared__ ", staged, " tile_b[16][64 + 8];\n",
-      "  __shared__ float tile_out[64][64 + 1];\n",
+      "  __shared__ float tile_a[64][16 + 8];  // padded against bank conflicts\n",
+      "  __shared__ float tile_b[16][64 + 8];\n", "  __shared__ float tile_out[64][64 + 1];\n",
       "  for (I tile = blockIdx.x; tile < tiles; tile += gridDim.x) {\n",
       "    const I b = tile / (tiles_m * tiles_n), rest = tile % (tiles_m * tiles_n);\n",
       "    const I m0 = rest / tiles_n * 64, n0 = rest % tiles_n * 64;\n    ",
@@ -72,39 +64,13 @@ std::string tiled_matmul(const KernelWriter& w) {
       "        const I k = k0 + kk, n = n0 + col;\n        float value = 0.0f;\n",
       stage(2, p.anchor_operands[1], "k", "n", "k < depth && n < N", "tile_b[kk][col]"),
       "      }\n      __syncthreads();\n");
+  absl::StrAppend(&s, "      const int tr = (threadIdx.x >> 4) * 4, tc = (threadIdx.x & 15) * 4;\n",
+                  "      #pragma unroll\n      for (int kk = 0; kk < 16; ++kk) {\n",
+                  "        #pragma unroll\n        for (int x = 0; x < 4; ++x) {\n",
+                  "          #pragma unroll\n          for (int y = 0; y < 4; ++y) acc[x][y] += "
+                  "tile_a[tr + x][kk] * tile_b[kk][tc + y];\n        }\n      }\n");
   // Where in the 64x64 tile accumulator acc[x][y] of this thread belongs.
-  std::string row, col;
-  if (tensor_cores) {
-    absl::StrAppend(
-        &s, "      const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;\n",
-        "      const int group = lane >> 2, thread_in_group = lane & 3;\n",
-        "      const int warp_m = (warp & 3) * 16, warp_n = (warp >> 2) * 32;\n",
-        "      // A fragment: a0,a1 (row g) a2,a3 (row g+8) at cols 2t,2t+1; a4..a7 the same at "
-        "+8.\n",
-        "      const int ar = warp_m + group, ac = thread_in_group * 2;\n",
-        "      const unsigned fa[4] = {pack2(tile_a[ar][ac], tile_a[ar][ac + 1]),\n",
-        "                              pack2(tile_a[ar + 8][ac], tile_a[ar + 8][ac + 1]),\n",
-        "                              pack2(tile_a[ar][ac + 8], tile_a[ar][ac + 9]),\n",
-        "                              pack2(tile_a[ar + 8][ac + 8], tile_a[ar + 8][ac + 9])};\n",
-        "      #pragma unroll\n      for (int nt = 0; nt < 4; ++nt) {\n",
-        "        // B fragment: b0,b1 at k = 2t,2t+1 and b2,b3 at k + 8, column g.\n",
-        "        const int bc = warp_n + nt * 8 + group, bk = thread_in_group * 2;\n",
-        "        const unsigned fb[2] = {pack2(tile_b[bk][bc], tile_b[bk + 1][bc]),\n",
-        "                                pack2(tile_b[bk + 8][bc], tile_b[bk + 9][bc])};\n",
-        "        ", bf16 ? "mma_bf16_16816" : "mma_f16_16816", "(acc[nt], fa, fb);\n      }\n");
-    // Accumulator c_i of n-tile x: row g (i < 2) or g + 8, column 2t + (i & 1).
-    row = "((threadIdx.x >> 5) & 3) * 16 + ((threadIdx.x & 31) >> 2) + (y >= 2 ? 8 : 0)";
-    col = "(threadIdx.x >> 7) * 32 + x * 8 + (threadIdx.x & 3) * 2 + (y & 1)";
-  } else {
-    absl::StrAppend(&s,
-                    "      const int tr = (threadIdx.x >> 4) * 4, tc = (threadIdx.x & 15) * 4;\n",
-                    "      #pragma unroll\n      for (int kk = 0; kk < 16; ++kk) {\n",
-                    "        #pragma unroll\n        for (int x = 0; x < 4; ++x) {\n",
-                    "          #pragma unroll\n          for (int y = 0; y < 4; ++y) acc[x][y] += "
-                    "tile_a[tr + x][kk] * tile_b[kk][tc + y];\n        }\n      }\n");
-    row = "(threadIdx.x >> 4) * 4 + x";
-    col = "(threadIdx.x & 15) * 4 + y";
-  }
+  const std::string row = "(threadIdx.x >> 4) * 4 + x", col = "(threadIdx.x & 15) * 4 + y";
   // The accumulators go through shared memory, so the epilogue is written once (not once
   // per unrolled accumulator: that multiplied compile time) and its stores coalesce.
   absl::StrAppend(&s, "      __syncthreads();\n    }\n",
@@ -117,6 +83,300 @@ std::string tiled_matmul(const KernelWriter& w) {
                   "      const I flat = (b * M + m) * N + n;\n",
                   w.epilogue(absl::StrCat("(", t, ")tile_out[e >> 6][e & 63]"), "flat"), "    }\n",
                   "    __syncthreads();\n  }\n");
+  return s;
+}
+
+// ---- 16-bit matmuls on tensor cores ----
+//
+// A block computes a kRows x 128 output tile: kRows = 128 (8 warps as 2 down x 4 across,
+// each a 64x32 warp tile: 4x4 mma.sync m16n8k16 per 16-deep k slice) or, when M <= 16
+// (decode, GEMV), kRows = 16 (8 warps across, each 16x16), so a one-row product does not
+// multiply 127 rows of zeros. Why 8 warps of 64x32: 64 f32 accumulators, 16 A and 8 B
+// fragment registers per thread keep a thread under 128 registers (two blocks, 16 warps,
+// per SM), and each 16-deep slice takes 6 ldmatrix.x4 for 16 mma.
+//
+// Each 32-deep k-step stages an A tile (kRows x 32, k-contiguous) and a B tile in shared
+// memory, double-buffered: the copies of step s+1 are issued before step s is multiplied.
+// An operand that is a plain load of a 16-bit buffer whose strides allow it (checked at run
+// time: 16-byte aligned pointer, offset and strides multiples of 8 elements, unit stride
+// along its shared-memory rows) is copied with 16-byte cp.async, zero-filled past the
+// matrix edges (src-size below 16); any other operand (a fused prologue, or strides that do
+// not allow 16-byte copies) is computed element by element through its prologue, as before,
+// into the same layout.
+// Fragments come from shared memory by ldmatrix.x4: A as stored; B as stored when it is
+// k-contiguous (a [N, K] weight, what `linear` passes), with .trans when n-contiguous
+// ([K, N] row-major). Rows are padded by 8 elements (16 bytes) so the 8 rows an ldmatrix
+// reads fall in distinct banks. Two stages of a 128-row tile take 37-40 KiB, under the 48
+// KiB of static shared memory; a third would need dynamic shared memory (and the opt-in)
+// for what two resident blocks per SM already hide.
+//
+// After the k loop the accumulators go through the same shared memory in halves of 64 rows,
+// so the epilogue is written once and its stores coalesce. With too few tiles to fill the
+// GPU, launch_geometry splits K over gridDim.y (Split phases 1 and 2, as reductions do).
+
+constexpr int kPaddedK = 40;   // a k-contiguous tile row: 32 elements + 8 of padding
+constexpr int kPaddedN = 136;  // an n-contiguous B tile row: 128 elements + 8 of padding
+
+// Operand `operand` (0: A, 1: B) when it is a plain load of a 16-bit input: its tiles can be
+// copied to shared memory as they are stored. Null when a prologue computes it.
+const jit::Instr* plain_load(const KernelProgram& p, int operand) {
+  const jit::Instr& in = p.instrs[p.anchor_operands[operand]];
+  if (in.kind != jit::InstrKind::kLoad || p.input_dtypes[in.input] != in.dtype) return nullptr;
+  return &in;
+}
+
+// Whether B's tile is stored k-contiguous ([n][k]): when B is a plain load through a strided
+// view, which is what a transposed weight is; n-contiguous ([k][n]) otherwise.
+bool b_is_k_contiguous(const KernelProgram& p) {
+  const jit::Instr* b = plain_load(p, 1);
+  return b != nullptr && p.view_patterns[b->view].access == jit::ViewAccess::kStrided;
+}
+
+// The run-time test that `load` (over a space of rank `rank`) can be copied in 16-byte
+// chunks whose elements step along dim `unit_dim`.
+std::string async_condition(const jit::Instr& load, int rank, int unit_dim) {
+  const int v = load.view;
+  std::string s =
+      absl::StrCat("((unsigned long long)a.in[", load.input, "] & 15) == 0 && a.offset[", v,
+                   "] % 8 == 0 && a.stride[", v, "][", unit_dim, "] == 1");
+  for (int d = 0; d < rank; ++d) {
+    if (d != unit_dim) absl::StrAppend(&s, " && a.stride[", v, "][", d, "] % 8 == 0");
+  }
+  return s;
+}
+
+// The copy of one k-step's tile of operand `operand` by cp.async: `chunks` 16-byte chunks,
+// chunk c at row c / per_row, element (c % per_row) * 8 of that row; `outer`/`inner` are the
+// matrix indices of a row and of its elements, `stride` the source's row stride.
+std::string async_stage(const std::string& tile, const std::string& src, const std::string& chunks,
+                        int per_row, int padded, const std::string& outer, const std::string& inner,
+                        const std::string& outer_end, const std::string& inner_end,
+                        const std::string& stride) {
+  const int shift = per_row == 4 ? 2 : 4;
+  return absl::StrCat(
+      "          #pragma unroll  // a fixed count per thread: ", chunks, " over ", kThreadsPerBlock,
+      " threads\n          for (int i = 0; i < (", chunks, " + ", kThreadsPerBlock - 1, ") / ",
+      kThreadsPerBlock, "; ++i) {\n", "            const int c = threadIdx.x + i * ",
+      kThreadsPerBlock, ";\n            if ((", chunks, ") % ", kThreadsPerBlock,
+      " != 0 && c >= ", chunks, ") break;\n", "            const int row = c >> ", shift,
+      ", col = (c & ", per_row - 1, ") * 8;\n", "            const I ", outer, " = ", outer,
+      "0 + row, ", inner, " = ", inner, "0 + col;\n",
+      "            // Elements of this chunk inside the matrix: 8, fewer at its edge, 0 past it.\n",
+      "            const I left = ", outer, " < ", outer_end, " && ", inner, " < ", inner_end,
+      " ? ", inner_end, " - ", inner, " : (I)0;\n", "            cp_async_16(", tile, " + (row * ",
+      padded, " + col) * 2, left > 0 ? ", src, " + ", outer, " * ", stride, " + ", inner, " : ",
+      src, ", left >= 8 ? 16 : (int)left * 2);\n", "          }\n");
+}
+
+// The per-element staging of one k-step's tile of space `space`: every element through the
+// prologue (zero past the edges), rounded to 16 bits. Element e of `count` is at tile row
+// e >> shift and column e & ((1 << shift) - 1), matrix position `outer` (the row's) and
+// `inner`; `dim0` and `dim1` name which of them index the space's last two dims.
+std::string element_stage(const KernelWriter& w, int space, int operand, const std::string& tile,
+                          const std::string& count, int shift, int padded, const std::string& outer,
+                          const std::string& inner, const std::string& outer_end,
+                          const std::string& inner_end, const std::string& dim0,
+                          const std::string& dim1, const std::string& to_16) {
+  const std::string idx = absl::StrCat("idx", space);
+  return absl::StrCat(
+      "          for (int e = threadIdx.x; e < ", count, "; e += blockDim.x) {\n",
+      "            const int row = e >> ", shift, ", col = e & ", (1 << shift) - 1, ";\n",
+      "            const I ", outer, " = ", outer, "0 + row, ", inner, " = ", inner, "0 + col;\n",
+      "            float value = 0.0f;\n            if (", outer, " < ", outer_end, " && ", inner,
+      " < ", inner_end, ") {\n              ", idx, "[", w.rank(space) - 2, "] = ", dim0,
+      ";\n              ", idx, "[", w.rank(space) - 1, "] = ", dim1, ";\n",
+      w.space_code(space, idx), "              value = v", operand, ";\n            }\n",
+      "            ", tile, "[row * ", padded, " + col] = ", to_16, "(value);\n          }\n");
+}
+
+// `code` with every line indented two more spaces (a loop placed inside an if).
+std::string indented(const std::string& code) {
+  return "  " + absl::StrReplaceAll(code.substr(0, code.size() - 1), {{"\n", "\n  "}}) + "\n";
+}
+
+// Both operands' staging for k-step `step` into buffer step & 1.
+std::string stage_k_step(const KernelWriter& w, bool a_plain, bool b_plain, bool b_k_contiguous,
+                         const std::string& to_16) {
+  const KernelProgram& p = w.program();
+  std::string s =
+      "        if (step < steps) {  // stage k-step `step` while step - 1 is multiplied\n"
+      "          unsigned short* const a_tile = smem + (int)(step & 1) * kStage;\n"
+      "          unsigned short* const b_tile = a_tile + kRows * 40;\n"
+      "          const SharedAddress a_shared = smem_address + (int)(step & 1) * kStage * 2;\n"
+      "          const SharedAddress b_shared = a_shared + kRows * 40 * 2;\n"
+      "          const I k0 = (first_step + step) * 32;\n";
+  const std::string a_elements =
+      element_stage(w, 1, p.anchor_operands[0], "a_tile", "kRows * 32", 5, kPaddedK, "m", "k", "M",
+                    "depth", "m", "k", to_16);
+  if (a_plain) {
+    absl::StrAppend(&s, "          if (a_async) {\n",
+                    indented(async_stage("a_shared", "a_src", "kRows * 4", 4, kPaddedK, "m", "k",
+                                         "M", "depth", "a_row_stride")),
+                    "          } else {\n", indented(a_elements), "          }\n");
+  } else {
+    s += a_elements;
+  }
+  const std::string b_elements =
+      b_k_contiguous ? element_stage(w, 2, p.anchor_operands[1], "b_tile", "128 * 32", 5, kPaddedK,
+                                     "n", "k", "N", "depth", "k", "n", to_16)
+                     : element_stage(w, 2, p.anchor_operands[1], "b_tile", "32 * 128", 7, kPaddedN,
+                                     "k", "n", "depth", "N", "k", "n", to_16);
+  if (b_plain) {
+    absl::StrAppend(
+        &s, "          if (b_async) {\n",
+        indented(b_k_contiguous ? async_stage("b_shared", "b_src", "128 * 4", 4, kPaddedK, "n", "k",
+                                              "N", "depth", "b_row_stride")
+                                : async_stage("b_shared", "b_src", "32 * 16", 16, kPaddedN, "k",
+                                              "n", "depth", "N", "b_row_stride")),
+        "          } else {\n", indented(b_elements), "          }\n");
+  } else {
+    s += b_elements;
+  }
+  return s + "        }\n        cp_async_commit();\n";
+}
+
+// The multiply of one staged k-step: two 16-deep slices, each kMi ldmatrix.x4 for A,
+// kNi / 2 for B (two n8 tiles each) and kMi * kNi mma.
+std::string multiply_k_step(bool b_k_contiguous, bool bf16) {
+  const std::string b_load =
+      b_k_contiguous
+          ? "            // B as [n][k]: matrices (n 0-7, k 0-7), (n 0-7, k 8-15),\n"
+            "            // (n 8-15, k 0-7), (n 8-15, k 8-15).\n"
+            "            ldmatrix_x4(r, b_tile + (b_frag + j * 8 * 40 + kk) * 2);\n"
+          : "            // B as [k][n], transposed: matrices (k 0-7, n 0-7), (k 8-15, n 0-7),\n"
+            "            // (k 0-7, n 8-15), (k 8-15, n 8-15).\n"
+            "            ldmatrix_x4_trans(r, b_tile + (b_frag + kk * 136 + j * 8) * 2);\n";
+  return absl::StrCat(
+      "        cp_async_wait<1>();  // this thread's copies of step - 1 have landed\n",
+      "        __syncthreads();     // and everyone's\n",
+      "        // Shared-window byte addresses of the buffer multiplied.\n",
+      "        const SharedAddress a_tile = smem_address + (int)((step - 1) & 1) * kStage * 2;\n",
+      "        const SharedAddress b_tile = a_tile + kRows * 40 * 2;\n",
+      "        #pragma unroll\n        for (int kk = 0; kk < 32; kk += 16) {\n",
+      "          unsigned fa[kMi][4], fb[kNi][2];\n",
+      "          // A: matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15),\n",
+      "          // (rows 8-15, k 8-15) are a0a1, a2a3, a4a5, a6a7 of mma's A fragment.\n",
+      "          #pragma unroll\n          for (int i = 0; i < kMi; ++i) ldmatrix_x4(fa[i], a_tile "
+      "+ (a_frag + i * 16 * 40 + kk) * 2);\n",
+      "          #pragma unroll\n          for (int j = 0; j < kNi; j += 2) {\n",
+      "            unsigned r[4];\n", b_load,
+      "            fb[j][0] = r[0]; fb[j][1] = r[1]; fb[j + 1][0] = r[2]; fb[j + 1][1] = r[3];\n",
+      "          }\n          #pragma unroll\n          for (int i = 0; i < kMi; ++i) {\n",
+      "            #pragma unroll\n            for (int j = 0; j < kNi; ++j) ",
+      bf16 ? "mma_bf16_16816" : "mma_f16_16816",
+      "(acc[i][j], fa[i], fb[j]);\n          }\n        }\n",
+      "        __syncthreads();  // everyone is done with this buffer before it is restaged\n");
+}
+
+// The epilogue: the accumulators through shared memory, kRows / kWarpsM rows at a time.
+std::string tile_epilogue(const KernelWriter& w) {
+  const std::string t = register_type(w.program().anchor_dtype);
+  return absl::StrCat(
+      "      float* const tile_out = (float*)smem;  // [kRows / kWarpsM][132]\n",
+      "      constexpr int kPassRows = kRows / kWarpsM;\n",
+      "      for (int pass = 0; pass < kWarpsM; ++pass) {\n", "        if (warp_m == pass) {\n",
+      "          // Accumulator r of mma (i, j): row g (r < 2) or g + 8, column 2t + (r & 1).\n",
+      "          #pragma unroll\n          for (int i = 0; i < kMi; ++i) {\n",
+      "            #pragma unroll\n            for (int j = 0; j < kNi; ++j) {\n",
+      "              #pragma unroll\n              for (int r = 0; r < 4; ++r) {\n",
+      "                tile_out[(i * 16 + (lane >> 2) + (r >> 1) * 8) * 132 + warp_col + j * 8 + "
+      "(lane & 3) * 2 + (r & 1)] = acc[i][j][r];\n",
+      "              }\n            }\n          }\n        }\n        __syncthreads();\n",
+      "        for (int e = threadIdx.x; e < kPassRows * 128; e += blockDim.x) {\n",
+      "          const I m = m0 + pass * kPassRows + (e >> 7), n = n0 + (e & 127);\n",
+      "          if (m >= M || n >= N) continue;\n",
+      "          const I flat = (b * M + m) * N + n;\n", "          if (split.phase == 1) {\n",
+      "            partials[(I)blockIdx.y * outputs + flat] =\n",
+      "                tile_out[(e >> 7) * 132 + (e & 127)];\n",
+      "            continue;\n          }\n",
+      w.epilogue(absl::StrCat("(", t, ")tile_out[(e >> 7) * 132 + (e & 127)]"), "flat"),
+      "        }\n        __syncthreads();\n      }\n");
+}
+
+std::string tensor_core_matmul(const KernelWriter& w) {
+  const KernelProgram& p = w.program();
+  const int ra = w.rank(1), rb = w.rank(2), batch = w.rank(0) - 2;
+  const bool bf16 = p.instrs[p.anchor_operands[0]].dtype == DType::BF16;
+  const std::string to_16 = bf16 ? "f32_to_bf16" : "f32_to_f16";
+  const jit::Instr* a_load = plain_load(p, 0);
+  const jit::Instr* b_load = plain_load(p, 1);
+  const bool b_k_contiguous = b_is_k_contiguous(p);
+  // Two stages of the largest tiles (128 rows of A and B), in elements.
+  const int stage_elements = 128 * kPaddedK + (b_k_contiguous ? 128 * kPaddedK : 32 * kPaddedN);
+  std::string s = absl::StrCat(
+      "  const I M = (I)a.shape[1][", ra - 2, "], N = (I)a.shape[2][", rb - 1,
+      "], depth = (I)a.shape[1][", ra - 1, "];\n",
+      "  // Split K (split.phase 1: launch_geometry splits a matmul with too few tiles to fill\n",
+      "  // the GPU): block row blockIdx.y multiplies its chunk of the k-steps and writes the\n",
+      "  // f32 partial tile to scratch; phase 2 sums the chunks in order and runs the epilogue.\n",
+      "  const I all_steps = (depth + 31) / 32, outputs = ", w.numel(0), ";\n",
+      "  float* const partials = (float*)split.scratch;\n", "  const I chunk_steps =\n",
+      "      split.phase == 1 ? (all_steps + (I)split.chunks - 1) / (I)split.chunks : all_steps;\n",
+      "  const I first_step = split.phase == 1 ? (I)blockIdx.y * chunk_steps : (I)0;\n",
+      "  const I left_steps = first_step < all_steps ? all_steps - first_step : (I)0;\n",
+      "  const I steps = left_steps < chunk_steps ? left_steps : chunk_steps;  // this block's\n",
+      "  if (split.phase == 2) {\n", "    const I threads = (I)gridDim.x * blockDim.x;\n",
+      "    for (I flat = (I)blockIdx.x * blockDim.x + threadIdx.x; flat < outputs; flat += "
+      "threads) {\n",
+      "      float sum = 0.0f;\n",
+      "      for (I c = 0; c < (I)split.chunks; ++c) sum += partials[c * outputs + flat];\n",
+      w.epilogue(absl::StrCat("(", register_type(p.anchor_dtype), ")sum"), "flat"),
+      "    }\n    return;\n  }\n", "  // Two stages of A [rows][32 + 8] and B ",
+      b_k_contiguous ? "[128][32 + 8]" : "[32][128 + 8]", "; then the epilogue's f32 tile.\n",
+      "  __shared__ Pack<unsigned short, 8> smem_packs[", 2 * stage_elements / 8, "];\n",
+      "  unsigned short* const smem = smem_packs[0].v;\n",
+      "  const SharedAddress smem_address = shared_address(smem);  // what ldmatrix, cp.async "
+      "take\n");
+  // Which operands are copied by cp.async in this launch (the same for every tile).
+  absl::StrAppend(
+      &s,
+      "  const bool a_async = ", a_load != nullptr ? async_condition(*a_load, ra, ra - 1) : "false",
+      ";\n", "  const bool b_async = ",
+      b_load != nullptr ? async_condition(*b_load, rb, b_k_contiguous ? rb - 2 : rb - 1) : "false",
+      ";\n  (void)a_async; (void)b_async;\n");
+  absl::StrAppend(
+      &s, "  auto run_tiles = [&](auto rows) {\n",
+      "    constexpr int kRows = decltype(rows)::value;\n",
+      "    constexpr int kWarpsM = kRows == 128 ? 2 : 1, kWarpsN = 8 / kWarpsM;\n",
+      "    constexpr int kMi = kRows / kWarpsM / 16, kNi = 16 / kWarpsN;  // mma tiles per warp\n",
+      "    constexpr int kStage = kRows * 40 + ", b_k_contiguous ? "128 * 40" : "32 * 136",
+      ";  // elements per buffer\n",
+      "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;\n",
+      "    const int warp_m = warp / kWarpsN, warp_n = warp % kWarpsN;\n",
+      "    const int warp_row = warp_m * (kRows / kWarpsM), warp_col = warp_n * kNi * 8;\n",
+      "    // The row this lane addresses in each ldmatrix.x4, at i = j = kk = 0: lane 8q + r "
+      "gives\n",
+      "    // row r of matrix q (the orders of the matrices are below, where they are loaded).\n",
+      "    const int a_frag = (warp_row + (lane & 15)) * 40 + (lane >> 4) * 8;\n",
+      b_k_contiguous ? "    const int b_frag = (warp_col + (lane & 7) + (lane >> 4) * 8) * 40 + "
+                       "((lane >> 3) & 1) "
+                       "* 8;\n"
+                     : "    const int b_frag = (lane & 15) * 136 + warp_col + (lane >> 4) * 8;\n",
+      "    const I tiles_m = (M + kRows - 1) / kRows, tiles_n = (N + 127) / 128;\n",
+      "    const I tiles = M * N > 0 ? outputs / (M * N) * tiles_m * tiles_n : (I)0;\n",
+      "    for (I tile = blockIdx.x; tile < tiles; tile += gridDim.x) {\n",
+      "      const I b = tile / (tiles_m * tiles_n), rest = tile % (tiles_m * tiles_n);\n",
+      "      const I m0 = rest / tiles_n * kRows, n0 = rest % tiles_n * 128;\n      ",
+      w.unravel(0, "out", "b * M * N"), "      I idx1[", w.index_rank(), "] = {0};\n      I idx2[",
+      w.index_rank(), "] = {0};\n", batch_indices(w, 1, batch), batch_indices(w, 2, batch));
+  if (a_load != nullptr) {  // the batch matrix's start, and its row stride
+    absl::StrAppend(&s, "      const unsigned short* const a_src = (const unsigned short*)a.in[",
+                    a_load->input, "] + ", w.offset(a_load->view, 1, "idx1"), ";\n",
+                    "      const I a_row_stride = (I)a.stride[", a_load->view, "][", ra - 2,
+                    "];\n");
+  }
+  if (b_load != nullptr) {
+    absl::StrAppend(&s, "      const unsigned short* const b_src = (const unsigned short*)a.in[",
+                    b_load->input, "] + ", w.offset(b_load->view, 2, "idx2"), ";\n",
+                    "      const I b_row_stride = (I)a.stride[", b_load->view, "][",
+                    b_k_contiguous ? rb - 1 : rb - 2, "];\n");
+  }
+  absl::StrAppend(&s, "      float acc[kMi][kNi][4] = {};\n",
+                  "      for (I step = 0; step <= steps; ++step) {\n",
+                  stage_k_step(w, a_load != nullptr, b_load != nullptr, b_k_contiguous, to_16),
+                  "        if (step == 0) continue;\n", multiply_k_step(b_k_contiguous, bf16),
+                  "      }\n", tile_epilogue(w), "    }\n  };\n",
+                  "  if (M <= 16) run_tiles(Constant<16>{}); else run_tiles(Constant<128>{});\n");
   return s;
 }
 
@@ -135,11 +395,18 @@ bool matmul_is_tiled(const jit::KernelProgram& p) {
          p.instrs[p.anchor_operands[1]].dtype == DType::F32;
 }
 
+int64_t matmul_tile_count(const jit::KernelProgram& p, const jit::MatmulShape& mm) {
+  if (!matmul_uses_tensor_cores(p)) return mm.batches * ((mm.m + 63) / 64) * ((mm.n + 63) / 64);
+  const int64_t rows = mm.m <= 16 ? 16 : 128;  // as the kernel's run_tiles picks
+  return mm.batches * ((mm.m + rows - 1) / rows) * ((mm.n + 127) / 128);
+}
+
 // Tiled when matmul_is_tiled; otherwise one thread per output element: a dot product over the
 // shared dimension.
 std::string render_matmul(const KernelWriter& w) {
   const KernelProgram& p = w.program();
-  if (matmul_is_tiled(p)) return tiled_matmul(w);
+  if (matmul_uses_tensor_cores(p)) return tensor_core_matmul(w);
+  if (matmul_is_tiled(p)) return tiled_matmul_f32(w);
   std::string s;
   const int ra = w.rank(1), rb = w.rank(2), r0 = w.rank(0);
   const int batch = r0 - (ra > 1) - (rb > 1);

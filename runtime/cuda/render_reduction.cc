@@ -56,7 +56,10 @@ std::string advance(const std::vector<int>& dims, const std::string& step) {
 //    memory combine them;
 //  - outer (the last axis is kept): a block per 32 consecutive outputs, lane l of each of
 //    the 8 warps on output l, warp w on reduced positions w, w+8, ...: every warp load is
-//    32 consecutive elements; shared memory combines the 8 warps.
+//    32 consecutive elements; shared memory combines the 8 warps. With fewer than 32
+//    outputs a block's tile is the power of two W that holds them and each warp takes
+//    32 / W reduced positions at a time (lane l: output l % W), so every lane works; shuffles
+//    fold each warp's positions before shared memory combines the warps;
 // Both can split the reduced extent over gridDim.y chunks (split.phase 1 writes each
 // chunk's partial result to split.scratch, phase 2 combines them in chunk order and runs
 // the epilogue), so a few outputs over a long extent still fill the GPU, and the result
@@ -160,15 +163,30 @@ std::string render_reduction(const KernelWriter& w) {
                         advance(reduced, step), "\n", indent, "  }\n", indent, "}\n");
   };
   if (reduction_is_outer(p)) {
+    // A tile of `width` consecutive outputs per block: 32, or with fewer outputs the
+    // smallest power of two that holds them, so that no lane idles. Lane l takes output
+    // l % width and row slot warp * slices + l / width of the 8 * slices slots that stride
+    // along the reduced extent; shuffles then fold a warp's slices of each output (in a
+    // fixed tree: the result does not depend on timing) and shared memory the 8 warps.
     absl::StrAppend(
         &s, "  __shared__ ", acc, " shared_value[8][32];\n  __shared__ i64 shared_index[8][32];\n",
         "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n",
-        "  for (I tile = blockIdx.x; tile * 32 < outputs; tile += gridDim.x) {\n",
-        "    const I o = tile * 32 + lane;\n    ", declare_best, "    if (o < outputs) {\n",
+        "  const int width = outputs >= 32 ? 32 : outputs > 8 ? (outputs > 16 ? 32 : 16)\n",
+        "                  : outputs > 4 ? 8 : outputs > 2 ? 4 : outputs > 1 ? 2 : 1;\n",
+        "  const int slices = 32 / width, column = lane & (width - 1);\n",
+        "  const I slot = (I)warp * slices + lane / width, slots = (I)8 * slices;\n",
+        "  for (I tile = blockIdx.x; tile * width < outputs; tile += gridDim.x) {\n",
+        "    const I o = tile * width + column;\n    ", declare_best, "    if (o < outputs) {\n",
         "      I idx1[", w.index_rank(), "] = {0};\n      ", w.unravel_dims(kept, "o"), "\n",
-        walk("begin + warp", "end", "8", "      "), "    }\n", settle,
+        "      if (width == 32) {  // the common case, its stride a constant\n",
+        walk("begin + warp", "end", "8", "        "), "      } else {\n",
+        walk("begin + slot", "end", "slots", "        "), "      }\n    }\n", settle,
+        "    for (int step = 16; step >= width; step >>= 1) {  // the warp's slices\n",
+        "      const ", acc, " other = __shfl_down_sync(0xffffffffu, best, step);\n",
+        "      const i64 other_index = __shfl_down_sync(0xffffffffu, best_index, step);\n      ",
+        fold_into("best", "best_index", "other", "other_index"), "\n    }\n",
         "    shared_value[warp][lane] = best;\n    shared_index[warp][lane] = best_index;\n",
-        "    __syncthreads();\n    if (warp == 0 && o < outputs) {\n",
+        "    __syncthreads();\n    if (warp == 0 && lane < width && o < outputs) {\n",
         "      for (int w = 1; w < 8; ++w) ",
         fold_into("best", "best_index", "shared_value[w][lane]", "shared_index[w][lane]"), "\n",
         finish_output, "    }\n    __syncthreads();\n  }\n");

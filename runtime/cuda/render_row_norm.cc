@@ -176,25 +176,68 @@ std::string render_row_norm(const KernelWriter& w) {
                     ";\n");
   }
   if (op == OpKind::LayerNorm) absl::StrAppend(&s, "    first /= (", acc, ")extent;\n");
-  // Later passes read x again: from the cache, or recomputed from global memory.
+  // Later passes read x again: from the cache, or recomputed from global memory. With the
+  // 16-byte path, they go in the groups pass 1 took (thread t: elements [E g, E g + E) for
+  // g = t, t + blockDim.x, ...), reading a group from the cache as packs or, when the row is
+  // not cached, from global memory as one 16-byte load per input; then the remainder one
+  // element per thread, also as in pass 1. So every thread reads back the cache positions it
+  // wrote itself.
+  const int per_store = 16 / (single ? 4 : 8);
+  const bool packed_cache = e > 1 && e % per_store == 0;
+  // A group's x (or, with `exp`, exp(x - max)) into xs[0..E).
+  auto group_again = [&](bool exp) {
+    std::string g = absl::StrCat("      idx1[", axis, "] = g * ", e, ";\n      ", acc, " xs[", e,
+                                 "];\n      if (persistent) {\n");
+    if (packed_cache) {
+      absl::StrAppend(&g, "        #pragma unroll\n        for (int j = 0; j < ", e / per_store,
+                      "; ++j) {\n          const Pack<", cached, ", ", per_store,
+                      "> q = ((const Pack<", cached, ", ", per_store, ">*)(row_cache + g * ", e,
+                      "))[j];\n          #pragma unroll\n          for (int c = 0; c < ", per_store,
+                      "; ++c) xs[j * ", per_store, " + c] = (", acc, ")q.v[c];\n        }\n");
+    } else {
+      absl::StrAppend(&g, "        #pragma unroll\n        for (int e = 0; e < ", e,
+                      "; ++e) xs[e] = (", acc, ")row_cache[g * ", e, " + e];\n");
+    }
+    absl::StrAppend(&g, "      } else {\n");
+    for (size_t k = 0; k < p.instrs.size(); ++k) {
+      const Instr& in = p.instrs[k];
+      if (in.space != 1 || in.kind != InstrKind::kLoad) continue;
+      const std::string st = storage_type(p.input_dtypes[in.input]);
+      const std::string pack = absl::StrCat("Pack<", st, ", ", e, ">");
+      absl::StrAppend(&g, "        const ", pack, " ld", k, " = *(const ", pack, "*)((const ", st,
+                      "*)a.in[", in.input, "] + ", w.offset(in.view, 1, "idx1"), ");\n");
+    }
+    absl::StrAppend(&g, "        #pragma unroll\n        for (int e = 0; e < ", e, "; ++e) {\n",
+                    w.space_code(1, "", "e"), "        xs[e] = ",
+                    exp ? absl::StrCat(fn("exp"), "((", acc, ")v", operand, " - first)")
+                        : absl::StrCat("(", acc, ")v", operand),
+                    ";\n        }\n      }\n");
+    return g;
+  };
   auto x_again = [&](const std::string& k) {
     return absl::StrCat("      idx1[", axis, "] = ", k, ";\n      ", acc, " x;\n",
                         "      if (persistent) {\n        x = (", acc, ")row_cache[", k, "];\n",
                         "      } else {\n", w.space_code(1, "idx1"), "        x = (", acc, ")v",
                         operand, ";\n      }\n");
   };
+  const std::string group_loop =
+      absl::StrCat("    for (I g = threadIdx.x; g < groups; g += blockDim.x) {\n");
+  const std::string tail_loop = absl::StrCat("    for (I k = ", groups, " * ", std::max(e, 1),
+                                             " + threadIdx.x; k < extent; k += blockDim.x) {\n");
   if (!rms) {
     // Pass 2: the sum of exp(x - max) (softmax) or of squared deviations (layer_norm).
-    absl::StrAppend(&s, "    for (I k = threadIdx.x; k < extent; k += blockDim.x) {\n",
-                    x_again("k"));
-    if (softmax) {
-      absl::StrAppend(&s, "      const ", acc, " ex = ", fn("exp"), "(x - first);\n",
-                      cache_exp ? "      if (persistent) row_cache[k] = ex;\n" : "",
-                      "      second += ex;\n");
-    } else {
-      absl::StrAppend(&s, "      second += (x - first) * (x - first);\n");
+    const std::string fold2 =
+        softmax ? absl::StrCat("      const ", acc, " ex = ", fn("exp"), "(x - first);\n",
+                               cache_exp ? "      if (persistent) row_cache[k] = ex;\n" : "",
+                               "      second += ex;\n")
+                : "      second += (x - first) * (x - first);\n";
+    if (e > 1) {
+      absl::StrAppend(&s, group_loop, group_again(false), "      #pragma unroll\n",
+                      "      for (int e = 0; e < ", e, "; ++e) {\n      const I k = g * ", e,
+                      " + e;\n      (void)k;\n      const ", acc, " x = xs[e];\n", fold2,
+                      "      }\n    }\n");
     }
-    absl::StrAppend(&s, "    }\n    second = ", block_sum, ";\n");
+    absl::StrAppend(&s, tail_loop, x_again("k"), fold2, "    }\n    second = ", block_sum, ";\n");
   }
   // The row's constants, once: y = exp(x - max) * scale, x - shift, or
   // (x - mean) * scale * w (+ b).
@@ -211,8 +254,46 @@ std::string render_row_norm(const KernelWriter& w) {
     y = absl::StrCat(rms ? "x" : "(x - first)", " * scale * (", acc, ")v", p.anchor_operands[1]);
     if (op == OpKind::LayerNorm) absl::StrAppend(&y, " + (", acc, ")v", p.anchor_operands[2]);
   }
+  // The weight and bias of element k (layer_norm, rms_norm).
+  std::string weights;
+  if (op == OpKind::LayerNorm || rms) {
+    absl::StrAppend(&weights, "      I idx2[", w.index_rank(), "] = {0}; idx2[0] = k;\n",
+                    w.space_code(2, "idx2"));
+    if (op == OpKind::LayerNorm)
+      absl::StrAppend(&weights, "      I idx3[", w.index_rank(), "] = {0}; idx3[0] = k;\n",
+                      w.space_code(3, "idx3"));
+  }
   // Pass 3: the output.
-  absl::StrAppend(&s, "    for (I k = threadIdx.x; k < extent; k += blockDim.x) {\n");
+  if (e > 1) {
+    // A group's outputs go out as one 16-byte store per output when the row lies along the
+    // innermost dim in whole vectors and every output is aligned (and no wider per group).
+    bool packed_out = axis == rank - 1;
+    std::vector<std::string> outs;
+    for (size_t o = 0; o < p.output_dtypes.size(); ++o) {
+      packed_out = packed_out && dtype_size(p.output_dtypes[o]) * e <= 16;
+      outs.push_back(absl::StrCat("(u64)a.out[", o, "]"));
+    }
+    absl::StrAppend(&s, group_loop, group_again(cache_exp), "      ", t, " value[", e, "];\n",
+                    "      #pragma unroll\n      for (int e = 0; e < ", e,
+                    "; ++e) {\n      const I k = g * ", e, " + e;\n      (void)k;\n",
+                    "      const ", acc, cache_exp ? " ex" : " x", " = xs[e];\n");
+    if (op == OpKind::Softmax && !cache_exp)
+      absl::StrAppend(&s, "      const ", acc, " ex = ", fn("exp"), "(x - first);\n");
+    absl::StrAppend(&s, weights, "      value[e] = (", t, ")(", y, ");\n      }\n");
+    std::string scalar_stores = absl::StrCat(
+        "        #pragma unroll\n        for (int e = 0; e < ", e, "; ++e) {\n        idx1[", axis,
+        "] = g * ", e, " + e;\n        const I flat = row_base + (g * ", e, " + e) * row_step;\n",
+        w.epilogue("value[e]", "flat", "idx1"), "        }\n");
+    if (packed_out) {
+      absl::StrAppend(&s, "      if (((", absl::StrJoin(outs, " | "), ") & 15) == 0 && extent % ",
+                      e, " == 0) {\n",
+                      vector_epilogue(w, e, "value", "idx1", absl::StrCat("row_base + g * ", e)),
+                      "      } else {\n", scalar_stores, "      }\n    }\n");
+    } else {
+      absl::StrAppend(&s, scalar_stores, "    }\n");
+    }
+  }
+  absl::StrAppend(&s, tail_loop);
   if (cache_exp) {
     absl::StrAppend(&s, "      idx1[", axis, "] = k;\n      ", acc, " ex;\n",
                     "      if (persistent) {\n        ex = row_cache[k];\n      } else {\n",
@@ -223,14 +304,7 @@ std::string render_row_norm(const KernelWriter& w) {
     if (op == OpKind::Softmax)
       absl::StrAppend(&s, "      const ", acc, " ex = ", fn("exp"), "(x - first);\n");
   }
-  if (op == OpKind::LayerNorm || rms) {
-    absl::StrAppend(&s, "      I idx2[", w.index_rank(), "] = {0}; idx2[0] = k;\n",
-                    w.space_code(2, "idx2"));
-    if (op == OpKind::LayerNorm)
-      absl::StrAppend(&s, "      I idx3[", w.index_rank(), "] = {0}; idx3[0] = k;\n",
-                      w.space_code(3, "idx3"));
-  }
-  absl::StrAppend(&s, "      const I flat = row_base + k * row_step;\n",
+  absl::StrAppend(&s, weights, "      const I flat = row_base + k * row_step;\n",
                   w.epilogue(absl::StrCat("(", t, ")(", y, ")"), "flat", "idx1"), "    }\n");
   // Pass 1 of the next row writes cache positions this row's pass 3 reads on other threads.
   if (e > 1) absl::StrAppend(&s, "    __syncthreads();\n");

@@ -1,22 +1,62 @@
-// update_slice: a thread per element of the update (grid-stride), written at `start` along
-// the axis into output 0, which already holds x (the backend's copy, or x's own buffer).
-// Nothing else is touched, so a KV cache write costs the update's size, not the cache's.
+// update_slice: a thread per group of elements of the update (grid-stride, the multi-index
+// stepped as in concat), written at `start` along the axis into output 0, which already
+// holds x (the backend's copy, or x's own buffer). Nothing else is touched, so a KV cache
+// write costs the update's size, not the cache's.
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/cuda/family_renderers.h"
 
 namespace kiln::runtime::cuda {
+namespace {
 
+// One pass over the update in groups of `e` elements along the innermost dim (e = 1: one
+// element at a time, through the update's views).
+std::string update_loop(const KernelWriter& w, int e) {
+  const jit::KernelProgram& p = w.program();
+  const int axis = p.anchor_attrs.axis;
+  const int operand = p.anchor_operands[0];
+  const SteppedLoop loop = stepped_loop(w, 1, e, "idx1");
+  std::string s = loop.open;
+  if (e > 1) {
+    absl::StrAppend(&s, vector_space_loads(w, 1, e, "idx1"), "      ",
+                    register_type(p.anchor_dtype), " value[", e, "];\n      #pragma unroll\n",
+                    "      for (int e = 0; e < ", e, "; ++e) {\n", w.space_code(1, "", "e"),
+                    "      value[e] = v", operand, ";\n      }\n");
+  } else {
+    absl::StrAppend(&s, w.space_code(1, "idx1"));
+  }
+  // The group's place in the output: idx1 moved by start along the axis (then moved back).
+  absl::StrAppend(&s, "      idx1[", axis,
+                  "] += start;\n      const I flat = ", w.flatten(0, "idx1"), ";\n");
+  if (e > 1) {
+    absl::StrAppend(&s, vector_epilogue(w, e, "value", "idx1", "flat"));
+  } else {
+    absl::StrAppend(&s, w.epilogue(absl::StrCat("v", operand), "flat", "idx1"));
+  }
+  absl::StrAppend(&s, "      idx1[", axis, "] -= start;\n");
+  return s + loop.close;
+}
+
+}  // namespace
+
+// The groups are 16-byte vectors when the update's loads are contiguous along the innermost
+// dim and aligned, both innermost dims hold whole vectors and, for an update along that dim,
+// start is a multiple of the vector (checked once per launch); single elements otherwise.
 std::string render_update_slice(const KernelWriter& w) {
   const jit::KernelProgram& p = w.program();
-  return absl::StrCat("  const I start = (I)a.p[", p.anchor_param,
-                      "];\n  const I count = ", w.numel(1), ";\n",
-                      "  for (I i = (I)blockIdx.x * (I)blockDim.x + threadIdx.x; i < count; i += "
-                      "(I)gridDim.x * (I)blockDim.x) {\n    ",
-                      w.unravel(1, "idx1", "i"), w.space_code(1, "idx1"), "    idx1[",
-                      p.anchor_attrs.axis, "] += start;\n    const I flat = ", w.flatten(0, "idx1"),
-                      ";\n", w.epilogue(absl::StrCat("v", p.anchor_operands[0]), "flat"), "  }\n");
+  const int last = w.rank(1) - 1;
+  std::string s = absl::StrCat("  const I start = (I)a.p[", p.anchor_param, "];\n");
+  const int e = element_group_width(p, {1});
+  if (e <= 1) return absl::StrCat(s, "  {\n", update_loop(w, 1), "  }\n");
+  std::string condition =
+      absl::StrCat(vector_loads_condition(p, {1}, last, e, " &&\n      "), " &&\n      a.shape[0][",
+                   last, "] % ", e, " == 0 && a.shape[1][", last, "] % ", e, " == 0");
+  if (p.anchor_attrs.axis == last) absl::StrAppend(&condition, " && start % ", e, " == 0");
+  return absl::StrCat(s, "  const bool vectorizable = ", condition, ";\n",
+                      "  if (vectorizable) {\n    // 16-byte groups of ", e, " elements.\n",
+                      update_loop(w, e), "  } else {\n    // One element at a time.\n",
+                      update_loop(w, 1), "  }\n");
 }
 
 }  // namespace kiln::runtime::cuda

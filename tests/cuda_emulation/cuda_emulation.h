@@ -12,6 +12,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -106,9 +108,23 @@ struct Barrier {
   }
 };
 
+// A thread's cp.async copies not yet done: issued in order, closed into groups by commit.
+// They land when a wait_group lets them (the latest moment PTX allows), so a kernel that
+// reads shared memory before waiting reads stale data here too.
+struct AsyncCopy {
+  void* dst;
+  const void* src;
+  int src_bytes;
+};
+struct AsyncCopies {
+  std::vector<AsyncCopy> copies;
+  std::vector<size_t> group_ends;  // per committed group, copies.size() at its commit
+};
+
 struct Fiber {
   void* sp = nullptr;  // its saved stack pointer while switched out
   bool finished = false;
+  AsyncCopies async;
 };
 
 // One block's run: the fibers, the scheduler's context and the barriers.
@@ -126,6 +142,19 @@ struct BlockRun {
 };
 
 inline BlockRun* run = nullptr;
+// What the kernels run so far did, for tests that must know a path was taken.
+struct Counters {
+  long long cp_async_copies = 0;
+  long long ldmatrix_loads = 0;
+};
+inline Counters counters;
+
+// Stops the process with a message: what a GPU would report as a fault (a misaligned
+// address), or a kernel's misuse of a collective.
+[[noreturn]] inline void fault(const char* what) {
+  std::fprintf(stderr, "CUDA emulation: %s\n", what);
+  std::abort();
+}
 inline constexpr size_t kStackBytes = 256 * 1024;
 
 inline void yield() { kiln_emulation_switch(&run->fibers[run->current].sp, run->scheduler); }
@@ -260,6 +289,71 @@ inline void mma_16816(float c[4], const unsigned a[4], const unsigned b[2], bool
   }
   wait_at(run->warps[warp]);  // every lane has read the fragments before any is replaced
   for (int i = 0; i < 4; ++i) c[i] = d[i];
+}
+
+// cp.async.cg.shared.global [dst], [src], 16, src_bytes: both addresses 16-byte aligned;
+// the first src_bytes bytes come from src, the rest of the 16 are zeros. Queued until a
+// wait_group completes its group.
+inline void cp_async_16(void* dst, const void* src, int src_bytes) {
+  if (reinterpret_cast<uintptr_t>(dst) % 16 != 0 || reinterpret_cast<uintptr_t>(src) % 16 != 0) {
+    fault("cp.async of 16 bytes from or to an address that is not 16-byte aligned");
+  }
+  if (src_bytes < 0 || src_bytes > 16) fault("cp.async src-size outside 0..16");
+  run->fibers[run->current].async.copies.push_back({dst, src, src_bytes});
+  ++counters.cp_async_copies;
+}
+
+// cp.async.commit_group: the thread's copies issued since its last commit form a group
+// (possibly empty).
+inline void cp_async_commit() {
+  AsyncCopies& a = run->fibers[run->current].async;
+  a.group_ends.push_back(a.copies.size());
+}
+
+// cp.async.wait_group n: the thread's committed groups but the newest n are complete.
+inline void cp_async_wait(int n) {
+  AsyncCopies& a = run->fibers[run->current].async;
+  const size_t groups = a.group_ends.size();
+  if (groups <= static_cast<size_t>(n)) return;
+  const size_t done = a.group_ends[groups - n - 1];
+  for (size_t i = 0; i < done; ++i) {
+    const AsyncCopy& c = a.copies[i];
+    std::memcpy(c.dst, c.src, c.src_bytes);
+    std::memset(static_cast<char*>(c.dst) + c.src_bytes, 0, 16 - c.src_bytes);
+  }
+  a.copies.erase(a.copies.begin(), a.copies.begin() + done);
+  a.group_ends.erase(a.group_ends.begin(), a.group_ends.begin() + (groups - n));
+  for (size_t& end : a.group_ends) end -= done;
+}
+
+// ldmatrix.sync.aligned.m8n8.x{count}{.trans}.shared.b16, count 1, 2 or 4: a warp
+// collective. Lane 8i + r gives the address of row r of matrix i (8 elements, 16 bytes,
+// 16-byte aligned; lanes from 8 * count on give none that is read). Lane l receives in
+// regs[i] two elements of matrix i, the lower one in the low half: row l / 4, columns
+// 2 (l % 4) and 2 (l % 4) + 1; with .trans, column l / 4, rows 2 (l % 4) and 2 (l % 4) + 1.
+inline void ldmatrix(unsigned* regs, int count, bool trans, const void* row) {
+  if (count != 1 && count != 2 && count != 4) fault("ldmatrix takes 1, 2 or 4 matrices");
+  const int t = run->current, warp = t / 32, lane = t % 32;
+  if (run->warps[warp].alive != 32) fault("ldmatrix needs every lane of the warp");
+  run->lanes[warp * 32 + lane] = reinterpret_cast<uintptr_t>(row);
+  wait_at(run->warps[warp]);
+  auto element = [&](int matrix, int r, int c) {
+    const uint64_t address = run->lanes[warp * 32 + matrix * 8 + r];
+    if (address % 16 != 0) fault("ldmatrix row address not 16-byte aligned");
+    unsigned short v;
+    std::memcpy(&v, reinterpret_cast<const unsigned short*>(address) + c, sizeof(v));
+    return static_cast<unsigned>(v);
+  };
+  const int g = lane / 4, c = 2 * (lane % 4);
+  unsigned out[4];
+  for (int i = 0; i < count; ++i) {
+    const unsigned lo = trans ? element(i, c, g) : element(i, g, c);
+    const unsigned hi = trans ? element(i, c + 1, g) : element(i, g, c + 1);
+    out[i] = lo | (hi << 16);
+  }
+  wait_at(run->warps[warp]);  // nobody publishes a new address before everyone has read
+  for (int i = 0; i < count; ++i) regs[i] = out[i];
+  ++counters.ldmatrix_loads;
 }
 
 inline unsigned dynamic_shared_bytes() { return run->dynamic_shared_bytes; }

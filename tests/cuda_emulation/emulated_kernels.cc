@@ -42,6 +42,10 @@ std::string translation_unit(const std::vector<EmulatedModule>& modules, size_t 
                     "; }); return 0;\n");
   }
   absl::StrAppend(&tu, "  }\n  return 1;\n}\n");
+  // The library's counters (one set: the units share the emulation's inline variables).
+  absl::StrAppend(&tu, "extern \"C\" void kiln_emulated_counters_", part,
+                  "(long long* out) {\n  out[0] = kiln_emulation::counters.cp_async_copies;\n"
+                  "  out[1] = kiln_emulation::counters.ldmatrix_loads;\n}\n");
   return tu;
 }
 
@@ -98,6 +102,8 @@ absl::StatusOr<EmulatedKernels> EmulatedKernels::build(const std::vector<Emulate
     k.parts_.push_back(reinterpret_cast<LaunchFn>(dlsym(handle, name.c_str())));
     if (k.parts_.back() == nullptr) return absl::InternalError("missing " + name);
   }
+  k.counters_ = reinterpret_cast<CountersFn>(dlsym(handle, "kiln_emulated_counters_0"));
+  if (k.counters_ == nullptr) return absl::InternalError("missing kiln_emulated_counters_0");
   return k;
 }
 
@@ -106,6 +112,12 @@ void EmulatedKernels::launch(int index, bool wide, const void* params, const voi
   parts_.at(index / per_part_)(index, wide ? 1 : 0, params, split, static_cast<long long>(grid_x),
                                static_cast<long long>(grid_y), block,
                                static_cast<unsigned>(shared_bytes));
+}
+
+EmulatedCounters EmulatedKernels::counters() const {
+  long long out[2] = {0, 0};
+  counters_(out);
+  return {out[0], out[1]};
 }
 
 }  // namespace kiln::testing

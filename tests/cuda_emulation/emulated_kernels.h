@@ -16,6 +16,13 @@ struct EmulatedModule {
   std::string entry;   // its kernel name (entries are <entry>_i32 and <entry>_i64)
 };
 
+// What the library's kernels have done since it was built, summed over every launch: so a
+// test can tell that a path it means to cover ran.
+struct EmulatedCounters {
+  int64_t cp_async_copies = 0;  // cp.async copies issued (16 bytes each)
+  int64_t ldmatrix_loads = 0;   // ldmatrix instructions, counted per lane
+};
+
 class EmulatedKernels {
  public:
   // Compiles every module (host C++, one library) in `dir`; the error holds the compiler's log.
@@ -27,10 +34,14 @@ class EmulatedKernels {
   void launch(int index, bool wide, const void* params, const void* split, int64_t grid_x,
               int64_t grid_y, int block, int shared_bytes) const;
 
+  EmulatedCounters counters() const;
+
  private:
   using LaunchFn = int (*)(int, int, const void*, const void*, long long, long long, int, unsigned);
   std::vector<LaunchFn> parts_;  // one dispatcher per translation unit
   size_t per_part_ = 1;          // modules per unit
+  using CountersFn = void (*)(long long*);
+  CountersFn counters_ = nullptr;
 };
 
 }  // namespace kiln::testing
