@@ -67,6 +67,21 @@ void BM_KilnLinearRelu(benchmark::State& state) {
   set_flops(state);
 }
 
+// relu(linear(x, w, b)) with every operand in f32, bf16 or f16 (state.range(1): 0, 1, 2),
+// PyTorch's weight layout: the 16-bit GEMMs should run at the f32 one's speed (their
+// operands are widened as they are packed, and the weight stays packed).
+void BM_KilnLinearReluDtype(benchmark::State& state) {
+  const int64_t m = state.range(0);
+  const kiln::DType dt = state.range(1) == 0   ? kiln::DType::F32
+                         : state.range(1) == 1 ? kiln::DType::BF16
+                                               : kiln::DType::F16;
+  Tensor x = Tensor::from_vector(random_values(m * kIn, 1), {m, kIn}).astype(dt).eval();
+  Tensor w = Tensor::from_vector(random_values(kIn * kOut, 2), {kOut, kIn}).astype(dt).eval();
+  Tensor b = Tensor::from_vector(random_values(kOut, 3), {kOut}).astype(dt).eval();
+  for (auto _ : state) kiln::relu(kiln::linear(x, w, b)).eval();
+  set_flops(state);
+}
+
 void BM_KilnGemmCore(benchmark::State& state) {
   using kiln::runtime::cpu::GemmOperand;
   const int64_t m = state.range(0);
@@ -117,6 +132,11 @@ void shapes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_KilnLinearRelu)->Apply(shapes);
+BENCHMARK(BM_KilnLinearReluDtype)
+    ->ArgsProduct({{1, 16, 64, 512}, {0, 1, 2}})
+    ->ArgNames({"m", "dtype"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_KilnGemmCore)->Apply(shapes);
 BENCHMARK(BM_OpenBlasSgemm)->Apply(shapes);
 BENCHMARK(BM_OneDnnSgemm)->Apply(shapes);

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "kiln/dtype.h"
 #include "runtime/buffer.h"
 
 namespace kiln::runtime::cpu {
@@ -145,6 +146,96 @@ TEST(Gemm, PackedWeightCacheKeepsReusedWeightsAndNeverServesStaleOnes) {
   expect_equals_fresh(product());
   expect_equals_fresh(product());
   expect_equals_fresh(product());
+  clear_packed_weights();
+}
+
+// 16-bit operands (bf16 and f16 bits), read through strides and widened as they are packed:
+// every element against a double sum of the widened values, for A packed (any 16-bit A is)
+// and B packed transiently or through the cache (a versioned B: packed, kept, then found).
+template <class E>
+void expect_16_bit_products(std::mt19937& rng, int64_t m, int64_t k, int64_t n, bool a_columns,
+                            bool b_columns, uint64_t b_version) {
+  const GemmElement element = std::is_same_v<E, BFloat16> ? GemmElement::kBF16 : GemmElement::kF16;
+  auto to_16_bit = [](const TestMatrix& x) {
+    std::vector<E> bits(x.values.size());
+    for (size_t e = 0; e < bits.size(); ++e) bits[e] = E(x.values[e]);
+    return bits;
+  };
+  const TestMatrix a = random_matrix(rng, m, k, a_columns), b = random_matrix(rng, k, n, b_columns);
+  const std::vector<E> a16 = to_16_bit(a), b16 = to_16_bit(b);
+  auto widened = [](const TestMatrix& x, const std::vector<E>& bits, int64_t i, int64_t j) {
+    const E v = bits[x.column_major ? j * x.rows + i : i * x.cols + j];
+    return static_cast<double>(static_cast<float>(v));
+  };
+  GemmOperand ga = a.operand(), gb = b.operand(b_version);
+  ga.data = a16.data();
+  ga.element = element;
+  gb.data = b16.data();
+  gb.element = element;
+  for (int call = 0; call < (b_version != 0 ? 3 : 1); ++call) {
+    std::vector<float> c(m * n, std::numeric_limits<float>::quiet_NaN());
+    gemm_f32(m, n, k, ga, gb, c.data(), n);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0, magnitude = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double product = widened(a, a16, i, p) * widened(b, b16, p, j);
+          sum += product;
+          magnitude += std::fabs(product);
+        }
+        ASSERT_NEAR(c[i * n + j], sum, 1e-6 * magnitude + 1e-30)
+            << "C(" << i << ", " << j << ") of " << m << " x " << k << " x " << n << ", call "
+            << call;
+      }
+    }
+  }
+}
+
+TEST(Gemm, SixteenBitOperandsAreWidenedAsTheyArePacked) {
+  clear_packed_weights();
+  std::mt19937 rng(std::random_device{}());
+  const int64_t shapes[][3] = {{1, 9, 17}, {7, 257, 33}, {73, 40, 65}, {6, 520, 16}};
+  uint64_t version = 1000;  // a new one per B: a freed B's address may come back
+  for (const auto& [m, k, n] : shapes) {
+    for (int layout = 0; layout < 4; ++layout) {
+      const bool a_columns = layout & 1, b_columns = layout & 2;
+      SCOPED_TRACE(testing::Message() << m << " x " << k << " x " << n << " A col-major "
+                                      << a_columns << " B col-major " << b_columns);
+      for (bool cached : {false, true}) {
+        expect_16_bit_products<BFloat16>(rng, m, k, n, a_columns, b_columns,
+                                         cached ? ++version : 0);
+        expect_16_bit_products<Half>(rng, m, k, n, a_columns, b_columns, cached ? ++version : 0);
+      }
+    }
+  }
+  EXPECT_GT(packed_weight_stats().hits, 0);
+  clear_packed_weights();
+}
+
+// The same bytes read as bf16 and as f16 are different matrices: the packed-weight cache
+// must key on the element type, not only on the data, version and view.
+TEST(Gemm, PackedWeightCacheTellsElementTypesApart) {
+  clear_packed_weights();
+  const int64_t m = 2, k = 3, n = 4;
+  std::vector<uint16_t> bits(k * n);
+  for (size_t e = 0; e < bits.size(); ++e) bits[e] = BFloat16(0.5f + static_cast<float>(e)).bits;
+  const std::vector<float> a(m * k, 1.0f);
+  auto product = [&](GemmElement element) {
+    std::vector<float> c(m * n);
+    gemm_f32(m, n, k, {a.data(), k, 1, 0}, {bits.data(), n, 1, 4242, element}, c.data(), n);
+    return c;
+  };
+  for (int call = 0; call < 3; ++call) product(GemmElement::kBF16);  // kept, then found
+  const std::vector<float> as_f16 = product(GemmElement::kF16);
+  for (int64_t j = 0; j < n; ++j) {
+    double want = 0;
+    for (int64_t p = 0; p < k; ++p) {
+      Half h;
+      h.bits = bits[p * n + j];
+      want += static_cast<float>(h);
+    }
+    EXPECT_EQ(as_f16[j], static_cast<float>(want)) << "column " << j;
+  }
   clear_packed_weights();
 }
 

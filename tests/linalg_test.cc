@@ -1,4 +1,6 @@
 // matmul (numpy semantics) and concat against loops written here.
+#include "reference_util.h"
+#include "runtime/cpu/gemm.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -83,6 +85,54 @@ TEST(Matmul, MixedDtypesPromote) {
   Tensor y = matmul(a, b);
   EXPECT_EQ(y.dtype(), DType::F32);
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>(4, 3.0f)));
+}
+
+// bf16 and f16 matmuls read their operands in place and widen them as the GEMM core packs
+// them (a weight once: it stays packed). Every element against a long-double product of the
+// widened values, rounded once to the output dtype: an error over half an ulp of it (plus
+// f32 accumulation) fails. Covers plain, batched-broadcast and vector products, and linear's
+// [out, in] weight called three times (packed, kept, then found in the packed-weight cache)
+// against the reference evaluator within an ulp.
+TEST(Matmul, SixteenBitOperandsMatchTheWidenedProduct) {
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE(testing::test_seed());
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
+      {{5, 70}, {70, 33}}, {{2, 3, 9, 17}, {17, 20}}, {{40}, {40, 13}}, {{7, 40}, {40}}};
+  for (DType dt : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    const double ulp = dt == DType::BF16 ? 1.0 / 128 : 1.0 / 1024;
+    auto make = [&](const std::vector<int64_t>& s) {
+      return Tensor::from_vector(testing::random_floats(testing::count(s), rng, -1, 1), s)
+          .astype(dt)
+          .eval();
+    };
+    for (const auto& [sa, sb] : cases) {
+      Tensor a = make(sa), b = make(sb);
+      Tensor y = matmul(a, b);
+      EXPECT_EQ(y.dtype(), dt);
+      auto [want_shape, want] = reference_matmul(sa, testing::values(a), sb, testing::values(b));
+      EXPECT_EQ(y.shape(), want_shape);
+      const std::vector<double> got = testing::values(y);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_TRUE(testing::close(want[i], got[i], ulp / 2 + 1e-5)) << "element " << i;
+      }
+    }
+    // linear: x [6, 48] · w [31, 48]ᵀ + bias, against the reference evaluator (which rounds
+    // the product to the dtype before the bias is added, as the fused kernel does).
+    Tensor x = make({6, 48}), w = make({31, 48}), bias = make({31});
+    const std::vector<double> want = testing::values(testing::reference_tensor(linear(x, w, bias)));
+    const int64_t hits = runtime::cpu::packed_weight_stats().hits;
+    for (int call = 0; call < 3; ++call) {
+      const std::vector<double> got = testing::values(linear(x, w, bias));
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_TRUE(testing::close(want[i], got[i], ulp))
+            << "linear element " << i << ", call " << call;
+      }
+    }
+    EXPECT_GT(runtime::cpu::packed_weight_stats().hits, hits) << "the weight was never kept";
+  }
 }
 
 TEST(Concat, JoinsAlongAnyAxisAndPromotes) {

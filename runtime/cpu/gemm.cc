@@ -21,9 +21,11 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "hwy/highway.h"
+#include "kiln/dtype.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/packed_weight_cache.h"
 #include "runtime/cpu/scratch.h"
@@ -44,44 +46,79 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Columns per panel: two vectors.
 int64_t panel_width() { return static_cast<int64_t>(2 * hn::Lanes(hn::ScalableTag<float>())); }
 
+// Element e of a matrix stored as E, as f32 (16-bit types widen exactly).
+template <class E>
+HWY_INLINE float widen(const E* data, int64_t e) {
+  if constexpr (std::is_same_v<E, float>) {
+    return data[e];
+  } else {
+    return static_cast<float>(data[e]);
+  }
+}
+
+// Calls f with the operand's data as a typed pointer: const float*, const BFloat16* or
+// const Half*.
+template <class F>
+void with_elements(const GemmOperand& x, F&& f) {
+  switch (x.element) {
+    case GemmElement::kF32:
+      return f(static_cast<const float*>(x.data));
+    case GemmElement::kBF16:
+      return f(static_cast<const BFloat16*>(x.data));
+    case GemmElement::kF16:
+      return f(static_cast<const Half*>(x.data));
+  }
+}
+
 // Packs panels [p0, p1) of B: panel p holds columns [p * w, p * w + w) for every k, k-major,
-// zero past column n.
-void pack_b_panels(const GemmOperand& b, int64_t k, int64_t n, int64_t p0, int64_t p1,
-                   float* packed) {
+// zero past column n, widened to f32.
+template <class E>
+void pack_b_panels(const E* data, int64_t row_stride, int64_t col_stride, int64_t k, int64_t n,
+                   int64_t p0, int64_t p1, float* packed) {
   const int64_t w = panel_width();
   for (int64_t p = p0; p < p1; ++p) {
     float* dst = packed + p * k * w;
     const int64_t j0 = p * w, cols = std::min(w, n - j0);
     if (cols < w) std::fill_n(dst, k * w, 0.0f);
-    if (b.col_stride == 1 && cols == w) {
-      for (int64_t kk = 0; kk < k; ++kk)
-        std::memcpy(dst + kk * w, b.data + kk * b.row_stride + j0, w * sizeof(float));
+    if (col_stride == 1 && cols == w) {
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const E* src = data + kk * row_stride + j0;
+        if constexpr (std::is_same_v<E, float>) {
+          std::memcpy(dst + kk * w, src, w * sizeof(float));
+        } else {
+          for (int64_t j = 0; j < w; ++j) dst[kk * w + j] = widen(src, j);
+        }
+      }
       continue;
     }
     // Column by column: with a transposed B (row_stride 1) each column is contiguous.
     for (int64_t j = 0; j < cols; ++j) {
-      const float* src = b.data + (j0 + j) * b.col_stride;
-      for (int64_t kk = 0; kk < k; ++kk) dst[kk * w + j] = src[kk * b.row_stride];
+      const E* src = data + (j0 + j) * col_stride;
+      for (int64_t kk = 0; kk < k; ++kk) dst[kk * w + j] = widen(src, kk * row_stride);
     }
   }
 }
 
-// Packs strips [s0, s1) of A, kRows rows each, k-major over all of k: strip s, depth d, row
-// r at [s * k * kRows + d * kRows + r]; rows past m stay unset (the kernel never reads them).
-void pack_a_strips(const GemmOperand& a, int64_t m, int64_t k, int64_t s0, int64_t s1,
-                   float* packed) {
+// Packs strips [s0, s1) of A, kRows rows each, k-major over all of k, widened to f32: strip
+// s, depth d, row r at [s * k * kRows + d * kRows + r]; rows past m stay unset (the kernel
+// never reads them).
+template <class E>
+void pack_a_strips(const E* data, int64_t row_stride, int64_t col_stride, int64_t m, int64_t k,
+                   int64_t s0, int64_t s1, float* packed) {
   for (int64_t s = s0; s < s1; ++s) {
     float* dst = packed + s * k * kRows;
     const int64_t strip_rows = std::min(kRows, m - s * kRows);
-    const float* src = a.data + s * kRows * a.row_stride;
-    if (a.col_stride == 1 && strip_rows == kRows) {  // six rows read side by side
+    const E* src = data + s * kRows * row_stride;
+    if (col_stride == 1 && strip_rows == kRows) {  // six rows read side by side
       for (int64_t d = 0; d < k; ++d) {
-        for (int64_t r = 0; r < kRows; ++r) dst[d * kRows + r] = src[r * a.row_stride + d];
+        for (int64_t r = 0; r < kRows; ++r) dst[d * kRows + r] = widen(src, r * row_stride + d);
       }
       continue;
     }
     for (int64_t r = 0; r < strip_rows; ++r) {
-      for (int64_t d = 0; d < k; ++d) dst[d * kRows + r] = src[r * a.row_stride + d * a.col_stride];
+      for (int64_t d = 0; d < k; ++d) {
+        dst[d * kRows + r] = widen(src, r * row_stride + d * col_stride);
+      }
     }
   }
 }
@@ -169,8 +206,12 @@ int64_t PanelWidthImpl() { return panel_width(); }
 void PackImpl(int64_t k, int64_t n, const GemmOperand& b, float* packed) {
   if (k == 0 || n == 0) return;  // nothing to read: an empty B may have no data pointer
   const int64_t w = panel_width(), panels = ceil_div(n, w);
-  parallel_for(panels, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, k * w)),
-               [&](int64_t p0, int64_t p1) { pack_b_panels(b, k, n, p0, p1, packed); });
+  with_elements(b, [&](const auto* data) {
+    parallel_for(panels, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, k * w)),
+                 [&](int64_t p0, int64_t p1) {
+                   pack_b_panels(data, b.row_stride, b.col_stride, k, n, p0, p1, packed);
+                 });
+  });
 }
 
 // C = A · B with B packed by PackImpl.
@@ -189,16 +230,20 @@ void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float
   const int64_t wanted = ceil_div(kTasksPerCore * worker_count(), row_blocks);
   const int64_t per_run = ceil_div(panels, std::clamp<int64_t>(wanted, 1, panels));
   const int64_t runs = ceil_div(panels, per_run);
-  // A with contiguous rows is read in place; any other A is packed once, shared by every
-  // task (a task's A block is read from it per panel run).
-  const bool in_place = a.col_stride == 1;
+  // An f32 A with contiguous rows is read in place; any other A is packed (and widened)
+  // once, shared by every task (a task's A block is read from it per panel run).
+  const bool in_place = a.col_stride == 1 && a.element == GemmElement::kF32;
   const int64_t strips = ceil_div(m, kRows);
   ScratchFloats a_packed(in_place ? 0 : strips * kRows * k);
   float* ap = a_packed.data();
   if (!in_place) {
-    parallel_for(strips, std::max<int64_t>(1, 8192 / (kRows * k)),
-                 [&](int64_t s0, int64_t s1) { pack_a_strips(a, m, k, s0, s1, ap); });
+    with_elements(a, [&](const auto* data) {
+      parallel_for(strips, std::max<int64_t>(1, 8192 / (kRows * k)), [&](int64_t s0, int64_t s1) {
+        pack_a_strips(data, a.row_stride, a.col_stride, m, k, s0, s1, ap);
+      });
+    });
   }
+  const auto* a_f32 = static_cast<const float*>(a.data);
   parallel_for(row_blocks * runs, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t i0 = (t / runs) * block_rows, rows = std::min(block_rows, m - i0);
@@ -213,7 +258,7 @@ void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float
             const int64_t tile_rows = std::min(kRows, rows - r0);
             float* tile_c = c + (i0 + r0) * ldc + j0;
             if (in_place) {
-              run_tile<true>(tile_rows, depth, a.data + (i0 + r0) * a.row_stride + k0, a.row_stride,
+              run_tile<true>(tile_rows, depth, a_f32 + (i0 + r0) * a.row_stride + k0, a.row_stride,
                              pb, tile_c, ldc, cols, k0 > 0);
             } else {
               run_tile<false>(tile_rows, depth, ap + ((i0 + r0) / kRows) * k * kRows + k0 * kRows,
@@ -248,7 +293,7 @@ int64_t packed_floats(int64_t k, int64_t n) {
 // cache when it has been seen before.
 PackedGemmB pack_gemm_b(int64_t k, int64_t n, const GemmOperand& b) {
   static const int64_t width = HWY_DYNAMIC_DISPATCH(PanelWidthImpl)();
-  const PackedWeightKey key{b.data, b.version, k, n, b.row_stride, b.col_stride, width};
+  const PackedWeightKey key{b.data, b.version, k, n, b.row_stride, b.col_stride, b.element, width};
   bool keep = false;
   if (b.version != 0) {
     if (PackedMatrix found = find_packed_weight(key, &keep)) return PackedGemmB(found, k, n);

@@ -11,15 +11,29 @@
 
 namespace kiln::runtime::cpu {
 
-// A read-only f32 matrix: element (i, j) is data[i * row_stride + j * col_stride].
-// `version` identifies the contents (Buffer::version) when the matrix is a whole buffer
-// that may be read again unchanged, such as a weight: a B seen twice with the same version
-// keeps its packed form (a bounded cache). 0 means the contents are transient.
+// How a GemmOperand's elements are stored. The core computes in f32 either way: 16-bit
+// elements are widened as they are packed, so a bf16 or f16 weight is converted once, with
+// its packing, and kept packed like an f32 one (no per-call conversion pass).
+enum class GemmElement : uint8_t { kF32, kBF16, kF16 };
+
+// A read-only matrix: element (i, j) is data[i * row_stride + j * col_stride], of type
+// `element`. `version` identifies the contents (Buffer::version) when the matrix is a whole
+// buffer that may be read again unchanged, such as a weight: a B seen twice with the same
+// version keeps its packed form (a bounded cache). 0 means the contents are transient.
 struct GemmOperand {
-  const float* data = nullptr;
+  const void* data = nullptr;
   int64_t row_stride = 0;
   int64_t col_stride = 0;
   uint64_t version = 0;
+  GemmElement element = GemmElement::kF32;
+
+  // The rows from `row` on, as a matrix of their own.
+  GemmOperand from_row(int64_t row) const {
+    GemmOperand rest = *this;
+    const int64_t bytes = element == GemmElement::kF32 ? 4 : 2;
+    rest.data = static_cast<const char*>(data) + row * row_stride * bytes;
+    return rest;
+  }
 };
 
 // B (k × n) packed into the GEMM core's panels, ready for any number of products with it
@@ -39,7 +53,7 @@ class PackedGemmB {
 
 PackedGemmB pack_gemm_b(int64_t k, int64_t n, const GemmOperand& b);
 
-// C (m × n, row stride ldc) = A (m × k) · B, overwriting C; k = 0 gives zeros.
+// C (m × n, row stride ldc, f32) = A (m × k) · B, overwriting C; k = 0 gives zeros.
 void gemm_f32(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, int64_t ldc);
 
 // C (m × n, row stride ldc) = A (m × k) · B (k × n), overwriting C; k = 0 gives zeros.

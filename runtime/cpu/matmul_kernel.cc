@@ -1,10 +1,12 @@
 // Matmul kernels: per batch matrix, the product on all cores, then the epilogue over it.
 // f32 (and f16/bf16, computed in f32) runs on the GEMM core of gemm.h, reading an operand
-// that is a plain f32 load straight from its buffer through the view's strides; any other
-// operand (a fused prologue, a 16-bit input) is evaluated whole first. f64 and integer
-// matmuls run on Eigen's GEMM.
+// that is a plain load of an f32, bf16 or f16 input straight from its buffer through the
+// view's strides (16-bit values are widened as the core packs them, and a weight stays
+// packed); a computed operand (a fused prologue) is evaluated whole into f32 first. f64 and
+// integer matmuls run on Eigen's GEMM.
 #include <Eigen/Core>
 #include <algorithm>
+#include <optional>
 
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel_families.h"
@@ -19,9 +21,51 @@ namespace {
 using jit::KernelLaunch;
 using jit::KernelProgram;
 
-GemmOperand gemm_operand(const MatrixOperand<float>& op, int64_t batch) {
-  return {op.batch(batch), op.row_stride, op.col_stride, op.version};
+// The element type the GEMM core reads `dt` as, if it reads it in place at all.
+std::optional<GemmElement> gemm_element(DType dt) {
+  switch (dt) {
+    case DType::F32:
+      return GemmElement::kF32;
+    case DType::BF16:
+      return GemmElement::kBF16;
+    case DType::F16:
+      return GemmElement::kF16;
+    default:
+      return std::nullopt;
+  }
 }
+
+// Operand k of a float-class matmul as GEMM operands per batch matrix: in place when it is a
+// plain load of a dtype the core reads, else evaluated whole into f32.
+class GemmMatrices {
+ public:
+  GemmMatrices(const KernelProgram& program, const KernelLaunch& launch,
+               const std::vector<const Buffer*>& inputs, const std::vector<double>& params, int k,
+               const ops::Shape& shape) {
+    std::optional<InPlaceMatrix> in_place = in_place_matrix(program, launch, inputs, k, shape);
+    if (in_place && gemm_element(in_place->dtype)) {
+      in_place_ = std::move(in_place);
+      return;
+    }
+    evaluated_ = matrix_operand<float>(program, launch, inputs, params, k, shape);
+  }
+
+  // Batch matrix `batch` (counted in the operand's own batch matrices).
+  GemmOperand at(int64_t batch) const {
+    if (!in_place_) {
+      return {evaluated_.batch(batch), evaluated_.row_stride, evaluated_.col_stride,
+              evaluated_.version};
+    }
+    const InPlaceMatrix& m = *in_place_;
+    const int64_t bytes = dtype_size(m.dtype);
+    return {m.buffer->data() + m.batch_at[batch] * bytes, m.row_stride, m.col_stride,
+            m.buffer->version(), *gemm_element(m.dtype)};
+  }
+
+ private:
+  std::optional<InPlaceMatrix> in_place_;
+  MatrixOperand<float> evaluated_;
+};
 
 // The f32 matmul and its epilogue. Small matrices in many batches (attention heads) go a
 // batch per task, then the epilogue runs over all of them. Otherwise each batch matrix is
@@ -33,16 +77,12 @@ void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
   const jit::MatmulShape mm = jit::matmul_shape(launch);
   const int64_t m = mm.m, k = mm.k, n = mm.n, batches = mm.batches;
   if (batches == 0) return;
-  const MatrixOperand<float> a = matrix_operand<float>(program, launch, inputs, params, 0, mm.a);
-  const MatrixOperand<float> b = matrix_operand<float>(program, launch, inputs, params, 1, mm.b);
+  const GemmMatrices a(program, launch, inputs, params, 0, mm.a);
+  const GemmMatrices b(program, launch, inputs, params, 1, mm.b);
   // matmul_batch_offsets counts in contiguous matrices; their index picks the view's offset.
   const jit::MatmulBatchOffsets offsets = jit::matmul_batch_offsets(mm);
-  auto a_matrix = [&](int64_t bi) {
-    return gemm_operand(a, m * k == 0 ? 0 : offsets.a[bi] / (m * k));
-  };
-  auto b_matrix = [&](int64_t bi) {
-    return gemm_operand(b, k * n == 0 ? 0 : offsets.b[bi] / (k * n));
-  };
+  auto a_matrix = [&](int64_t bi) { return a.at(m * k == 0 ? 0 : offsets.a[bi] / (m * k)); };
+  auto b_matrix = [&](int64_t bi) { return b.at(k * n == 0 ? 0 : offsets.b[bi] / (k * n)); };
   const bool direct = anchor_writes_output<float>(program);
   float* out = direct ? outputs[program.stores[0].output]->as<float>() : nullptr;
   auto epilogue = [&](float* part, int64_t begin, int64_t end) {
@@ -68,8 +108,7 @@ void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
     const GemmOperand matrix = a_matrix(bi);
     for (int64_t r0 = 0; r0 < m; r0 += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, m - r0), begin = (bi * m + r0) * n;
-      GemmOperand part = matrix;
-      part.data += r0 * matrix.row_stride;
+      const GemmOperand part = matrix.from_row(r0);
       float* c = direct ? out + begin : scratch.data();
       gemm_f32(rows, part, packed, c, n);
       epilogue(c, begin, begin + rows * n);

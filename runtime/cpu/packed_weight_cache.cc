@@ -17,7 +17,7 @@ constexpr size_t kMaxSeen = 4096;                  // matrices remembered as see
 
 struct KeyHash {
   size_t operator()(const PackedWeightKey& k) const {
-    return absl::HashOf(k.data, k.version, k.rows, k.cols, k.row_stride, k.col_stride,
+    return absl::HashOf(k.data, k.version, k.rows, k.cols, k.row_stride, k.col_stride, k.element,
                         k.panel_width);
   }
 };

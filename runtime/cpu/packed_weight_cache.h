@@ -18,9 +18,10 @@ namespace kiln::runtime::cpu {
 // What a packed B was made from: the matrix (its data, contents version and view) and the
 // panel width of the instruction set that packed it.
 struct PackedWeightKey {
-  const float* data = nullptr;
+  const void* data = nullptr;
   uint64_t version = 0;
   int64_t rows = 0, cols = 0, row_stride = 0, col_stride = 0;
+  GemmElement element = GemmElement::kF32;
   int64_t panel_width = 0;
   bool operator==(const PackedWeightKey&) const = default;
 };

@@ -55,6 +55,56 @@ void ToBf16Impl(const float* in, BFloat16* out, size_t n) {
   for (; i < n; ++i) out[i] = BFloat16(in[i]);
 }
 
+// f16 in vectors only where Highway converts with F16C (x86 from AVX2 on): its emulation
+// on other x86 targets truncates instead of rounding to nearest even.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
+#define KILN_F16_VECTORS 1
+#else
+#define KILN_F16_VECTORS 0
+#endif
+
+void ToF16Impl(const float* in, Half* out, size_t n) {
+  size_t i = 0;
+#if KILN_F16_VECTORS
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<hwy::float16_t, decltype(df)> d16;
+  auto* lanes_out = reinterpret_cast<hwy::float16_t*>(out);
+  const size_t lanes = hn::Lanes(df);
+  for (; i + lanes <= n; i += lanes) {
+    hn::StoreU(hn::DemoteTo(d16, hn::LoadU(df, in + i)), d16, lanes_out + i);
+  }
+#endif
+  for (; i < n; ++i) out[i] = Half(in[i]);
+}
+
+void FromF16Impl(const Half* in, float* out, size_t n) {
+  size_t i = 0;
+#if KILN_F16_VECTORS
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<hwy::float16_t, decltype(df)> d16;
+  const auto* lanes_in = reinterpret_cast<const hwy::float16_t*>(in);
+  const size_t lanes = hn::Lanes(df);
+  for (; i + lanes <= n; i += lanes) {
+    hn::StoreU(hn::PromoteTo(df, hn::LoadU(d16, lanes_in + i)), df, out + i);
+  }
+#endif
+  for (; i < n; ++i) out[i] = static_cast<float>(in[i]);
+}
+
+void RoundToF16Impl(float* v, size_t n) {
+  size_t i = 0;
+#if KILN_F16_VECTORS
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<hwy::float16_t, decltype(df)> d16;
+  const size_t lanes = hn::Lanes(df);
+  for (; i + lanes <= n; i += lanes) {
+    hn::StoreU(hn::PromoteTo(df, hn::DemoteTo(d16, hn::LoadU(df, v + i))), df, v + i);
+  }
+#endif
+  for (; i < n; ++i) v[i] = static_cast<float>(Half(v[i]));
+}
+#undef KILN_F16_VECTORS
+
 }  // namespace HWY_NAMESPACE
 }  // namespace kiln::runtime::cpu
 HWY_AFTER_NAMESPACE();
@@ -64,11 +114,21 @@ namespace kiln::runtime::cpu {
 
 HWY_EXPORT(RoundToBf16Impl);
 HWY_EXPORT(ToBf16Impl);
+HWY_EXPORT(ToF16Impl);
+HWY_EXPORT(FromF16Impl);
+HWY_EXPORT(RoundToF16Impl);
 
 void round_floats_to_bf16(float* v, size_t n) { HWY_DYNAMIC_DISPATCH(RoundToBf16Impl)(v, n); }
 
 void floats_to_bf16(const float* in, BFloat16* out, size_t n) {
   HWY_DYNAMIC_DISPATCH(ToBf16Impl)(in, out, n);
+}
+void round_floats_to_f16(float* v, size_t n) { HWY_DYNAMIC_DISPATCH(RoundToF16Impl)(v, n); }
+void floats_to_f16(const float* in, Half* out, size_t n) {
+  HWY_DYNAMIC_DISPATCH(ToF16Impl)(in, out, n);
+}
+void f16_to_floats(const Half* in, float* out, size_t n) {
+  HWY_DYNAMIC_DISPATCH(FromF16Impl)(in, out, n);
 }
 
 }  // namespace kiln::runtime::cpu

@@ -93,6 +93,10 @@ void load_run(const Buffer& b, DType dt, int64_t start, int64_t n, T* out) {
       std::memcpy(out, b.as<float>() + start, n * sizeof(float));
       return;
     }
+    if (dt == DType::F16) {
+      f16_to_floats(b.as<Half>() + start, out, static_cast<size_t>(n));
+      return;
+    }
   }
   load_with<T>(b, dt, n, out, [start](int64_t e) { return start + e; });
 }
@@ -121,6 +125,9 @@ void store_values(Buffer& b, DType dt, int64_t begin, int64_t n, const T* in) {
         return v;
       });
     case DType::F16:
+      if constexpr (std::is_same_v<T, float>) {
+        return floats_to_f16(in, b.as<Half>() + begin, static_cast<size_t>(n));
+      }
       return run(b.as<Half>(), [](T v) { return Half(static_cast<float>(v)); });
     case DType::BF16:
       if constexpr (std::is_same_v<T, float>) {

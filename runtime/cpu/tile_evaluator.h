@@ -30,7 +30,7 @@ inline void round_all(DType dt, float* v, int64_t n) {
   if (dt == DType::BF16) {
     round_floats_to_bf16(v, static_cast<size_t>(n));
   } else if (dt == DType::F16) {
-    for (int64_t e = 0; e < n; ++e) v[e] = static_cast<float>(Half(v[e]));
+    round_floats_to_f16(v, static_cast<size_t>(n));
   }
 }
 
