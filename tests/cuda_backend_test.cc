@@ -171,6 +171,42 @@ TEST_F(CudaBackendOnEmulatedDriver, ABufferDroppedOnAThreadWithNoContextIsFreed)
   expect_no_failed_calls();
 }
 
+// Issue 14, bug 2: a buffer dropped on another thread while a graph is being captured is
+// not freed until the capture ends. cuMemFree synchronizes the device, which invalidates a
+// capture under way on it (the emulation fails cuStreamEndCapture then, as the driver does).
+TEST_F(CudaBackendOnEmulatedDriver, ABufferDroppedDuringAnotherThreadsCaptureIsFreedAfterIt) {
+  std::unique_ptr<Backend> gpu = make_cuda_backend(kFreeing);
+  // A block over the allocator's 4 GiB cache bound: dropping it frees it.
+  const int64_t n = ((int64_t{4} << 30) + (int64_t{4} << 20)) / 4;
+  const Planned big = plan_of({Tensor::arange(n, DType::I32) * 3.0});
+  auto out = std::make_shared<std::vector<std::shared_ptr<Buffer>>>(gpu->run(*big.plan, big.args));
+  ASSERT_EQ(out->size(), 1u);
+  const Tensor x = Tensor::randn({8, 300}, 13).eval(), w = Tensor::rand({300}, 14).eval();
+  const Planned p = plan_of({softmax(rms_norm(x, w))});
+  ASSERT_NO_THROW(gpu->replay(p.plan, p.args));  // the first call is never captured
+  const int64_t frees = driver_.calls("cuMemFree_v2");
+  const int64_t captures = driver_.calls("cuStreamBeginCapture_v2");
+  const int64_t graph_launches = driver_.calls("cuGraphLaunch");
+
+  // At the capture's first launch, another thread drops the big buffer (and waits for it).
+  auto capturing = std::make_shared<bool>(false);
+  auto frees_during_capture = std::make_shared<int64_t>(-1);
+  driver_.set_before_call([this, out, capturing, frees_during_capture](std::string_view call) {
+    if (call == "cuStreamBeginCapture_v2") *capturing = true;
+    if (call != "cuLaunchKernel" || !*capturing || out->empty()) return;
+    std::thread([out] { out->clear(); }).join();
+    *frees_during_capture = driver_.calls("cuMemFree_v2");
+  });
+  ASSERT_NO_THROW(gpu->replay(p.plan, p.args));
+  driver_.set_before_call(nullptr);
+  EXPECT_TRUE(out->empty()) << "the capture launched nothing";
+  EXPECT_EQ(*frees_during_capture, frees) << "the block was freed during the capture";
+  EXPECT_EQ(driver_.calls("cuMemFree_v2"), frees + 1) << "the block was not freed after it";
+  EXPECT_EQ(driver_.calls("cuStreamBeginCapture_v2"), captures + 1);
+  EXPECT_EQ(driver_.calls("cuGraphLaunch"), graph_launches + 1) << "the graph was not launched";
+  expect_no_failed_calls();
+}
+
 // Each worker thread stops at its first cuCtxSetCurrent until the other arrives there too.
 thread_local bool meets_at_first_context = false;
 

@@ -41,6 +41,36 @@ struct HostDevice {
   }
 };
 
+// Nothing is freed while a capture is under way (a free would synchronize the device and
+// invalidate it): blocks past the cache bound, and a cache release, wait for the last of
+// two overlapping captures to end, then are all freed, each once.
+TEST(DeviceAllocator, NothingIsFreedWhileAGraphCaptureIsUnderWay) {
+  HostDevice dev{1 << 24};
+  DeviceAllocator a("test", dev.alloc(), dev.free(), 1 << 12);  // caches 4 KiB
+  std::vector<DeviceAllocator::Block> blocks;
+  for (int i = 0; i < 4; ++i) blocks.push_back(a.allocate(4096));
+  a.begin_capture();
+  a.begin_capture();
+  for (const DeviceAllocator::Block& b : blocks) a.release(b);  // 1 cached, 3 past the bound
+  EXPECT_EQ(dev.frees, 0);
+  EXPECT_EQ(a.cached_bytes(), 4096u);
+  EXPECT_EQ(a.deferred_bytes(), 3u * 4096u);
+  a.release_cache();
+  EXPECT_EQ(dev.frees, 0);
+  EXPECT_EQ(a.deferred_bytes(), 4u * 4096u);
+  a.end_capture();
+  EXPECT_EQ(dev.frees, 0) << "freed while the other capture was still under way";
+  a.end_capture();
+  EXPECT_EQ(dev.frees, 4);
+  EXPECT_EQ(a.deferred_bytes(), 0u);
+  EXPECT_TRUE(dev.live.empty());
+  // With no capture, a block past the bound is freed at once.
+  DeviceAllocator::Block b1 = a.allocate(4096), b2 = a.allocate(4096);
+  a.release(b1);
+  a.release(b2);
+  EXPECT_EQ(dev.frees, 5);
+}
+
 TEST(DeviceAllocator, ReusesFreedBlocksOfTheSameSizeClass) {
   HostDevice dev{1 << 24};
   DeviceAllocator a("test", dev.alloc(), dev.free(), 1 << 22);

@@ -222,14 +222,21 @@ class CudaDevice {
   }
   bool syncs_each_call() const { return sync_each_call_; }
 
+  // The allocator frees nothing from the capture's start to its end, on any thread: a
+  // cuMemFree synchronizes the device and would invalidate the capture.
   void begin_capture() {
-    throw_if_failed(api_.stream_begin_capture(stream_, kStreamCaptureModeRelaxed),
-                    "cuStreamBeginCapture", name_);
+    allocator_->begin_capture();
+    if (const CUresult r = api_.stream_begin_capture(stream_, kStreamCaptureModeRelaxed); r != 0) {
+      allocator_->end_capture();
+      throw_if_failed(r, "cuStreamBeginCapture", name_);
+    }
     capturing_ = true;
   }
   CUresult end_capture(CUgraph* graph) {
     capturing_ = false;
-    return api_.stream_end_capture(stream_, graph);
+    const CUresult r = api_.stream_end_capture(stream_, graph);
+    allocator_->end_capture();
+    return r;
   }
 
   // During a capture, the node of the launch just issued: on Kiln's one stream, the one node

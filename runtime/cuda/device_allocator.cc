@@ -15,7 +15,10 @@ DeviceAllocator::DeviceAllocator(std::string device_name, RawAlloc alloc, RawFre
       free_(std::move(free)),
       max_cached_bytes_(max_cached_bytes) {}
 
-DeviceAllocator::~DeviceAllocator() { release_cache(); }
+DeviceAllocator::~DeviceAllocator() {
+  release_cache();
+  for (const auto& [address, bytes] : deferred_) free_(address);
+}
 
 size_t DeviceAllocator::size_class(size_t bytes) {
   constexpr size_t kSmall = 512, kLarge = size_t{2} << 20, kSplit = size_t{1} << 20;
@@ -61,6 +64,10 @@ void DeviceAllocator::release(Block block) {
       cached_ += block.bytes;
       return;
     }
+    if (captures_ > 0) {
+      deferred_.emplace_back(block.address, block.bytes);
+      return;
+    }
   }
   // Outside the lock: a free waits for the whole device, and other threads' allocations
   // need not wait with it.
@@ -73,8 +80,34 @@ void DeviceAllocator::release_cache() {
     std::lock_guard<std::mutex> lock(mutex_);
     blocks.swap(free_blocks_);
     cached_ = 0;
+    if (captures_ > 0) {
+      for (const auto& [size, address] : blocks) deferred_.emplace_back(address, size);
+      return;
+    }
   }
   for (const auto& [size, address] : blocks) free_(address);
+}
+
+void DeviceAllocator::begin_capture() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++captures_;
+}
+
+void DeviceAllocator::end_capture() {
+  std::vector<std::pair<uint64_t, size_t>> blocks;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--captures_ > 0) return;
+    blocks.swap(deferred_);
+  }
+  for (const auto& [address, bytes] : blocks) free_(address);
+}
+
+size_t DeviceAllocator::deferred_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t bytes = 0;
+  for (const auto& [address, size] : deferred_) bytes += size;
+  return bytes;
 }
 
 size_t DeviceAllocator::cached_bytes() const {

@@ -6,6 +6,11 @@
 // at once; whatever uses it next runs after the work that used it before.
 //
 // Out of memory: the cache is freed and the allocation tried once more; then kiln::Error.
+//
+// Graph captures: cuMemFree synchronizes the device, and a synchronization while another
+// thread captures a graph on it invalidates that capture. So between begin_capture() and
+// the matching end_capture() nothing is freed: blocks past the cache bound wait in a list,
+// and the last end_capture() frees them.
 // The allocator takes the raw allocation functions as parameters, so its policy is tested
 // on host memory where no GPU exists (tests/device_allocator_test.cc).
 #ifndef KILN_RUNTIME_CUDA_DEVICE_ALLOCATOR_H_
@@ -17,6 +22,8 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -41,11 +48,17 @@ class DeviceAllocator {
   // Throws kiln::Error naming the size and the device when memory runs out.
   Block allocate(size_t bytes);
   void release(Block block);
-  // Frees every cached block (as before the retry on out-of-memory).
+  // Frees every cached block (as before the retry on out-of-memory); during a capture they
+  // wait for its end instead.
   void release_cache();
+
+  // A graph capture on the device starts or ends (captures may overlap: counted).
+  void begin_capture();
+  void end_capture();
 
   size_t cached_bytes() const;
   size_t live_bytes() const;
+  size_t deferred_bytes() const;  // released during a capture, freed when it ends
 
   // Size classes: multiples of 512 bytes up to 1 MiB, of 2 MiB above (fewer distinct sizes,
   // so blocks are shared between similar tensors).
@@ -59,6 +72,8 @@ class DeviceAllocator {
   mutable std::mutex mutex_;
   std::multimap<size_t, uint64_t> free_blocks_;  // size class -> address
   size_t cached_ = 0, live_ = 0;
+  int captures_ = 0;                                   // captures under way
+  std::vector<std::pair<uint64_t, size_t>> deferred_;  // (address, bytes) to free after them
 };
 
 }  // namespace kiln::runtime::cuda

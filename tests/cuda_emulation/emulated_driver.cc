@@ -40,6 +40,7 @@ constexpr CUresult kIllegalState = 401;
 constexpr CUresult kNotFound = 500;
 constexpr CUresult kIllegalAddress = 700;
 constexpr CUresult kCaptureUnsupported = 900;
+constexpr CUresult kCaptureInvalidated = 901;
 
 struct ErrorText {
   CUresult code;
@@ -58,6 +59,8 @@ constexpr ErrorText kErrors[] = {
     {kIllegalState, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed"},
     {kNotFound, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {kIllegalAddress, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {kCaptureInvalidated, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+     "operation failed due to a previous error during capture"},
     {kCaptureUnsupported, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
      "operation not permitted when stream is capturing"},
 };
@@ -96,6 +99,7 @@ struct Graph {
 struct Stream {
   Context* context = nullptr;
   Graph* capture = nullptr;               // while capturing: the graph it captures into
+  bool capture_invalidated = false;       // a free on its GPU broke the capture
   uint64_t captures = 0;                  // the id of its last capture
   std::vector<CUgraphNode> dependencies;  // cuStreamGetCaptureInfo_v2's last answer
 };
@@ -464,6 +468,10 @@ CUresult mem_free(CUdeviceptr address) {
   if (CUresult r = call.needs_context(); r != kSuccess) return call.done(r);
   auto it = state().allocations.find(address);
   if (it == state().allocations.end()) return call.done(kInvalidValue);
+  // cuMemFree synchronizes the device: a capture under way on it, from any thread, breaks.
+  for (Stream& s : state().streams) {
+    if (s.capture != nullptr && s.context->gpu == it->second.gpu) s.capture_invalidated = true;
+  }
   munmap(reinterpret_cast<void*>(address), it->second.bytes);
   state().allocations.erase(it);
   return call.done(kSuccess);
@@ -635,6 +643,13 @@ CUresult stream_end_capture(CUstream handle, CUgraph* graph) {
   Stream* stream = nullptr;
   if (CUresult r = call.needs_stream(handle, &stream); r != kSuccess) return call.done(r);
   if (stream->capture == nullptr) return call.done(kIllegalState);
+  if (stream->capture_invalidated) {
+    delete stream->capture;
+    stream->capture = nullptr;
+    stream->capture_invalidated = false;
+    *graph = nullptr;
+    return call.done(kCaptureInvalidated);
+  }
   state().graphs.insert(stream->capture);
   *graph = reinterpret_cast<CUgraph>(stream->capture);
   stream->capture = nullptr;

@@ -23,7 +23,9 @@
 //   as on the driver, the error (CUDA_ERROR_ILLEGAL_ADDRESS) comes from later calls, the next
 //   synchronize of the GPU's stream and every call that needs its context.
 // - Streams. Work runs when issued. During a capture, copies and launches go into the graph
-//   instead, and run at cuGraphLaunch; synchronizing a capturing stream fails.
+//   instead, and run at cuGraphLaunch; synchronizing a capturing stream fails, and a
+//   cuMemFree on the GPU (from any thread) invalidates the capture: cuStreamEndCapture then
+//   returns CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
 //   cuStreamGetCaptureInfo_v2 gives the last node captured, and
 //   cuGraphExecKernelNodeSetParams_v2 changes a kernel node of an executable graph, named by
 //   its node in the graph it was instantiated from (which must still exist).
