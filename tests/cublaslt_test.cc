@@ -378,6 +378,17 @@ TEST(CublasLtEligibility, ANarrowingCastIsTakenOnlyAsTheLastStepIntoTheOutput) {
 
 constexpr int kGpu = 0;  // shared with cuda_backend_test: nothing here changes the GPU
 
+// Every element of `got` (a result of `p`'s plan) against `want`, computed by the CPU.
+void expect_matches_cpu(const Tensor& want, const runtime::Buffer& got, double tol) {
+  const std::vector<double> values = testing::values(want);
+  ASSERT_EQ(got.nbytes(), static_cast<int64_t>(values.size() * dtype_size(want.dtype())));
+  for (size_t i = 0; i < values.size(); ++i) {
+    ASSERT_TRUE(testing::close(values[i],
+                               ops::load_double(got, want.dtype(), static_cast<int64_t>(i)), tol))
+        << "element " << i;
+  }
+}
+
 class CublasLtOnEmulatedDriver : public testing::ScratchDirTest {
  protected:
   void SetUp() override {
@@ -400,6 +411,19 @@ class CublasLtOnEmulatedDriver : public testing::ScratchDirTest {
     testing::ScratchDirTest::TearDown();
   }
 
+  // The emulated driver runs no kernel: the generated kernel of `p` (a plan of that one
+  // kernel) runs in the kernel emulation, with the backend's packed arguments and launch
+  // schedule, and every element of its result must match `want`, computed by the CPU.
+  void expect_generated_kernel_matches_cpu(const Planned& p, const Tensor& want) {
+    absl::StatusOr<testing::EmulatedKernels> kernels = testing::EmulatedKernels::build(
+        {testing::emulated_module(*p.matmul->program)}, dir_.string());
+    ASSERT_TRUE(kernels.ok()) << kernels.status();
+    ASSERT_EQ(p.plan->kernels.size(), 1u);
+    const std::vector<std::shared_ptr<runtime::Buffer>> out = testing::run_emulated_plan(
+        *kernels, *p.plan, p.args, {0}, testing::emulation_variants()[0]);
+    expect_matches_cpu(want, *out[0], 2e-5);
+  }
+
   // Whether the generated kernel of `p`'s matmul was launched since launch `from`.
   bool generated_kernel_launched(const Planned& p, size_t from) const {
     const std::string entry = runtime::cuda::entry_name(*p.matmul->program, /*wide=*/false);
@@ -413,17 +437,6 @@ class CublasLtOnEmulatedDriver : public testing::ScratchDirTest {
   testing::EmulatedDriver& driver_ = testing::EmulatedDriver::get();
   std::unique_ptr<runtime::Backend> gpu_;
 };
-
-// Every element of `got` (a result of `p`'s plan) against `want`, computed by the CPU.
-void expect_matches_cpu(const Tensor& want, const runtime::Buffer& got, double tol) {
-  const std::vector<double> values = testing::values(want);
-  ASSERT_EQ(got.nbytes(), static_cast<int64_t>(values.size() * dtype_size(want.dtype())));
-  for (size_t i = 0; i < values.size(); ++i) {
-    ASSERT_TRUE(testing::close(values[i],
-                               ops::load_double(got, want.dtype(), static_cast<int64_t>(i)), tol))
-        << "element " << i;
-  }
-}
 
 TEST_F(CublasLtOnEmulatedDriver, AMissingLibraryFallsBackToTheGeneratedKernelWhichMatchesTheCpu) {
   std::optional<CublasLtApi> missing;
@@ -444,15 +457,7 @@ TEST_F(CublasLtOnEmulatedDriver, AMissingLibraryFallsBackToTheGeneratedKernelWhi
   const size_t before = driver_.launches().size();
   EXPECT_NO_THROW(gpu_->run(*p.plan, p.args));
   EXPECT_TRUE(generated_kernel_launched(p, before));
-  // The driver emulation runs no kernel: the kernel it launched runs in the kernel emulation,
-  // with the backend's packed arguments and launch schedule.
-  absl::StatusOr<testing::EmulatedKernels> kernels = testing::EmulatedKernels::build(
-      {testing::emulated_module(*p.matmul->program)}, dir_.string());
-  ASSERT_TRUE(kernels.ok()) << kernels.status();
-  ASSERT_EQ(p.plan->kernels.size(), 1u);
-  const std::vector<std::shared_ptr<runtime::Buffer>> out =
-      testing::run_emulated_plan(*kernels, *p.plan, p.args, {0}, testing::emulation_variants()[0]);
-  expect_matches_cpu(y, *out[0], 2e-5);
+  expect_generated_kernel_matches_cpu(p, y);
 }
 
 TEST_F(CublasLtOnEmulatedDriver, WithoutAGpuCublasLtCreateFailsAndTheReasonIsKept) {
@@ -944,13 +949,7 @@ TEST_F(CublasLtStandIn, ABiasAtAnOddOffsetRunsTheGeneratedKernelWhichMatchesTheC
   EXPECT_NO_THROW(gpu_->run(*p.plan, p.args));
   EXPECT_EQ(fake::matmuls, 0);
   EXPECT_TRUE(generated_kernel_launched(p, before));
-  absl::StatusOr<testing::EmulatedKernels> kernels = testing::EmulatedKernels::build(
-      {testing::emulated_module(*p.matmul->program)}, dir_.string());
-  ASSERT_TRUE(kernels.ok()) << kernels.status();
-  ASSERT_EQ(p.plan->kernels.size(), 1u);
-  const std::vector<std::shared_ptr<runtime::Buffer>> out =
-      testing::run_emulated_plan(*kernels, *p.plan, p.args, {0}, testing::emulation_variants()[0]);
-  expect_matches_cpu(y, *out[0], 2e-5);
+  expect_generated_kernel_matches_cpu(p, y);
 }
 
 // ... and a bias buffer that only the run knows is misaligned: checked with its address.

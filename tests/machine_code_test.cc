@@ -496,6 +496,16 @@ int count_opcodes(const Compiled& c, std::string_view prefix) {
   return n;
 }
 
+// A 16-bit matmul or attention kernel built for the hardware (issue 14 items 8, 10, 11):
+// tensor cores (HMMA) fed by cp.async (LDGSTS) and ldmatrix (LDSM), with no spills.
+void expect_staged_on_tensor_cores(const Compiled& c, const std::string& label) {
+  EXPECT_GT(count_opcodes(c, "HMMA"), 0) << label;
+  EXPECT_GT(count_opcodes(c, "LDGSTS"), 0) << label;
+  EXPECT_GT(count_opcodes(c, "LDSM"), 0) << label;
+  EXPECT_EQ(c.resources.spill_store_bytes, 0) << label << "\n" << c.ptxas_log;
+  EXPECT_EQ(c.resources.spill_load_bytes, 0) << label << "\n" << c.ptxas_log;
+}
+
 // Spilled registers go to local memory: a load and a store per spill, each as slow as a
 // global access, in the loops that decide a kernel's speed.
 TEST(MachineCode, NoKernelSpills) {
@@ -595,13 +605,9 @@ TEST(MachineCode, SixteenBitMatmulsStageWithCpAsyncAndLdmatrixOnSm80AndSm90) {
       for (int arch : {80, 90}) {
         const std::string label = absl::StrCat(what, " ", dtype_name(dt), " sm_", arch);
         const Compiled c = compile_and_disassemble(label, *p, cuobjdump, arch);
+        expect_staged_on_tensor_cores(c, label);
         const int hmma = count_opcodes(c, "HMMA"), ldgsts = count_opcodes(c, "LDGSTS"),
                   ldsm = count_opcodes(c, "LDSM");
-        EXPECT_GT(hmma, 0) << label;
-        EXPECT_GT(ldgsts, 0) << label;
-        EXPECT_GT(ldsm, 0) << label;
-        EXPECT_EQ(c.resources.spill_store_bytes, 0) << label << "\n" << c.ptxas_log;
-        EXPECT_EQ(c.resources.spill_load_bytes, 0) << label << "\n" << c.ptxas_log;
         int fp64 = 0;
         for (const Instruction& i : c.instructions) fp64 += is_fp64(i.opcode) ? 1 : 0;
         EXPECT_EQ(fp64, 0) << label;
@@ -665,13 +671,9 @@ TEST(MachineCode, SixteenBitAttentionStagesWithCpAsyncAndLdmatrixOnSm80AndSm90) 
       for (int arch : {80, 90}) {
         const std::string label = absl::StrCat(what, " ", dtype_name(dt), " sm_", arch);
         const Compiled c = compile_and_disassemble(label, *p, cuobjdump, arch);
+        expect_staged_on_tensor_cores(c, label);
         const int hmma = count_opcodes(c, "HMMA"), ldgsts = count_opcodes(c, "LDGSTS"),
                   ldsm = count_opcodes(c, "LDSM");
-        EXPECT_GT(hmma, 0) << label;
-        EXPECT_GT(ldgsts, 0) << label;
-        EXPECT_GT(ldsm, 0) << label;
-        EXPECT_EQ(c.resources.spill_store_bytes, 0) << label << "\n" << c.ptxas_log;
-        EXPECT_EQ(c.resources.spill_load_bytes, 0) << label << "\n" << c.ptxas_log;
         // As NoFp64WhereTheDataIsNotF64: only the scale, a double parameter, narrowed outside
         // the innermost loops.
         std::vector<bool> in_inner_loop(c.instructions.size());
