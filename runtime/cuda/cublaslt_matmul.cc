@@ -10,6 +10,11 @@
 namespace kiln::runtime::cuda {
 namespace {
 
+// A device address as the pointer cuBLASLt's API takes: never dereferenced on the host.
+void* device_pointer(uint64_t address) {
+  return reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
+}
+
 // Where the plan dump assumes a buffer starts: the allocator's blocks are 256-byte aligned.
 constexpr uint64_t kAssumedBase = uint64_t{1} << 20;
 // The bias alignment every cuBLASLt kernel can take (there is no preference to say less).
@@ -211,8 +216,7 @@ absl::Status describe_operation(const CublasLtApi& api, const CublasLtGemm& g, u
   if (s.ok()) s = set_attribute(api, set, *desc, kMatmulDescEpilogue, g.epilogue, call);
   if (s.ok() && g.bias_input >= 0) {
     // The heuristic reads the pointer's alignment; run() sets each call's own.
-    s = set_attribute(api, set, *desc, kMatmulDescBiasPointer, reinterpret_cast<const void*>(bias),
-                      call);
+    s = set_attribute(api, set, *desc, kMatmulDescBiasPointer, device_pointer(bias), call);
   }
   return s;
 }
@@ -326,18 +330,17 @@ absl::Status CublasLtMatmuls::run(const CublasLtGemm& g, const KernelPointers& p
   absl::Status s;
   if (g.bias_input >= 0) {
     s = set_attribute(api_, api_.matmul_desc_set_attribute, p.desc, kMatmulDescBiasPointer,
-                      reinterpret_cast<const void*>(at.bias), "cublasLtMatmulDescSetAttribute");
+                      device_pointer(at.bias), "cublasLtMatmulDescSetAttribute");
   }
   const float alpha = 1.0f, beta = 0.0f;
-  auto* d = reinterpret_cast<void*>(at.d);
+  void* d = device_pointer(at.d);
   if (s.ok()) {
-    s = check_cublas(
-        api_,
-        api_.matmul(handle_, p.desc, &alpha, reinterpret_cast<const void*>(at.a), p.a,
-                    reinterpret_cast<const void*>(at.b), p.b, &beta, d, p.d, d, p.d,
-                    &p.heuristic.algo, reinterpret_cast<void*>(workspace_->device_pointer()),
-                    static_cast<size_t>(kWorkspaceBytes), stream),
-        "cublasLtMatmul");
+    s = check_cublas(api_,
+                     api_.matmul(handle_, p.desc, &alpha, device_pointer(at.a), p.a,
+                                 device_pointer(at.b), p.b, &beta, d, p.d, d, p.d,
+                                 &p.heuristic.algo, device_pointer(workspace_->device_pointer()),
+                                 static_cast<size_t>(kWorkspaceBytes), stream),
+                     "cublasLtMatmul");
   }
   if (!s.ok()) {
     // An untested library or problem must not break a working program: this problem runs the

@@ -842,7 +842,7 @@ class CudaBackend final : public Backend {
       m->launches.emplace_back(k, pk.launch);
       MatmulChoice c = device_.cublaslt().choose(*pk.program, pk.launch);
       m->on_cublaslt[k] = c.cublaslt();
-      m->gemms[k] = std::move(c.gemm);
+      m->gemms[k] = c.gemm;
     }
     return *m;
   }
