@@ -21,7 +21,9 @@ build/kiln compile-cuda build/recorded_kernels --arch 80,90
 echo "== build and test under ASan + UBSan =="
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"
+# scripts/lsan.supp: leaks inside third-party libraries (each explained there), not Kiln's.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  LSAN_OPTIONS=suppressions="$PWD/scripts/lsan.supp" \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
 
 # The tests that run several threads (or processes) at once, under ThreadSanitizer: any
