@@ -29,6 +29,10 @@ struct Attrs {
   bool largest = true;         // topk_indices: the k largest (else the k smallest)
   double scale = 1.0;          // scaled_dot_product_attention: the factor on q·k
   bool causal = false;         // scaled_dot_product_attention: key j only for query i >= j
+  // Collectives (kCollective). `axis` is also all_gather's and reduce_scatter's axis.
+  int group = -1;     // the process group's id (runtime/distributed/group_registry.h)
+  int reduction = 0;  // all_reduce reduce_scatter: a distributed_runtime::Reduction
+  int peer = 0;       // broadcast: the root; send: the destination; recv: the source rank
 };
 
 }  // namespace kiln::ops

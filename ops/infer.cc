@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ops/attention.h"
+#include "ops/collective.h"
 #include "ops/custom_functions.h"
 #include "ops/gather.h"
 #include "ops/scalar_math.h"
@@ -47,6 +48,7 @@ std::string operand_name(OpKind op, size_t index) {
     case OpClass::kReduce:
     case OpClass::kArgReduce:
     case OpClass::kView:
+    case OpClass::kCollective:
       return "x";
   }
   return "x";
@@ -548,6 +550,8 @@ absl::StatusOr<ValueType> infer_any(OpKind op, const std::vector<ValueType>& inp
       return infer_update_slice(inputs, attrs);
     case OpClass::kAttention:
       return infer_attention(inputs, attrs);
+    case OpClass::kCollective:
+      return infer_collective(op, inputs, attrs);
   }
   return op_error(op, inputs, "unknown op class");
 }

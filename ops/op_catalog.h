@@ -28,6 +28,8 @@ enum class OpClass {
   kGather,        // take take_along_axis: reads its first operand at positions its second holds
   kUpdateSlice,   // update_slice: x with a range along one axis overwritten (ops/update_slice.h)
   kAttention,     // scaled_dot_product_attention: softmax(q kᵀ scale + mask) v (ops/attention.h)
+  kCollective,    // all_reduce all_gather reduce_scatter broadcast send recv: bytes exchanged
+                  // with the other processes of a group (runtime/distributed/)
 };
 
 // X(Enum, name, class, arity): the enum, the name in trace files, errors and the public API
@@ -92,30 +94,37 @@ enum class OpClass {
   X(Contiguous, contiguous, kView, 1)
 
 // Everything else: ops with structure beyond one element (where, casts, reductions,
-// matmul, concat, row ops, custom code, gathers, update_slice, attention).
-#define KILN_STRUCTURED_OPS(X)                      \
-  X(Where, where, kWhere, 3)                        \
-  X(Astype, astype, kCast, 1)                       \
-  X(Sum, sum, kReduce, 1)                           \
-  X(Mean, mean, kReduce, 1)                         \
-  X(Max, max, kReduce, 1)                           \
-  X(Min, min, kReduce, 1)                           \
-  X(Argmax, argmax, kArgReduce, 1)                  \
-  X(Argmin, argmin, kArgReduce, 1)                  \
-  X(Matmul, matmul, kMatmul, 2)                     \
-  X(Concat, concat, kConcat, -1)                    \
-  X(Softmax, softmax, kRowNorm, 1)                  \
-  X(LogSoftmax, log_softmax, kRowNorm, 1)           \
-  X(LayerNorm, layer_norm, kRowNorm, 3)             \
-  X(RmsNorm, rms_norm, kRowNorm, 2)                 \
-  X(Cumsum, cumsum, kRowNorm, 1)                    \
-  X(TopkIndices, topk_indices, kRowNorm, 1)         \
-  X(Custom, custom, kCustom, -1)                    \
-  X(CustomKernel, custom_kernel, kCustomKernel, -1) \
-  X(Take, take, kGather, 2)                         \
-  X(TakeAlongAxis, take_along_axis, kGather, 2)     \
-  X(UpdateSlice, update_slice, kUpdateSlice, 2)     \
-  X(Attention, scaled_dot_product_attention, kAttention, -1)
+// matmul, concat, row ops, custom code, gathers, update_slice, attention, collectives).
+// recv's one operand only gives its result's dtype and shape; send's result is its operand.
+#define KILN_STRUCTURED_OPS(X)                               \
+  X(Where, where, kWhere, 3)                                 \
+  X(Astype, astype, kCast, 1)                                \
+  X(Sum, sum, kReduce, 1)                                    \
+  X(Mean, mean, kReduce, 1)                                  \
+  X(Max, max, kReduce, 1)                                    \
+  X(Min, min, kReduce, 1)                                    \
+  X(Argmax, argmax, kArgReduce, 1)                           \
+  X(Argmin, argmin, kArgReduce, 1)                           \
+  X(Matmul, matmul, kMatmul, 2)                              \
+  X(Concat, concat, kConcat, -1)                             \
+  X(Softmax, softmax, kRowNorm, 1)                           \
+  X(LogSoftmax, log_softmax, kRowNorm, 1)                    \
+  X(LayerNorm, layer_norm, kRowNorm, 3)                      \
+  X(RmsNorm, rms_norm, kRowNorm, 2)                          \
+  X(Cumsum, cumsum, kRowNorm, 1)                             \
+  X(TopkIndices, topk_indices, kRowNorm, 1)                  \
+  X(Custom, custom, kCustom, -1)                             \
+  X(CustomKernel, custom_kernel, kCustomKernel, -1)          \
+  X(Take, take, kGather, 2)                                  \
+  X(TakeAlongAxis, take_along_axis, kGather, 2)              \
+  X(UpdateSlice, update_slice, kUpdateSlice, 2)              \
+  X(Attention, scaled_dot_product_attention, kAttention, -1) \
+  X(AllReduce, all_reduce, kCollective, 1)                   \
+  X(AllGather, all_gather, kCollective, 1)                   \
+  X(ReduceScatter, reduce_scatter, kCollective, 1)           \
+  X(Broadcast, broadcast, kCollective, 1)                    \
+  X(Send, send, kCollective, 1)                              \
+  X(Recv, recv, kCollective, 1)
 
 #define KILN_OPS(X) \
   KILN_LEAF_OPS(X) KILN_UNARY_OPS(X) KILN_BINARY_OPS(X) KILN_STRUCTURED_OPS(X) KILN_VIEW_OPS(X)

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/attention.h"
+#include "ops/collective.h"
 #include "ops/custom_functions.h"
 #include "ops/element_access.h"
 #include "ops/gather.h"
@@ -498,6 +499,9 @@ std::shared_ptr<Buffer> evaluate_reference(OpKind op, const Attrs& attrs, const 
       break;
     case OpClass::kAttention:
       evaluate_attention(attrs, out, inputs, *result);
+      break;
+    case OpClass::kCollective:
+      evaluate_collective(op, attrs, out, inputs, *result);
       break;
   }
   return result;

@@ -1,15 +1,22 @@
 #include "runtime/thread_pool.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "kiln/error.h"
 
 namespace kiln::runtime {
 namespace {
@@ -149,8 +156,51 @@ ThreadPool& pool() {
 
 }  // namespace
 
+namespace {
+
+// A positive integer from environment variable `name`, or 0 when it is unset or empty.
+int positive_env(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return 0;
+  int value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value < 1) {
+    throw Error(absl::StrCat(name, "=\"", text, "\" is not a positive whole number"));
+  }
+  return value;
+}
+
+// The cores this process may run on (its affinity mask, which a launcher's binding narrows).
+int usable_cores() {
+  const int machine = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return machine;
+  return std::clamp(CPU_COUNT(&set), 1, machine);
+}
+
+// KILN_NUM_THREADS (at most 1024), else the cores this process may use. When a launcher
+// started several processes on this machine without binding each to its own cores, they
+// share the cores evenly (as torchrun sets OMP_NUM_THREADS): two ranks each spinning a pool
+// over every core would take turns on them instead of computing.
+int default_worker_count() {
+  if (int n = positive_env("KILN_NUM_THREADS"); n > 0) return std::min(n, 1024);
+  const int machine = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = usable_cores();
+  if (cores < machine) return cores;  // bound by the launcher: these cores are its own
+  int local_ranks = 1;
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                           "SLURM_NTASKS_PER_NODE"}) {
+    const char* text = std::getenv(name);
+    int value = 0;
+    if (text != nullptr && absl::SimpleAtoi(text, &value) && value > 1) local_ranks = value;
+  }
+  return std::max(1, cores / local_ranks);
+}
+
+}  // namespace
+
 int worker_count() {
-  static const int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  static const int n = default_worker_count();
   return n;
 }
 

@@ -37,13 +37,22 @@ Tensor heads_first(const Tensor& x, int64_t n, int64_t head_dim) {
   return x.reshape({1, x.shape()[1], n, head_dim}).permute({0, 2, 1, 3});
 }
 
+// A row-parallel layer's partial result summed over the tensor-parallel ranks.
+Tensor sum_over_shards(const LlamaWeights& w, const Tensor& partial) {
+  return w.tensor_parallel
+             ? distributed::all_reduce(partial, distributed::Reduction::kSum, *w.tensor_parallel)
+             : partial;
+}
+
 Tensor attention(const LlamaWeights& w, const LlamaLayer& l, KvCache& cache, size_t layer,
                  const Tensor& h, const Tensor& cos_t, const Tensor& sin_t) {
   const LlamaConfig& c = w.config;
   const int64_t tokens = h.shape()[1], start = cache.length;
-  const Tensor q = rope(heads_first(linear(h, l.wq), c.heads, c.head_dim()), cos_t, sin_t);
-  const Tensor k = rope(heads_first(linear(h, l.wk), c.kv_heads, c.head_dim()), cos_t, sin_t);
-  const Tensor v = heads_first(linear(h, l.wv), c.kv_heads, c.head_dim());
+  // This rank's heads (all of them without tensor parallelism).
+  const int64_t heads = c.heads / w.shards(), kv_heads = c.kv_heads / w.shards();
+  const Tensor q = rope(heads_first(linear(h, l.wq), heads, c.head_dim()), cos_t, sin_t);
+  const Tensor k = rope(heads_first(linear(h, l.wk), kv_heads, c.head_dim()), cos_t, sin_t);
+  const Tensor v = heads_first(linear(h, l.wv), kv_heads, c.head_dim());
   cache.keys[layer] = update_slice(cache.keys[layer], k, 2, start);
   cache.values[layer] = update_slice(cache.values[layer], v, 2, start);
   // Attention reads the whole cache and masks the positions not yet written, so every decode
@@ -56,7 +65,8 @@ Tensor attention(const LlamaWeights& w, const LlamaLayer& l, KvCache& cache, siz
   const Tensor key_pos = Tensor::arange(c.capacity, DType::I64).reshape({1, c.capacity});
   const Tensor context = scaled_dot_product_attention(q, cache.keys[layer], cache.values[layer],
                                                       key_pos <= query_pos);  // [1, heads, T, d]
-  return linear(context.permute({0, 2, 1, 3}).reshape({1, tokens, c.dim}), l.wo);
+  return sum_over_shards(
+      w, linear(context.permute({0, 2, 1, 3}).reshape({1, tokens, heads * c.head_dim()}), l.wo));
 }
 
 }  // namespace
@@ -81,11 +91,12 @@ LlamaWeights random_llama_weights(const LlamaConfig& config, uint64_t seed) {
   return w;
 }
 
-KvCache empty_kv_cache(const LlamaConfig& c) {
+KvCache empty_kv_cache(const LlamaConfig& c, int64_t shards) {
   KvCache cache;
+  const int64_t kv_heads = c.kv_heads / shards;
   for (int64_t i = 0; i < c.layers; ++i) {
-    cache.keys.push_back(Tensor::zeros({1, c.kv_heads, c.capacity, c.head_dim()}).eval());
-    cache.values.push_back(Tensor::zeros({1, c.kv_heads, c.capacity, c.head_dim()}).eval());
+    cache.keys.push_back(Tensor::zeros({1, kv_heads, c.capacity, c.head_dim()}).eval());
+    cache.values.push_back(Tensor::zeros({1, kv_heads, c.capacity, c.head_dim()}).eval());
   }
   return cache;
 }
@@ -104,7 +115,7 @@ Tensor llama_forward(const LlamaWeights& w, KvCache& cache, const Tensor& tokens
     const LlamaLayer& l = w.layers[i];
     x = x + attention(w, l, cache, i, rms_norm(x, l.attention_norm, c.eps), cos_t, sin_t);
     const Tensor h = rms_norm(x, l.mlp_norm, c.eps);
-    x = x + linear(silu(linear(h, l.w_gate)) * linear(h, l.w_up), l.w_down);
+    x = x + sum_over_shards(w, linear(silu(linear(h, l.w_gate)) * linear(h, l.w_up), l.w_down));
   }
   cache.length += count;
   return linear(rms_norm(x, w.final_norm, c.eps), w.output);

@@ -6,8 +6,10 @@
 #define KILN_SAMPLES_LLAMA_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "kiln/distributed.h"
 #include "kiln/kiln.h"
 
 namespace kiln::samples {
@@ -35,6 +37,12 @@ struct LlamaWeights {
   Tensor embedding;  // [vocab, dim]
   std::vector<LlamaLayer> layers;
   Tensor final_norm, output;  // output: [vocab, dim]
+  // Tensor parallel (Megatron-LM), when set: this rank holds 1 / size() of every layer, by
+  // head and by hidden feature. wq wk wv w_gate w_up hold their rows (column-parallel), wo and
+  // w_down their columns (row-parallel, each followed by one all_reduce); norms, embedding
+  // and output are whole.
+  std::optional<distributed::Group> tensor_parallel;
+  int64_t shards() const { return tensor_parallel ? tensor_parallel->size() : 1; }
 };
 
 // Seeded random weights, computed at once as loaded weights would be.
@@ -46,7 +54,8 @@ struct KvCache {
   std::vector<Tensor> keys, values;
   int64_t length = 0;
 };
-KvCache empty_kv_cache(const LlamaConfig& config);
+// `shards`: the tensor-parallel group's size (each rank caches its kv_heads / shards heads).
+KvCache empty_kv_cache(const LlamaConfig& config, int64_t shards = 1);
 
 // Runs tokens [1, T] at positions cache.length ... + T - 1: writes their keys and values
 // into the cache (cache.length grows by T) and returns the logits [1, T, vocab]. Lazy:

@@ -2,7 +2,8 @@
 # Installs the Debian packages Kiln builds with, when any is missing. Safe to run again.
 set -euo pipefail
 packages=(cmake make g++ libabsl-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev libeigen3-dev libhwy-dev
-  pkg-config zlib1g-dev python3 python3-pip clang libclang-rt-14-dev ccache)
+  pkg-config zlib1g-dev python3 python3-pip clang libclang-rt-14-dev ccache openmpi-bin
+  libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -27,4 +28,16 @@ if ! compgen -G "${tools}/nvidia/*/bin/cuobjdump" >/dev/null ||
   rm -rf "${tools}"
   python3 -m pip install --quiet --target "${tools}" \
     'nvidia-cuda-cuobjdump==13.4.92' 'nvidia-cuda-nvdisasm==13.4.92'
+fi
+
+# NCCL (libnccl.so.2), which runtime/cuda/nccl.cc opens with dlopen for collectives on CUDA
+# tensors, and its nccl.h, which tests/nccl_test.cc pins Kiln's declarations to. CUDA 13
+# toolkits here ship both; where the system has no libnccl.so.2, the PyPI wheel (about 305 MB)
+# goes into a fixed folder Kiln looks in after the system's (KILN_NCCL_LIBRARY overrides).
+tools="${HOME}/.cache/kiln/tools/nccl"
+if ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2' &&
+  [[ ! -f "${tools}/nvidia/nccl/lib/libnccl.so.2" || ! -f "${tools}/nvidia/nccl/include/nccl.h" ]]; then
+  echo "kiln: installing NCCL into ${tools}"
+  rm -rf "${tools}"
+  python3 -m pip install --quiet --target "${tools}" 'nvidia-nccl-cu13==2.32.3'
 fi

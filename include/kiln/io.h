@@ -17,6 +17,11 @@ void save_npy(const std::string& path, const Tensor& t);  // sync point
 // entry is checked (dtype, shape, ranges inside the data, sizes, no overlaps or holes, a
 // header under 100 MB) before any data is read; a bad file throws kiln::Error naming it.
 std::map<std::string, Tensor> load_safetensors(const std::string& path);
+// Part `part` of `parts` equal slices along `axis` of the tensor `name`, reading from the
+// file only the header and that slice's bytes (one read per contiguous run): how each rank
+// of a tensor-parallel group loads its shard of a weight (kiln/distributed.h).
+Tensor load_safetensors_shard(const std::string& path, const std::string& name, int axis, int part,
+                              int parts);
 // Writes through a temporary file renamed into place (a sync point for the tensors).
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors);
 

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -77,43 +78,19 @@ struct Entry {
   uint64_t begin = 0, end = 0;
 };
 
-}  // namespace
+// The checked entries of a header: every range lies in the data buffer, matches its
+// tensor's size, and the ranges tile the buffer. `fail` makes the error to throw.
+using FailFn = std::function<Error(const std::string&)>;
 
-std::map<std::string, Tensor> load_safetensors(const std::string& path) {
-  auto fail = [&](const std::string& what) -> Error {
-    return Error(absl::StrCat("[load_safetensors] ", path, ": ", what));
-  };
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw fail(absl::StrCat("cannot open (", std::strerror(errno), ")"));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    throw fail("cannot stat");
-  }
-  Mapping map;
-  map.size = static_cast<size_t>(st.st_size);
-  if (map.size > 0) map.data = ::mmap(nullptr, map.size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map.size < 8) throw fail(absl::StrCat("file of ", map.size, " bytes has no header length"));
-  if (map.data == MAP_FAILED) throw fail("cannot map the file");
-  const auto* bytes = static_cast<const unsigned char*>(map.data);
-  uint64_t header_length = 0;
-  for (int i = 7; i >= 0; --i) header_length = (header_length << 8) | bytes[i];
-  if (header_length > kMaxHeaderBytes) {
-    throw fail(absl::StrCat("header of ", header_length, " bytes is over the 100 MB limit"));
-  }
-  if (header_length > map.size - 8) {
-    throw fail(absl::StrCat("header of ", header_length, " bytes runs past the end of the file"));
-  }
+std::vector<Entry> parse_header(const unsigned char* json_bytes, uint64_t header_length,
+                                uint64_t data_size, const FailFn& fail) {
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_length);
+    header = nlohmann::json::parse(json_bytes, json_bytes + header_length);
   } catch (const nlohmann::json::exception& e) {
     throw fail(absl::StrCat("malformed JSON header: ", e.what()));
   }
   if (!header.is_object()) throw fail("the header must be a JSON object");
-  const uint64_t data_start = 8 + header_length;
-  const uint64_t data_size = map.size - data_start;
   std::vector<Entry> entries;
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") continue;
@@ -170,17 +147,141 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path) {
   }
   if (covered != data_size)
     throw fail(absl::StrCat("bytes ", covered, "..", data_size, " belong to no tensor"));
+  return entries;
+}
+
+uint64_t little_endian_u64(const unsigned char* bytes) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | bytes[i];
+  return v;
+}
+
+// Normalizes bool bytes to 0 or 1, as Kiln stores bools.
+void normalize_bools(DType dtype, runtime::Buffer& buffer) {
+  if (dtype != DType::Bool) return;
+  for (int64_t i = 0; i < buffer.nbytes(); ++i)
+    buffer.as<uint8_t>()[i] = buffer.as<uint8_t>()[i] != 0;
+}
+
+// Reads exactly `size` bytes at `offset`, or throws.
+void read_at(int fd, void* out, uint64_t size, uint64_t offset, const FailFn& fail) {
+  auto* p = static_cast<char*>(out);
+  while (size > 0) {
+    const ssize_t got = ::pread(fd, p, size, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) throw fail(absl::StrCat("cannot read ", size, " bytes at offset ", offset));
+    p += got;
+    size -= static_cast<uint64_t>(got);
+    offset += static_cast<uint64_t>(got);
+  }
+}
+
+struct FileDescriptor {
+  int fd = -1;
+  ~FileDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+std::map<std::string, Tensor> load_safetensors(const std::string& path) {
+  auto fail = [&](const std::string& what) -> Error {
+    return Error(absl::StrCat("[load_safetensors] ", path, ": ", what));
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw fail(absl::StrCat("cannot open (", std::strerror(errno), ")"));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    throw fail("cannot stat");
+  }
+  Mapping map;
+  map.size = static_cast<size_t>(st.st_size);
+  if (map.size > 0) map.data = ::mmap(nullptr, map.size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map.size < 8) throw fail(absl::StrCat("file of ", map.size, " bytes has no header length"));
+  if (map.data == MAP_FAILED) throw fail("cannot map the file");
+  const auto* bytes = static_cast<const unsigned char*>(map.data);
+  const uint64_t header_length = little_endian_u64(bytes);
+  if (header_length > kMaxHeaderBytes) {
+    throw fail(absl::StrCat("header of ", header_length, " bytes is over the 100 MB limit"));
+  }
+  if (header_length > map.size - 8) {
+    throw fail(absl::StrCat("header of ", header_length, " bytes runs past the end of the file"));
+  }
+  const uint64_t data_start = 8 + header_length;
+  const std::vector<Entry> entries =
+      parse_header(bytes + 8, header_length, map.size - data_start, fail);
   std::map<std::string, Tensor> tensors;
   for (const Entry& e : entries) {
     auto buffer = std::make_shared<runtime::Buffer>(static_cast<int64_t>(e.end - e.begin));
     if (e.end > e.begin) std::memcpy(buffer->data(), bytes + data_start + e.begin, e.end - e.begin);
-    if (e.type.dtype == DType::Bool) {
-      for (int64_t i = 0; i < buffer->nbytes(); ++i)
-        buffer->as<uint8_t>()[i] = buffer->as<uint8_t>()[i] != 0;
-    }
-    tensors[e.name] = jit::make_realized(e.type, std::move(buffer), default_device());
+    normalize_bools(e.type.dtype, *buffer);
+    tensors[e.name] = jit::make_realized(e.type, buffer, default_device());
   }
   return tensors;
+}
+
+Tensor load_safetensors_shard(const std::string& path, const std::string& name, int axis, int part,
+                              int parts) {
+  auto fail = [&](const std::string& what) -> Error {
+    return Error(absl::StrCat("[load_safetensors_shard] ", path, " tensor '", name, "' part ", part,
+                              " of ", parts, ": ", what));
+  };
+  if (parts < 1 || part < 0 || part >= parts) throw fail("expected 0 <= part < parts");
+  FileDescriptor file;
+  file.fd = ::open(path.c_str(), O_RDONLY);
+  if (file.fd < 0) throw fail(absl::StrCat("cannot open (", std::strerror(errno), ")"));
+  struct stat st {};
+  if (::fstat(file.fd, &st) != 0) throw fail("cannot stat");
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  if (file_size < 8) throw fail(absl::StrCat("file of ", file_size, " bytes has no header length"));
+  unsigned char length_bytes[8];
+  read_at(file.fd, length_bytes, 8, 0, fail);
+  const uint64_t header_length = little_endian_u64(length_bytes);
+  if (header_length > kMaxHeaderBytes || header_length > file_size - 8) {
+    throw fail(absl::StrCat("header of ", header_length, " bytes does not fit the file"));
+  }
+  std::vector<unsigned char> json_bytes(header_length);
+  read_at(file.fd, json_bytes.data(), header_length, 8, fail);
+  const uint64_t data_start = 8 + header_length;
+  const std::vector<Entry> entries =
+      parse_header(json_bytes.data(), header_length, file_size - data_start, fail);
+  const auto it =
+      std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.name == name; });
+  if (it == entries.end()) throw fail("no tensor of that name in the file");
+  const ops::ValueType& type = it->type;
+  const int rank = static_cast<int>(type.shape.size());
+  if (axis < -rank || axis >= rank) {
+    throw fail(absl::StrCat(ops::format_type(type), " has no axis ", axis));
+  }
+  if (axis < 0) axis += rank;
+  const int64_t extent = type.shape[static_cast<size_t>(axis)];
+  if (extent % parts != 0) {
+    throw fail(absl::StrCat(ops::format_type(type), ": axis ", axis, " (extent ", extent,
+                            ") does not split evenly into ", parts, " parts"));
+  }
+  ops::ValueType shard = type;
+  shard.shape[static_cast<size_t>(axis)] = extent / parts;
+  if (ops::numel(type.shape) == 0) {  // nothing to read (and no runs to count)
+    return jit::make_realized(shard, std::make_shared<runtime::Buffer>(0), default_device());
+  }
+  // The shard is `outer` runs of (extent / parts) * inner elements each: one read per run.
+  // The header check bounded outer * extent * inner * esize by the file's size.
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= type.shape[static_cast<size_t>(i)];
+  for (int i = axis + 1; i < rank; ++i) inner *= type.shape[static_cast<size_t>(i)];
+  const int64_t esize = dtype_size(type.dtype);
+  const int64_t run = extent / parts * inner * esize;
+  auto buffer = std::make_shared<runtime::Buffer>(outer * run);
+  for (int64_t o = 0; o < outer; ++o) {
+    const uint64_t offset =
+        data_start + it->begin + static_cast<uint64_t>(o * extent * inner * esize + part * run);
+    read_at(file.fd, buffer->as<char>() + o * run, static_cast<uint64_t>(run), offset, fail);
+  }
+  normalize_bools(shard.dtype, *buffer);
+  return jit::make_realized(shard, buffer, default_device());
 }
 
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors) {

@@ -6,8 +6,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
+#include "runtime/distributed/group_registry.h"
+#include "runtime/distributed/host_collective.h"
 
 namespace kiln::jit {
 namespace {
@@ -46,6 +49,63 @@ absl::Status read_registered(const json& attrs, const char* key, const char* def
   }
   id = *found;
   return absl::OkStatus();
+}
+
+namespace dr = distributed_runtime;
+
+// A collective names its group by the world ranks in it (ids are per process), and its
+// reduction by name.
+void collective_attrs_to_json(OpKind op, const ops::Attrs& a, json& j) {
+  j["ranks"] = dr::group_info(a.group).world_ranks;
+  if (op == OpKind::AllReduce || op == OpKind::ReduceScatter) {
+    j["reduction"] = dr::reduction_name(static_cast<dr::Reduction>(a.reduction));
+  }
+  if (op == OpKind::AllGather || op == OpKind::ReduceScatter) j["axis"] = a.axis;
+  if (op == OpKind::Broadcast) j["root"] = a.peer;
+  if (op == OpKind::Send || op == OpKind::Recv) j["peer"] = a.peer;
+}
+
+// The group with those world ranks must exist in this process: replaying a collective
+// needs the processes it ran over.
+absl::Status find_recorded_group(OpKind op, const std::vector<int>& ranks, int& group) {
+  try {
+    dr::open_world();
+  } catch (const Error& e) {
+    return absl::FailedPreconditionError(e.what());
+  }
+  if (std::optional<int> id = dr::find_group(ranks)) {
+    group = *id;
+    return absl::OkStatus();
+  }
+  const dr::Communicator& world = *dr::group_info(dr::kWorldGroup).communicator;
+  return absl::FailedPreconditionError(absl::StrCat(
+      ops::op_name(op), " ran over the processes with world ranks [", absl::StrJoin(ranks, ", "),
+      "], but this process is rank ", world.rank(), " of a world of ", world.size(),
+      " with no such group: replay a trace with collectives on every rank it was recorded on, "
+      "under the same launcher (e.g. mpirun -np ",
+      ranks.size(), "; docs/distributed.md)"));
+}
+
+absl::Status collective_attrs_from_json(OpKind op, const json& j, ops::Attrs& a) {
+  std::vector<int> ranks;
+  if (absl::Status s = read_attr(j, "ranks", ranks, true); !s.ok()) return s;
+  if (op == OpKind::AllReduce || op == OpKind::ReduceScatter) {
+    std::string name = "sum";
+    if (absl::Status s = read_attr(j, "reduction", name, false); !s.ok()) return s;
+    dr::Reduction r;
+    if (!dr::reduction_from_name(name, &r)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("attribute 'reduction' is \"", name, "\" (expected sum, mean, max or min)"));
+    }
+    a.reduction = static_cast<int>(r);
+  }
+  absl::Status s;
+  if (op == OpKind::AllGather || op == OpKind::ReduceScatter)
+    s = read_attr(j, "axis", a.axis, false);
+  if (s.ok() && op == OpKind::Broadcast) s = read_attr(j, "root", a.peer, true);
+  if (s.ok() && (op == OpKind::Send || op == OpKind::Recv)) s = read_attr(j, "peer", a.peer, true);
+  if (!s.ok()) return s;
+  return find_recorded_group(op, ranks, a.group);
 }
 
 }  // namespace
@@ -106,6 +166,9 @@ json attrs_to_json(OpKind op, const ops::Attrs& a) {
       break;
     case OpClass::kCustomKernel:
       if (const ops::CustomKernel* k = ops::custom_kernel(a.function)) j["kernel"] = k->name;
+      break;
+    case OpClass::kCollective:
+      collective_attrs_to_json(op, a, j);
       break;
     case OpClass::kUnary:  // no attributes
     case OpClass::kBinary:
@@ -190,6 +253,9 @@ absl::StatusOr<ops::Attrs> attrs_from_json(OpKind op, const json& j) {
       break;
     case OpClass::kCustomKernel:
       if (s.ok()) s = read_registered(j, "kernel", "define_kernel", a.function);
+      break;
+    case OpClass::kCollective:
+      if (s.ok()) s = collective_attrs_from_json(op, j, a);
       break;
     case OpClass::kUnary:  // no attributes
     case OpClass::kBinary:

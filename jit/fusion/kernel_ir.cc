@@ -56,6 +56,8 @@ const char* anchor_name(AnchorKind anchor) {
       return "update_slice";
     case AnchorKind::kAttention:
       return "attention";
+    case AnchorKind::kCollective:
+      return "collective";
   }
   return "?";
 }
@@ -82,6 +84,10 @@ std::string KernelProgram::to_string() const {
     if (anchor == AnchorKind::kCustomKernel) {
       const ops::CustomKernel* k = ops::custom_kernel(anchor_attrs.function);
       absl::StrAppendFormat(&out, " kernel=%s#%016x", k->name, k->source_hash);
+    }
+    if (anchor == AnchorKind::kCollective) {
+      absl::StrAppend(&out, " group=", anchor_attrs.group, " reduction=", anchor_attrs.reduction,
+                      " peer=", anchor_attrs.peer);
     }
   }
   absl::StrAppend(&out, "]\n  spaces: ranks [", absl::StrJoin(space_ranks, ","), "]\n");

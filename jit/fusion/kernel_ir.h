@@ -77,7 +77,8 @@ enum class AnchorKind {
   kConcat,
   kCustomKernel,
   kUpdateSlice,
-  kAttention
+  kAttention,
+  kCollective  // all_reduce ...: whole buffers exchanged with other processes, nothing fused
 };
 
 struct Store {

@@ -10,6 +10,7 @@
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
 #include "ops/infer.h"
+#include "runtime/distributed/host_collective.h"
 
 namespace kiln::jit {
 namespace {
@@ -470,6 +471,7 @@ class Lowerer {
       case OpClass::kCustomKernel:
       case OpClass::kUpdateSlice:
       case OpClass::kAttention:
+      case OpClass::kCollective:
         throw std::logic_error(
             absl::StrCat("internal error: ", ops::op_name(n.op), " inlined as elementwise"));
     }
@@ -537,21 +539,23 @@ class Lowerer {
   absl::flat_hash_map<std::vector<int64_t>, int> instr_memo_;
 };
 
-// A custom kernel: its inputs and output are plan buffers, read and written whole.
-LoweredKernel lower_custom_kernel(const Trace& trace, const KernelGroup& group) {
+// An op that reads its inputs and writes its output as whole plan buffers (a custom kernel,
+// a collective): space 0 is the output's shape, space k + 1 input k's.
+LoweredKernel lower_whole_buffer_op(const Trace& trace, const KernelGroup& group, AnchorKind anchor,
+                                    const std::string& name) {
   LoweredKernel out;
   const int node = group.anchor_node;
   const TraceNode& n = trace.nodes[node];
   KernelProgram& prog = out.program;
   KernelLaunch& launch = out.launch;
-  prog.anchor = AnchorKind::kCustomKernel;
+  prog.anchor = anchor;
   prog.anchor_op = n.op;
-  prog.anchor_attrs.function = n.attrs->function;
   prog.anchor_dtype = n.type->dtype;
-  prog.name = ops::custom_kernel(n.attrs->function)->name;
+  prog.name = name;
   launch.spaces.push_back(n.type->shape);
   for (int a : n.args) {
     launch.spaces.push_back(trace.nodes[a].type->shape);
+    if (n.op == ops::OpKind::Recv) continue;  // its operand gives only its type
     launch.inputs.push_back(a);
     prog.input_dtypes.push_back(trace.nodes[a].type->dtype);
   }
@@ -562,10 +566,49 @@ LoweredKernel lower_custom_kernel(const Trace& trace, const KernelGroup& group) 
   return out;
 }
 
+LoweredKernel lower_custom_kernel(const Trace& trace, const KernelGroup& group) {
+  const ops::Attrs& attrs = *trace.nodes[group.anchor_node].attrs;
+  LoweredKernel out = lower_whole_buffer_op(trace, group, AnchorKind::kCustomKernel,
+                                            ops::custom_kernel(attrs.function)->name);
+  out.program.anchor_attrs.function = attrs.function;
+  return out;
+}
+
+// A collective, named for what it moves: "all_reduce_sum_f32", "send_to_1_bf16".
+LoweredKernel lower_collective(const Trace& trace, const KernelGroup& group) {
+  const TraceNode& n = trace.nodes[group.anchor_node];
+  const ops::Attrs& a = *n.attrs;
+  std::string name = ops::op_name(n.op);
+  switch (n.op) {
+    case ops::OpKind::AllReduce:
+    case ops::OpKind::ReduceScatter:
+      absl::StrAppend(&name, "_",
+                      distributed_runtime::reduction_name(
+                          static_cast<distributed_runtime::Reduction>(a.reduction)));
+      break;
+    case ops::OpKind::Broadcast:
+      absl::StrAppend(&name, "_from_", a.peer);
+      break;
+    case ops::OpKind::Send:
+      absl::StrAppend(&name, "_to_", a.peer);
+      break;
+    case ops::OpKind::Recv:
+      absl::StrAppend(&name, "_from_", a.peer);
+      break;
+    default:
+      break;
+  }
+  absl::StrAppend(&name, "_", dtype_name(n.type->dtype));
+  LoweredKernel out = lower_whole_buffer_op(trace, group, AnchorKind::kCollective, name);
+  out.program.anchor_attrs = a;
+  return out;
+}
+
 }  // namespace
 
 LoweringResult lower_group(const Trace& trace, const FusionPlan& plan, const KernelGroup& group) {
   if (group.anchor == AnchorKind::kCustomKernel) return {lower_custom_kernel(trace, group)};
+  if (group.anchor == AnchorKind::kCollective) return {lower_collective(trace, group)};
   try {
     return {Lowerer(trace, plan, group).run()};
   } catch (const NeedsMaterialization& need) {

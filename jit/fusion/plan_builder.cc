@@ -154,7 +154,9 @@ std::shared_ptr<const LaunchPlan> build_plan(const Trace& user_trace) {
     bool added = false;
     pk.program = kernel_cache().find_or_add(std::move(k.program), &added);
     pk.compiled_here = added;
-    if (added && !recording_paused && !env_options().record_cuda_dir.empty()) {
+    // A collective is no kernel: the communicator moves its bytes.
+    if (added && !recording_paused && !env_options().record_cuda_dir.empty() &&
+        pk.program->anchor != AnchorKind::kCollective) {
       record_cuda_source(*pk.program);
     }
     (added ? runtime::counters().kernels_compiled : runtime::counters().kernel_cache_hits) += 1;

@@ -57,6 +57,14 @@ class Planner {
         // A custom kernel reads dense buffers and writes its own: nothing fuses either side.
         materialize(i, "a custom kernel's result");
         for (int a : node.args) materialize(a, "a custom kernel reads it as a dense buffer");
+      } else if (ops::op_class(node.op) == OpClass::kCollective) {
+        // Other processes send and receive whole buffers: a fusion boundary on both sides.
+        materialize(i, "a collective's result (fusion boundary: it comes from other processes)");
+        // recv's operand only gives its type: nothing computes it.
+        if (node.op != ops::OpKind::Recv) {
+          materialize(node.args[0],
+                      "a collective sends it whole to other processes (fusion boundary)");
+        }
       } else if (ops::op_class(node.op) == OpClass::kGather) {
         // A gather reads x at positions known only when it runs: x must be a buffer.
         materialize(node.args[0], "a gather reads it at data-dependent positions");
@@ -371,6 +379,8 @@ AnchorKind anchor_kind(ops::OpKind op) {
       return AnchorKind::kUpdateSlice;
     case OpClass::kAttention:
       return AnchorKind::kAttention;
+    case OpClass::kCollective:
+      return AnchorKind::kCollective;
     case OpClass::kLeaf:
     case OpClass::kUnary:
     case OpClass::kBinary:

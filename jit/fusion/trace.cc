@@ -49,6 +49,9 @@ void append_structure(ops::OpKind op, const ops::ValueType& type, const ops::Att
     case ops::OpClass::kCast:
       out.push_back(static_cast<int64_t>(a.dtype));
       break;
+    case ops::OpClass::kCollective:
+      out.insert(out.end(), {a.group, a.reduction, a.peer, a.axis});
+      break;
     case ops::OpClass::kCustom:
     case ops::OpClass::kCustomKernel:
       out.push_back(a.function);
@@ -127,7 +130,9 @@ class TraceBuilder {
     // constants because their values match would change the structure whenever they do.
     const size_t begin = trace_.key.size();
     append_structure(tn.op, *tn.type, *tn.attrs, tn.args, trace_.key);
-    const bool mergeable = tn.op != ops::OpKind::Input && param_count(tn.op) == 0;
+    // Two equal collectives are two exchanges that the other ranks make too: never merged.
+    const bool mergeable = tn.op != ops::OpKind::Input && param_count(tn.op) == 0 &&
+                           ops::op_class(tn.op) != ops::OpClass::kCollective;
     if (mergeable) {
       const size_t hash =
           absl::HashOf(absl::MakeConstSpan(trace_.key.data() + begin, trace_.key.size() - begin));

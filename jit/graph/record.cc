@@ -1,5 +1,6 @@
 #include "jit/graph/record.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
@@ -79,8 +80,15 @@ void check_runs_on(ops::OpKind op, const ops::Attrs& attrs, Device device) {
   }
 }
 
+namespace {
+std::atomic<bool> collective_recorded{false};
+}  // namespace
+
+bool any_collective_recorded() { return collective_recorded.load(std::memory_order_relaxed); }
+
 Tensor record(ops::OpKind op, const std::vector<Tensor>& inputs, ops::Attrs attrs) {
   ops::ValueType type = check_op(op, inputs, attrs);
+  if (ops::op_class(op) == ops::OpClass::kCollective) collective_recorded = true;
   const Device device = common_device(op, inputs);
   check_runs_on(op, attrs, device);
   auto node = std::make_shared<Node>();

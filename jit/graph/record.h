@@ -33,6 +33,9 @@ Tensor make_realized(const ops::ValueType& type, const std::shared_ptr<runtime::
 // it. Evaluating anything that depends on it throws.
 Tensor make_placeholder(const ops::ValueType& type, const std::string& name);
 
+// Whether this process has recorded a collective op (sync then keeps their results).
+bool any_collective_recorded();
+
 // The cap on pending nodes (KILN_MAX_TRACE, default 4096).
 int64_t max_trace_nodes();
 

@@ -6,12 +6,14 @@
 #include <new>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "jit/formats/sync_dump.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/plan_cache.h"
 #include "jit/fusion/trace.h"
 #include "jit/graph/env_options.h"
+#include "jit/graph/record.h"
 #include "kiln/error.h"
 #include "runtime/backend.h"
 #include "runtime/stats_counters.h"
@@ -81,6 +83,31 @@ void run_targets(const std::vector<detail::Node*>& targets, SyncCapture* capture
   }
 }
 
+// Adds to `targets` every unrealized collective they depend on. A collective's result is
+// kept once computed: running it again at a later sync, on this rank alone, would leave the
+// other ranks' matching calls unanswered. Returns references to the added nodes: a target
+// that reaches one drops its inputs when realized, which may be the added node's only other
+// reference, before the added node itself is realized.
+std::vector<std::shared_ptr<detail::Node>> add_pending_collectives(
+    std::vector<detail::Node*>& targets) {
+  std::vector<std::shared_ptr<detail::Node>> added;
+  std::vector<detail::Node*> stack(targets.begin(), targets.end());
+  absl::flat_hash_set<detail::Node*> seen(targets.begin(), targets.end());
+  while (!stack.empty()) {
+    detail::Node* n = stack.back();
+    stack.pop_back();
+    for (const std::shared_ptr<detail::Node>& in : n->inputs) {
+      if (in->realized() || !seen.insert(in.get()).second) continue;
+      if (ops::op_class(in->op) == ops::OpClass::kCollective) {
+        targets.push_back(in.get());
+        added.push_back(in);
+      }
+      stack.push_back(in.get());
+    }
+  }
+  return added;
+}
+
 }  // namespace
 
 void sync(const std::vector<detail::Node*>& outputs) {
@@ -92,6 +119,8 @@ void sync(const std::vector<detail::Node*>& outputs) {
     }
   }
   if (targets.empty()) return;  // everything is already computed
+  std::vector<std::shared_ptr<detail::Node>> kept_alive;
+  if (any_collective_recorded()) kept_alive = add_pending_collectives(targets);
   run_targets(targets, nullptr);
 }
 

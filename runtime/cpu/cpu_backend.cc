@@ -94,8 +94,10 @@ class CpuBackend final : public Backend {
         for (int n : l.nodes) nodes.push_back(absl::StrCat("%", n));
         // A custom kernel's traffic and arithmetic are the user's own: no figures for it.
         const std::string rates =
-            pk.program->anchor == jit::AnchorKind::kCustomKernel
-                ? std::string("(custom kernel)")
+            pk.program->anchor == jit::AnchorKind::kCustomKernel ? std::string("(custom kernel)")
+            : pk.program->anchor == jit::AnchorKind::kCollective
+                ? absl::StrFormat("(collective, %.2f GB/s of this rank's bytes)",
+                                  static_cast<double>(plan.node_bytes[l.outputs[0]]) / s * 1e-9)
                 : absl::StrFormat("%.2f GB/s %.2f GFLOP/s", traffic_bytes(plan, k) / s * 1e-9,
                                   flops(*pk.program, l) / s * 1e-9);
         std::fprintf(stderr, "kiln:   kernel %s nodes [%s] %s %.3f ms %s\n",

@@ -33,6 +33,8 @@ void execute_kernel(const jit::KernelProgram& program, const jit::KernelLaunch& 
       return run_update_slice(program, launch, inputs, outputs, params);
     case jit::AnchorKind::kAttention:
       return run_attention(program, launch, inputs, outputs, params);
+    case jit::AnchorKind::kCollective:
+      return run_collective(program, launch, inputs, outputs);
   }
 }
 

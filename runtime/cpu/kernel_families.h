@@ -72,6 +72,11 @@ void run_custom_kernel(const jit::KernelProgram& program, const jit::KernelLaunc
                        const std::vector<const Buffer*>& inputs,
                        const std::vector<Buffer*>& outputs);
 
+// A collective (all_reduce ...): this process's part, over whole dense buffers
+// (kCollective; recv has no input buffer).
+void run_collective(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                    const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs);
+
 // Whether an anchored kernel only stores the anchor's result, in T's own representation:
 // the anchor then writes straight into that output and there is no epilogue to run.
 template <class T>

@@ -25,6 +25,7 @@
 #include "runtime/cuda/cublaslt_matmul.h"
 #include "runtime/cuda/cuda_renderer.h"
 #include "runtime/cuda/device_allocator.h"
+#include "runtime/cuda/device_collectives.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/kernel_args.h"
 #include "runtime/cuda/launch_geometry.h"
@@ -118,6 +119,7 @@ class CudaDevice {
       runtime::counters().bytes_allocated -= bytes;  // cuBLASLt's scratch, not a result
       return workspace;
     });
+    collectives_ = std::make_unique<DeviceCollectives>(api_, stream_, name_);
   }
 
   // Device `index` of the process's driver (driver_api()), made on first use.
@@ -158,8 +160,10 @@ class CudaDevice {
     std::vector<KernelSource> sources;
     for (size_t k = 0; k < plan.kernels.size(); ++k) {
       const std::shared_ptr<const jit::KernelProgram>& program = plan.kernels[k].program;
-      const ModuleKey key{k < skip.size() && skip[k] ? nullptr : program.get(),
-                          needs_wide_index(plan, k)};
+      // Skipped kernels, and collectives (no module: NCCL or MPI moves their bytes).
+      const bool none =
+          (k < skip.size() && skip[k]) || program->anchor == jit::AnchorKind::kCollective;
+      const ModuleKey key{none ? nullptr : program.get(), !none && needs_wide_index(plan, k)};
       keys.push_back(key);
       if (key.first == nullptr || loaded_.contains(key) ||
           std::find(missing.begin(), missing.end(), key) != missing.end()) {
@@ -197,6 +201,8 @@ class CudaDevice {
 
   // cuBLASLt on this GPU (cublaslt_matmul.h): it loads the library on first need.
   CublasLtMatmuls& cublaslt() { return *cublaslt_; }
+  // Collectives on this GPU's stream (device_collectives.h); the stream mutex guards them.
+  DeviceCollectives& collectives() { return *collectives_; }
 
   // `args`: a pointer to each kernel argument's bytes.
   void launch(CUfunction f, const int64_t grid[3], const int block[3], int shared_bytes,
@@ -380,6 +386,7 @@ class CudaDevice {
   CUstream stream_ = nullptr;
   std::unique_ptr<DeviceAllocator> allocator_;
   std::unique_ptr<CublasLtMatmuls> cublaslt_;
+  std::unique_ptr<DeviceCollectives> collectives_;
   std::mutex modules_mutex_;
   std::recursive_mutex stream_mutex_;
   absl::flat_hash_map<ModuleKey, Loaded> loaded_;  // kept for the process
@@ -402,15 +409,22 @@ class CudaBackend final : public Backend {
   std::string describe_plan(const jit::LaunchPlan& plan) override {
     std::lock_guard<std::recursive_mutex> lock(device_.stream_mutex());
     device_.make_current();
-    std::string lines;
+    std::string matmuls, collectives;
     for (size_t k = 0; k < plan.kernels.size(); ++k) {
       const jit::PlannedKernel& pk = plan.kernels[k];
-      if (pk.program->anchor != jit::AnchorKind::kMatmul) continue;
-      absl::StrAppend(&lines, "  kernel ", k, " (", pk.program->name,
-                      "): ", device_.cublaslt().choose(*pk.program, pk.launch).describe(), "\n");
+      const std::string kernel = absl::StrCat("  kernel ", k, " (", pk.program->name, "): ");
+      if (pk.program->anchor == jit::AnchorKind::kMatmul) {
+        absl::StrAppend(&matmuls, kernel,
+                        device_.cublaslt().choose(*pk.program, pk.launch).describe(), "\n");
+      } else if (pk.program->anchor == jit::AnchorKind::kCollective) {
+        absl::StrAppend(&collectives, kernel,
+                        device_.collectives().describe(*pk.program, pk.launch), "\n");
+      }
     }
-    if (lines.empty()) return lines;
-    return absl::StrCat(device_.name(), " matmuls:\n", lines);
+    std::string out;
+    if (!matmuls.empty()) absl::StrAppend(&out, device_.name(), " matmuls:\n", matmuls);
+    if (!collectives.empty()) absl::StrAppend(&out, device_.name(), " collectives:\n", collectives);
+    return out;
   }
 
   std::vector<std::shared_ptr<Buffer>> run(const jit::LaunchPlan& plan,
@@ -453,7 +467,10 @@ class CudaBackend final : public Backend {
   // KILN_CUDA_SYNC=1 too), modules are loaded and the allocator warmed before any capture.
   std::vector<std::shared_ptr<Buffer>> replay(const std::shared_ptr<const jit::LaunchPlan>& plan,
                                               const jit::PlanArguments& args) override {
-    if (plan->kernels.size() < 2 || !graphs_enabled()) return run(*plan, args);
+    // A collective's host-side checks (and a staged one's copies) cannot be captured.
+    if (plan->kernels.size() < 2 || !graphs_enabled() || has_collective(*plan)) {
+      return run(*plan, args);
+    }
     const std::vector<std::shared_ptr<Buffer>> inputs = place_inputs(*plan, args);
     std::lock_guard<std::recursive_mutex> lock(device_.stream_mutex());
     device_.make_current();
@@ -622,6 +639,12 @@ class CudaBackend final : public Backend {
     throw_if_index_error(word);
   }
 
+  static bool has_collective(const jit::LaunchPlan& plan) {
+    return std::any_of(plan.kernels.begin(), plan.kernels.end(), [](const jit::PlannedKernel& k) {
+      return k.program->anchor == jit::AnchorKind::kCollective;
+    });
+  }
+
   static bool graphs_enabled() {
     static const bool enabled = [] {
       const char* v = std::getenv("KILN_CUDA_GRAPHS");
@@ -769,6 +792,13 @@ class CudaBackend final : public Backend {
           copy_on_device(*buffers[n], *buffers.at(l.inputs[0]));
         }
         outs.push_back(buffers[n]->device_pointer());
+      }
+      if (pk.program->anchor == jit::AnchorKind::kCollective) {
+        // Never captured: replay() runs plans with collectives without a graph.
+        device_.collectives().run(*pk.program, l, ins.empty() ? 0 : ins[0], outs[0]);
+        runtime::counters().kernels_launched += 1;
+        for (int n : plan.release_after[k]) buffers.erase(n);
+        continue;
       }
       if (functions[k].handle == nullptr) {  // planned on cuBLASLt
         if (launch_cublaslt(pk, *matmuls.gemms[k], ins, outs)) {

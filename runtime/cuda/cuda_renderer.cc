@@ -86,6 +86,10 @@ std::string render_cuda(const jit::KernelProgram& program, IndexWidths widths) {
       return assemble_module(w, widths, render_attention(w));
     case AnchorKind::kCustomKernel:
       return render_custom_kernel(program);
+    case AnchorKind::kCollective:  // shown in dumps; there is nothing to compile
+      return absl::StrCat("// ", program.name,
+                          ": a collective, run by the process group's communicator (MPI or "
+                          "NCCL), not a generated kernel\n");
   }
   return {};  // unreachable: every anchor kind is handled above
 }

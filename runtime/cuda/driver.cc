@@ -98,6 +98,7 @@ DriverApi load_driver_api(const char* library) {
   load(a.ctx_pop_current, "cuCtxPopCurrent_v2");
   load(a.stream_create, "cuStreamCreate");
   load(a.stream_synchronize, "cuStreamSynchronize");
+  load(a.stream_query, "cuStreamQuery");
   load(a.mem_alloc, "cuMemAlloc_v2");
   load(a.mem_free, "cuMemFree_v2");
   load(a.memcpy_htod_async, "cuMemcpyHtoDAsync_v2");

@@ -79,6 +79,8 @@ struct DriverApi {
   CUresult (*ctx_pop_current)(CUcontext*) = nullptr;
   CUresult (*stream_create)(CUstream*, unsigned int) = nullptr;
   CUresult (*stream_synchronize)(CUstream) = nullptr;
+  // cuStreamQuery: CUDA_SUCCESS once the stream's work is done, else CUDA_ERROR_NOT_READY.
+  CUresult (*stream_query)(CUstream) = nullptr;
   CUresult (*mem_alloc)(CUdeviceptr*, size_t) = nullptr;
   CUresult (*mem_free)(CUdeviceptr) = nullptr;
   CUresult (*memcpy_htod_async)(CUdeviceptr, const void*, size_t, CUstream) = nullptr;

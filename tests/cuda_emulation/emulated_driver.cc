@@ -442,6 +442,16 @@ CUresult stream_synchronize(CUstream handle) {
   return call.done(kSuccess);
 }
 
+// Work runs when issued, so a stream is always done (or has faulted).
+CUresult stream_query(CUstream handle) {
+  Call call("cuStreamQuery");
+  if (!state().initialized) return call.done(kNotInitialized);
+  if (!state().live_handles.contains(handle)) return call.done(kInvalidHandle);
+  const Stream& stream = *reinterpret_cast<Stream*>(handle);
+  if (state().faulted[stream.context->gpu]) return call.done(kIllegalAddress);
+  return call.done(kSuccess);
+}
+
 CUresult mem_alloc(CUdeviceptr* address, size_t bytes) {
   Call call("cuMemAlloc_v2");
   if (CUresult r = call.needs_context(); r != kSuccess) return call.done(r);
@@ -759,6 +769,7 @@ EmulatedDriver::EmulatedDriver() {
   api_.ctx_pop_current = ctx_pop_current;
   api_.stream_create = stream_create;
   api_.stream_synchronize = stream_synchronize;
+  api_.stream_query = stream_query;
   api_.mem_alloc = mem_alloc;
   api_.mem_free = mem_free;
   api_.memcpy_htod_async = memcpy_htod;

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "jit/fusion/launch_plan.h"
+#include "ops/collective.h"
 #include "ops/custom_functions.h"
 #include "runtime/buffer.h"
 #include "runtime/cuda/cuda_renderer.h"
@@ -115,6 +116,15 @@ inline std::vector<std::shared_ptr<runtime::Buffer>> run_emulated_plan(
     }
     if (pk.program->anchor == jit::AnchorKind::kCustomKernel) {
       internal::launch_emulated_custom(kernels, modules[k], pk, ins, outs.at(0));
+      continue;
+    }
+    if (pk.program->anchor == jit::AnchorKind::kCollective) {  // no kernel: the host's part
+      const ops::ValueType in{pk.launch.spaces[1], pk.program->anchor_dtype};
+      const ops::ValueType out{pk.launch.spaces[0], pk.program->anchor_dtype};
+      distributed_runtime::run_host_collective(ops::collective_call(
+          pk.program->anchor_op, pk.program->anchor_attrs, in, out,
+          ins.empty() ? nullptr : reinterpret_cast<const void*>(ins[0]),
+          reinterpret_cast<void*>(outs[0])));
       continue;
     }
     std::vector<double> params;

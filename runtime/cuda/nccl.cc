@@ -1,0 +1,346 @@
+#include "runtime/cuda/nccl.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kiln/error.h"
+#include "runtime/cuda/nccl_api.h"
+
+namespace kiln::runtime::cuda {
+namespace {
+
+namespace dist = distributed_runtime;
+
+// Resolves every entry point of `lib` into `api`; the first one missing becomes its status.
+void resolve(void* lib, const std::string& name, NcclApi& api) {
+  auto sym = [&](auto& entry, const char* symbol) {
+    entry = reinterpret_cast<std::remove_reference_t<decltype(entry)>>(dlsym(lib, symbol));
+    if (entry == nullptr && api.status.ok()) {
+      api.status = absl::UnavailableError(absl::StrCat(name, " lacks ", symbol));
+    }
+  };
+  sym(api.get_version, "ncclGetVersion");
+  sym(api.get_unique_id, "ncclGetUniqueId");
+  sym(api.comm_init_rank, "ncclCommInitRank");
+  sym(api.comm_destroy, "ncclCommDestroy");
+  sym(api.comm_abort, "ncclCommAbort");
+  sym(api.comm_get_async_error, "ncclCommGetAsyncError");
+  sym(api.get_error_string, "ncclGetErrorString");
+  sym(api.all_reduce, "ncclAllReduce");
+  sym(api.all_gather, "ncclAllGather");
+  sym(api.reduce_scatter, "ncclReduceScatter");
+  sym(api.broadcast, "ncclBroadcast");
+  sym(api.send, "ncclSend");
+  sym(api.recv, "ncclRecv");
+  sym(api.group_start, "ncclGroupStart");
+  sym(api.group_end, "ncclGroupEnd");
+  // Only for messages: an older library without it still runs.
+  api.get_last_error = reinterpret_cast<NcclGetLastErrorFn>(dlsym(lib, "ncclGetLastError"));
+}
+
+NcclDataType nccl_type(DType dtype, const std::string& context) {
+  switch (dtype) {
+    case DType::F16:
+      return NcclDataType::kFloat16;
+    case DType::BF16:
+      return NcclDataType::kBfloat16;
+    case DType::F32:
+      return NcclDataType::kFloat32;
+    case DType::F64:
+      return NcclDataType::kFloat64;
+    case DType::I32:
+      return NcclDataType::kInt32;
+    case DType::I64:
+      return NcclDataType::kInt64;
+    case DType::Bool:
+      break;
+  }
+  throw Error(absl::StrCat(context, ": dtype ", dtype_name(dtype),
+                           " is not supported (f16, bf16, f32, f64, i32, i64 are)"));
+}
+
+NcclRedOp nccl_op(dist::ReduceOp op) {
+  switch (op) {
+    case dist::ReduceOp::kSum:
+      return NcclRedOp::kSum;
+    case dist::ReduceOp::kMax:
+      return NcclRedOp::kMax;
+    case dist::ReduceOp::kMin:
+      return NcclRedOp::kMin;
+  }
+  return NcclRedOp::kSum;  // unreachable: -Werror=switch keeps the cases complete
+}
+
+// Device addresses as the pointers NCCL takes; never dereferenced on the host.
+const void* in_ptr(uint64_t p) {
+  return reinterpret_cast<const void*>(p);  // NOLINT(performance-no-int-to-ptr)
+}
+void* out_ptr(uint64_t p) {
+  return reinterpret_cast<void*>(p);  // NOLINT(performance-no-int-to-ptr)
+}
+CUstream as_stream(void* stream) { return static_cast<CUstream>(stream); }
+
+// What rank 0 broadcasts: whether it made an id, and the id.
+struct IdMessage {
+  int32_t ok = 0;
+  NcclUniqueId id{};
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// The library.
+
+std::vector<std::string> nccl_library_candidates() {
+  const char* chosen = std::getenv("KILN_NCCL_LIBRARY");
+  if (chosen != nullptr && *chosen != '\0') return {chosen};
+  std::vector<std::string> candidates = {"libnccl.so.2"};
+  // Where scripts/install-deps.sh puts the wheel: NCCL is not part of the CUDA Toolkit.
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && *home != '\0') {
+    candidates.push_back(
+        absl::StrCat(home, "/.cache/kiln/tools/nccl/nvidia/nccl/lib/libnccl.so.2"));
+  }
+  return candidates;
+}
+
+NcclApi load_nccl_api(const std::vector<std::string>& candidates) {
+  std::vector<std::string> passed_over;  // each file tried, and why it was not used
+  for (const std::string& name : candidates) {
+    void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      const char* why = dlerror();
+      passed_over.push_back(why != nullptr ? why : name);
+      continue;
+    }
+    NcclApi api;
+    resolve(lib, name, api);
+    if (api.status.ok()) {
+      api.library = name;
+      return api;
+    }
+    // A file that loads but is not a usable NCCL (too old, or another library of that name):
+    // closed, and the next one tried.
+    passed_over.push_back(std::string(api.status.message()));
+    dlclose(lib);
+  }
+  NcclApi api;
+  api.status = absl::UnavailableError(
+      absl::StrCat("no usable NCCL (libnccl.so.2; tried ", absl::StrJoin(passed_over, "; "),
+                   "): install the PyPI wheel nvidia-nccl-cu13 (scripts/install-deps.sh puts it in "
+                   "~/.cache/kiln/tools/nccl) or set KILN_NCCL_LIBRARY to a libnccl.so.2"));
+  return api;
+}
+
+const NcclApi& nccl_api() {
+  static const NcclApi* const loaded =
+      new NcclApi(load_nccl_api(nccl_library_candidates()));  // never destroyed
+  return *loaded;
+}
+
+std::string nccl_failure(const NcclApi& api, NcclResult result, const char* call) {
+  const char* name = api.get_error_string != nullptr ? api.get_error_string(result) : nullptr;
+  std::string text = absl::StrCat(call, " failed: ", name != nullptr ? name : "NCCL error", " (",
+                                  static_cast<int>(result), ")");
+  const char* last = api.get_last_error != nullptr ? api.get_last_error(nullptr) : nullptr;
+  if (last != nullptr && *last != '\0') absl::StrAppend(&text, ": ", last);
+  return text;
+}
+
+// ---------------------------------------------------------------------------------------
+// The communicator.
+
+NcclCommunicator::NcclCommunicator(dist::Communicator& host) : NcclCommunicator(host, nccl_api()) {}
+
+NcclCommunicator::NcclCommunicator(dist::Communicator& host, const NcclApi& api)
+    : api_(api), rank_(host.rank()), size_(host.size()) {
+  initialize(host);
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_ == nullptr) return;
+  if (pending_.empty()) {
+    api_.comm_destroy(comm_);
+  } else {
+    api_.comm_abort(comm_);
+  }
+}
+
+// Every rank takes part in each host collective below whatever happened before, so that one
+// rank's failure is every rank's error rather than the others' wait for a timeout.
+void NcclCommunicator::initialize(dist::Communicator& host) {
+  const std::string where = context("nccl_init");
+  int32_t usable = api_.status.ok() ? 1 : 0;
+  host.all_reduce(&usable, &usable, 1, DType::I32, dist::ReduceOp::kMin);
+  if (!api_.status.ok()) throw Error(absl::StrCat(where, ": ", api_.status.message()));
+  if (usable == 0) throw Error(absl::StrCat(where, ": NCCL is missing on another rank"));
+
+  IdMessage message;
+  NcclResult made = NcclResult::kSuccess;
+  if (rank_ == 0) {
+    made = api_.get_unique_id(&message.id);
+    message.ok = made == NcclResult::kSuccess ? 1 : 0;
+  }
+  host.broadcast(&message, sizeof(message), 0);
+  if (made != NcclResult::kSuccess) {
+    throw Error(absl::StrCat(where, ": ", nccl_failure(api_, made, "ncclGetUniqueId")));
+  }
+  if (message.ok == 0) throw Error(absl::StrCat(where, ": rank 0 could not make NCCL's id"));
+
+  NcclComm comm = nullptr;
+  const NcclResult result = api_.comm_init_rank(&comm, size_, message.id, rank_);
+  if (result != NcclResult::kSuccess) {
+    throw Error(absl::StrCat(where, ": ", nccl_failure(api_, result, "ncclCommInitRank")));
+  }
+  comm_ = comm;
+}
+
+std::string NcclCommunicator::context(const std::string& op) const {
+  return absl::StrCat("[", op, "] rank ", rank_, " of ", size_, " (nccl)");
+}
+
+void NcclCommunicator::check_usable(const char* op) const {
+  if (!failure_.empty()) {
+    throw Error(absl::StrCat(context(op), ": the group failed earlier: ", failure_));
+  }
+}
+
+// Argument errors are found before NCCL is called: nothing was enqueued, so they leave the
+// group usable.
+NcclDataType NcclCommunicator::prepare(const char* op, int64_t count, DType dtype) const {
+  check_usable(op);
+  if (count < 0) throw Error(absl::StrCat(context(op), ": count ", count, " is negative"));
+  return nccl_type(dtype, context(op));
+}
+
+void NcclCommunicator::check_rank(const char* op, const char* what, int r) const {
+  if (r < 0 || r >= size_) {
+    throw Error(absl::StrCat(context(op), ": ", what, " ", r, " is not a rank of ", size_));
+  }
+}
+
+void NcclCommunicator::check(NcclResult result, const char* op, const char* call) {
+  if (result != NcclResult::kSuccess) fail(op, nccl_failure(api_, result, call));
+}
+
+// NCCL's communicator is aborted, not left half-used: peers blocked in a collective with this
+// rank then fail by their own timeout or NCCL's error, not hang.
+void NcclCommunicator::fail(const std::string& op, const std::string& why) {
+  abort();
+  failure_ = absl::StrCat("[", op, "] ", why);
+  throw Error(absl::StrCat(context(op), ": ", why));
+}
+
+void NcclCommunicator::abort() {
+  if (comm_ != nullptr) api_.comm_abort(comm_);
+  comm_ = nullptr;
+  pending_.clear();
+}
+
+void NcclCommunicator::all_reduce(uint64_t in, uint64_t out, int64_t count, DType dtype,
+                                  dist::ReduceOp op, void* stream) {
+  constexpr const char* kOp = "all_reduce";
+  const NcclDataType type = prepare(kOp, count, dtype);
+  check(api_.all_reduce(in_ptr(in), out_ptr(out), static_cast<size_t>(count), type, nccl_op(op),
+                        comm_, as_stream(stream)),
+        kOp, "ncclAllReduce");
+  enqueued(kOp, stream);
+}
+
+void NcclCommunicator::all_gather(uint64_t in, uint64_t out, int64_t count, DType dtype,
+                                  void* stream) {
+  constexpr const char* kOp = "all_gather";
+  const NcclDataType type = prepare(kOp, count, dtype);
+  check(api_.all_gather(in_ptr(in), out_ptr(out), static_cast<size_t>(count), type, comm_,
+                        as_stream(stream)),
+        kOp, "ncclAllGather");
+  enqueued(kOp, stream);
+}
+
+void NcclCommunicator::reduce_scatter(uint64_t in, uint64_t out, int64_t count, DType dtype,
+                                      dist::ReduceOp op, void* stream) {
+  constexpr const char* kOp = "reduce_scatter";
+  const NcclDataType type = prepare(kOp, count, dtype);
+  check(api_.reduce_scatter(in_ptr(in), out_ptr(out), static_cast<size_t>(count), type, nccl_op(op),
+                            comm_, as_stream(stream)),
+        kOp, "ncclReduceScatter");
+  enqueued(kOp, stream);
+}
+
+void NcclCommunicator::broadcast(uint64_t data, int64_t count, DType dtype, int root,
+                                 void* stream) {
+  constexpr const char* kOp = "broadcast";
+  const NcclDataType type = prepare(kOp, count, dtype);
+  check_rank(kOp, "root", root);
+  check(api_.broadcast(in_ptr(data), out_ptr(data), static_cast<size_t>(count), type, root, comm_,
+                       as_stream(stream)),
+        kOp, "ncclBroadcast");
+  enqueued(kOp, stream);
+}
+
+void NcclCommunicator::send(uint64_t data, int64_t count, DType dtype, int peer, void* stream) {
+  constexpr const char* kOp = "send";
+  const NcclDataType type = prepare(kOp, count, dtype);
+  check_rank(kOp, "peer", peer);
+  check(api_.send(in_ptr(data), static_cast<size_t>(count), type, peer, comm_, as_stream(stream)),
+        kOp, "ncclSend");
+  enqueued(kOp, stream);
+}
+
+void NcclCommunicator::recv(uint64_t data, int64_t count, DType dtype, int peer, void* stream) {
+  constexpr const char* kOp = "recv";
+  const NcclDataType type = prepare(kOp, count, dtype);
+  check_rank(kOp, "peer", peer);
+  check(api_.recv(out_ptr(data), static_cast<size_t>(count), type, peer, comm_, as_stream(stream)),
+        kOp, "ncclRecv");
+  enqueued(kOp, stream);
+}
+
+void NcclCommunicator::group_start() {
+  check_usable("group_start");
+  check(api_.group_start(), "group_start", "ncclGroupStart");
+}
+
+void NcclCommunicator::group_end() {
+  check_usable("group_end");
+  check(api_.group_end(), "group_end", "ncclGroupEnd");
+}
+
+// Polls rather than blocks in cuStreamSynchronize: a collective whose peer never comes never
+// finishes, and only a poll can give up on it (and only ncclCommAbort frees the GPU from it).
+void NcclCommunicator::wait(void* stream, const std::function<bool()>& stream_done) {
+  const auto found = pending_.find(stream);
+  const std::string op = found != pending_.end() ? found->second : "wait";
+  check_usable(op.c_str());
+  const auto timeout = dist::collective_timeout();
+  const auto start = std::chrono::steady_clock::now();
+  auto pause = std::chrono::microseconds(10);
+  while (!stream_done()) {
+    NcclResult async_error = NcclResult::kSuccess;
+    check(api_.comm_get_async_error(comm_, &async_error), op.c_str(), "ncclCommGetAsyncError");
+    if (async_error != NcclResult::kSuccess && async_error != NcclResult::kInProgress) {
+      fail(op, absl::StrCat(nccl_failure(api_, async_error, "NCCL (asynchronously)"),
+                            "; NCCL's communicator was aborted"));
+    }
+    if (std::chrono::steady_clock::now() - start > timeout) {
+      fail(op, absl::StrCat("not done after ", timeout.count(),
+                            " s (KILN_DIST_TIMEOUT): a peer did not take part, died or is "
+                            "stuck; NCCL's communicator was aborted"));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+  pending_.erase(stream);
+}
+
+}  // namespace kiln::runtime::cuda
