@@ -161,13 +161,14 @@ TEST_F(Collectives, ReduceScatterKeepsThisRanksBlockOfTheSum) {
 TEST_F(Collectives, ReduceScatterTakesEveryReductionAndSixteenBitFloats) {
   const int64_t n = 4 * size;
   for (DType dtype : {DType::F32, DType::BF16}) {
-    for (dist::Reduction r : {dist::Reduction::kMax, dist::Reduction::kMin, dist::Reduction::kMean}) {
+    for (dist::Reduction r :
+         {dist::Reduction::kMax, dist::Reduction::kMin, dist::Reduction::kMean}) {
       SCOPED_TRACE(absl::StrCat(dtype_name(dtype), " reduction ", static_cast<int>(r)));
       std::vector<double> want(static_cast<size_t>(n));
       for (int q = 0; q < size; ++q) {
         const std::vector<double> v = operand(q, n, 31, dtype);
         for (int64_t i = 0; i < n; ++i) {
-          want[i] = q == 0                        ? v[i]
+          want[i] = q == 0                       ? v[i]
                     : r == dist::Reduction::kMax ? std::max(want[i], v[i])
                     : r == dist::Reduction::kMin ? std::min(want[i], v[i])
                                                  : want[i] + v[i];
@@ -264,6 +265,31 @@ TEST_F(Collectives, ACollectiveRunsOnceThoughSyncsDiffer) {
   const double sum = size * (size + 1) / 2.0;
   EXPECT_EQ(values(a), std::vector<double>(4, sum + 1));
   EXPECT_EQ(values(b), std::vector<double>(4, sum * 2));
+}
+
+// A compiled function replays its launch plan on later calls without calling the function:
+// the collective in the plan runs again on every call, with that call's operand.
+TEST_F(Collectives, CompiledFunctionsRunTheirCollectiveOnEveryCall) {
+  int traced = 0;
+  Compiled step = compile([&](const std::vector<Tensor>& in) {
+    ++traced;
+    return std::vector<Tensor>{dist::all_reduce(in[0] * 2.0) + in[1]};
+  });
+  for (uint64_t call = 0; call < 4; ++call) {
+    SCOPED_TRACE(absl::StrCat("call ", call));
+    const uint64_t seed = 300 + call;  // fresh operands each call
+    std::vector<double> want = operand(rank, 12, seed + 50, DType::F32);
+    for (int q = 0; q < size; ++q) {
+      const std::vector<double> v = operand(q, 12, seed, DType::F32);
+      for (size_t i = 0; i < v.size(); ++i) want[i] += static_cast<float>(v[i] * 2);
+    }
+    Tensor x = tensor_of(operand(rank, 12, seed, DType::F32), {3, 4}, DType::F32);
+    Tensor b = tensor_of(operand(rank, 12, seed + 50, DType::F32), {3, 4}, DType::F32);
+    const std::vector<Tensor> out = step({x, b});
+    ASSERT_EQ(out.size(), 1u);
+    expect_all_near(values(out[0]), want, DType::F32);
+  }
+  EXPECT_EQ(traced, 1) << "later calls replay the recorded plan";
 }
 
 TEST_F(Collectives, TraceFilesRecordAndReplayThem) {

@@ -46,6 +46,9 @@ void resolve(void* lib, const std::string& name, NcclApi& api) {
   sym(api.group_end, "ncclGroupEnd");
   // Only for messages: an older library without it still runs.
   api.get_last_error = reinterpret_cast<NcclGetLastErrorFn>(dlsym(lib, "ncclGetLastError"));
+  // Only for a bounded initialization: an older library waits in ncclCommInitRank instead.
+  api.comm_init_rank_config =
+      reinterpret_cast<NcclCommInitRankConfigFn>(dlsym(lib, "ncclCommInitRankConfig"));
 }
 
 NcclDataType nccl_type(DType dtype, const std::string& context) {
@@ -89,6 +92,18 @@ void* out_ptr(uint64_t p) {
   return reinterpret_cast<void*>(p);  // NOLINT(performance-no-int-to-ptr)
 }
 CUstream as_stream(void* stream) { return static_cast<CUstream>(stream); }
+
+// Polls of a nonblocking communicator that yield before the first sleep: NCCL's launch
+// thread usually finishes within them.
+constexpr int kYieldingPolls = 200;
+
+// KILN_NCCL_BLOCKING=1: a blocking communicator. Its collectives launch on the calling thread
+// (a nonblocking one starts a thread of NCCL's per call, tens of microseconds), but its
+// initialization waits for every peer with no timeout.
+bool nccl_blocking_requested() {
+  const char* value = std::getenv("KILN_NCCL_BLOCKING");
+  return value != nullptr && std::string(value) == "1";
+}
 
 // What rank 0 broadcasts: whether it made an id, and the id.
 struct IdMessage {
@@ -167,12 +182,18 @@ NcclCommunicator::NcclCommunicator(dist::Communicator& host, const NcclApi& api)
   initialize(host);
 }
 
+// ncclCommDestroy returns at once, freeing nothing, unless the communicator's state is
+// success; abort is the way out of every other state.
 NcclCommunicator::~NcclCommunicator() {
   if (comm_ == nullptr) return;
-  if (pending_.empty()) {
+  NcclResult state = NcclResult::kInternalError;
+  const bool healthy = !in_group_ && pending_.empty() &&
+                       api_.comm_get_async_error(comm_, &state) == NcclResult::kSuccess &&
+                       state == NcclResult::kSuccess;
+  if (healthy) {
     api_.comm_destroy(comm_);
   } else {
-    api_.comm_abort(comm_);
+    abort();
   }
 }
 
@@ -197,12 +218,59 @@ void NcclCommunicator::initialize(dist::Communicator& host) {
   }
   if (message.ok == 0) throw Error(absl::StrCat(where, ": rank 0 could not make NCCL's id"));
 
-  NcclComm comm = nullptr;
-  const NcclResult result = api_.comm_init_rank(&comm, size_, message.id, rank_);
-  if (result != NcclResult::kSuccess) {
-    throw Error(absl::StrCat(where, ": ", nccl_failure(api_, result, "ncclCommInitRank")));
+  if (api_.comm_init_rank_config == nullptr) {
+    NcclComm comm = nullptr;
+    const NcclResult result = api_.comm_init_rank(&comm, size_, message.id, rank_);
+    if (result != NcclResult::kSuccess) {
+      throw Error(absl::StrCat(where, ": ", nccl_failure(api_, result, "ncclCommInitRank")));
+    }
+    comm_ = comm;
+    return;
   }
+  // Nonblocking: the call returns while NCCL connects to the peers on its own thread, and
+  // wait_until_ready() gives up after KILN_DIST_TIMEOUT where a peer never comes.
+  NcclConfig config;
+  config.blocking = nccl_blocking_requested() ? 1 : 0;
+  dist::collective_timeout();  // a bad KILN_DIST_TIMEOUT throws before NCCL makes anything
+  NcclComm comm = nullptr;
+  const NcclResult result = api_.comm_init_rank_config(&comm, size_, message.id, rank_, &config);
   comm_ = comm;
+  if (result != NcclResult::kSuccess && result != NcclResult::kInProgress) {
+    abort();
+    throw Error(absl::StrCat(where, ": ", nccl_failure(api_, result, "ncclCommInitRankConfig")));
+  }
+  wait_until_ready("nccl_init", "ncclCommInitRankConfig");
+}
+
+// A nonblocking communicator answers ncclInProgress to every call that launches work (the
+// initialization, each collective, ncclGroupEnd): NCCL does it on a thread of its own, and the
+// state leaves ncclInProgress when that thread is done; nothing else may be called before.
+// The first polls only yield, since a collective's launch is done within tens of microseconds.
+void NcclCommunicator::wait_until_ready(const std::string& op, const char* call) {
+  if (comm_ == nullptr) fail(op, absl::StrCat(call, " made no communicator"));
+  const auto timeout = dist::collective_timeout();
+  const auto start = std::chrono::steady_clock::now();
+  auto pause = std::chrono::microseconds(10);
+  for (int poll = 0;; ++poll) {
+    NcclResult state = NcclResult::kSuccess;
+    const NcclResult asked = api_.comm_get_async_error(comm_, &state);
+    if (asked != NcclResult::kSuccess) fail(op, nccl_failure(api_, asked, "ncclCommGetAsyncError"));
+    if (state == NcclResult::kSuccess) return;
+    if (state != NcclResult::kInProgress) {
+      fail(op, absl::StrCat(nccl_failure(api_, state, call), "; NCCL's communicator was aborted"));
+    }
+    if (std::chrono::steady_clock::now() - start > timeout) {
+      fail(op, absl::StrCat(call, " not done after ", timeout.count(),
+                            " s (KILN_DIST_TIMEOUT): a peer never joined, died or is stuck; "
+                            "NCCL's communicator was aborted"));
+    }
+    if (poll < kYieldingPolls) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
 }
 
 std::string NcclCommunicator::context(const std::string& op) const {
@@ -230,7 +298,11 @@ void NcclCommunicator::check_rank(const char* op, const char* what, int r) const
 }
 
 void NcclCommunicator::check(NcclResult result, const char* op, const char* call) {
-  if (result != NcclResult::kSuccess) fail(op, nccl_failure(api_, result, call));
+  if (result == NcclResult::kInProgress) {
+    wait_until_ready(op, call);
+  } else if (result != NcclResult::kSuccess) {
+    fail(op, nccl_failure(api_, result, call));
+  }
 }
 
 // NCCL's communicator is aborted, not left half-used: peers blocked in a collective with this
@@ -241,7 +313,13 @@ void NcclCommunicator::fail(const std::string& op, const std::string& why) {
   throw Error(absl::StrCat(context(op), ": ", why));
 }
 
+// A group still open on this thread would only queue the abort (NCCL runs a group's calls at
+// its end), so it is closed first, whatever it answers.
 void NcclCommunicator::abort() {
+  if (in_group_) {
+    in_group_ = false;
+    api_.group_end();
+  }
   if (comm_ != nullptr) api_.comm_abort(comm_);
   comm_ = nullptr;
   pending_.clear();
@@ -309,10 +387,12 @@ void NcclCommunicator::recv(uint64_t data, int64_t count, DType dtype, int peer,
 void NcclCommunicator::group_start() {
   check_usable("group_start");
   check(api_.group_start(), "group_start", "ncclGroupStart");
+  in_group_ = true;
 }
 
 void NcclCommunicator::group_end() {
   check_usable("group_end");
+  in_group_ = false;
   check(api_.group_end(), "group_end", "ncclGroupEnd");
 }
 

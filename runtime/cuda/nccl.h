@@ -36,13 +36,17 @@ class NcclCommunicator {
   // Collective over `host`: every rank calls it, with its own GPU's context current on the
   // calling thread (NCCL binds the communicator to the current device). Rank 0 makes NCCL's
   // unique id and `host` broadcasts it. Throws kiln::Error where NCCL is missing on any rank
-  // (naming libnccl.so.2, the nvidia-nccl-cu13 wheel and KILN_NCCL_LIBRARY) or
-  // ncclCommInitRank fails (on a machine without a GPU, for one).
+  // (naming libnccl.so.2, the nvidia-nccl-cu13 wheel and KILN_NCCL_LIBRARY), NCCL's
+  // initialization fails (on a machine without a GPU, for one), or it is not done after
+  // collective_timeout(): the communicator is made nonblocking where the library can
+  // (ncclCommInitRankConfig), so that a peer that never comes is an error, not a hang.
   explicit NcclCommunicator(distributed_runtime::Communicator& host);
   // The same with another NCCL (tests: a stand-in); `api` must outlive this.
   NcclCommunicator(distributed_runtime::Communicator& host, const NcclApi& api);
   // Destroys NCCL's communicator; aborts it instead while a collective is enqueued and not
-  // waited for, since ncclCommDestroy would wait for it (forever, where a peer died).
+  // waited for (ncclCommDestroy would wait for it, forever where a peer died), while a group
+  // is open, or when NCCL reports an error or unfinished work (ncclCommDestroy would return
+  // without freeing it).
   ~NcclCommunicator();
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -84,8 +88,12 @@ class NcclCommunicator {
   NcclDataType prepare(const char* op, int64_t count, DType dtype) const;
   // Throws unless `r` (a root or peer) is a rank of the group.
   void check_rank(const char* op, const char* what, int r) const;
-  // Throws (after abort()) unless `result` is success.
+  // Throws (after abort()) unless `result` is success, or in progress and then done within
+  // collective_timeout().
   void check(NcclResult result, const char* op, const char* call);
+  // Polls ncclCommGetAsyncError until the communicator leaves ncclInProgress; throws (after
+  // abort()) on its error or once collective_timeout() passes, naming `call`.
+  void wait_until_ready(const std::string& op, const char* call);
   [[noreturn]] void fail(const std::string& op, const std::string& why);
   void abort();
   // Which op was last enqueued on `stream`, for wait()'s messages.
@@ -95,7 +103,8 @@ class NcclCommunicator {
   NcclCommContext* comm_ = nullptr;
   int rank_ = 0;
   int size_ = 1;
-  std::string failure_;  // what made the group unusable; empty while it is usable
+  bool in_group_ = false;  // between group_start() and group_end()
+  std::string failure_;    // what made the group unusable; empty while it is usable
   std::map<void*, std::string> pending_;
 };
 

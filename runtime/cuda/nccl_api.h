@@ -8,6 +8,7 @@
 #ifndef KILN_RUNTIME_CUDA_NCCL_API_H_
 #define KILN_RUNTIME_CUDA_NCCL_API_H_
 
+#include <climits>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -54,10 +55,31 @@ struct NcclUniqueId {                              // ncclUniqueId
 };
 using NcclComm = struct NcclCommContext*;  // ncclComm_t
 
+// The leading fields of ncclConfig_t, as NCCL 2.17 defined it. ncclConfig_t only grows at its
+// end, and NCCL reads a config by its `size` and `version` fields: the fields after these keep
+// the library's defaults. Kiln sets one, `blocking` = 0, so that ncclCommInitRankConfig
+// returns at once and Kiln can give up on an initialization whose peer never comes
+// (ncclCommInitRank itself has no timeout).
+inline constexpr unsigned int kNcclApiMagic = 0xcafebeef;  // NCCL_API_MAGIC
+inline constexpr int kNcclConfigUndefInt = INT_MIN;        // NCCL_CONFIG_UNDEF_INT
+inline constexpr unsigned int kNcclConfigVersion = 21700;  // NCCL_VERSION(2, 17, 0)
+struct NcclConfig {                                        // ncclConfig_t's first fields
+  size_t size = sizeof(NcclConfig);
+  unsigned int magic = kNcclApiMagic;
+  unsigned int version = kNcclConfigVersion;
+  int blocking = kNcclConfigUndefInt;
+  int cga_cluster_size = kNcclConfigUndefInt;
+  int min_ctas = kNcclConfigUndefInt;
+  int max_ctas = kNcclConfigUndefInt;
+  const char* net_name = nullptr;
+};
+
 // The entry points, as nccl.h declares them (CUstream stands for cudaStream_t: the same type).
 using NcclGetVersionFn = NcclResult (*)(int* version);
 using NcclGetUniqueIdFn = NcclResult (*)(NcclUniqueId* id);
 using NcclCommInitRankFn = NcclResult (*)(NcclComm* comm, int nranks, NcclUniqueId id, int rank);
+using NcclCommInitRankConfigFn = NcclResult (*)(NcclComm* comm, int nranks, NcclUniqueId id,
+                                                int rank, NcclConfig* config);
 using NcclCommDestroyFn = NcclResult (*)(NcclComm comm);
 using NcclCommAbortFn = NcclResult (*)(NcclComm comm);
 using NcclCommGetAsyncErrorFn = NcclResult (*)(NcclComm comm, NcclResult* async_error);
@@ -100,6 +122,9 @@ struct NcclApi {
   // Optional (message text only; NCCL 2.13 and later): ncclGetLastError, which says what
   // failed inside NCCL ("Cuda failure 'CUDA driver version is insufficient ...'").
   NcclGetLastErrorFn get_last_error = nullptr;
+  // Optional (NCCL 2.14 and later): ncclCommInitRankConfig, for an initialization bounded by
+  // KILN_DIST_TIMEOUT. Without it Kiln calls ncclCommInitRank, which waits for every peer.
+  NcclCommInitRankConfigFn comm_init_rank_config = nullptr;
 };
 
 // The files tried, in order: KILN_NCCL_LIBRARY alone when it is set, else the system's
