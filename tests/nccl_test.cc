@@ -28,6 +28,7 @@
 #include "kiln/error.h"
 #include "runtime/cuda/nccl_api.h"
 #include "runtime/distributed/communicator.h"
+#include "tests/test_util.h"
 
 #ifdef KILN_NCCL_HEADER
 #include KILN_NCCL_HEADER
@@ -44,25 +45,7 @@ using rc::NcclDataType;
 using rc::NcclRedOp;
 using rc::NcclResult;
 
-// Sets an environment variable for one scope, and puts the old value back.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using kiln::testing::ScopedEnv;
 
 // NCCL's bootstrap listens on a network interface of its choice; the tests keep it on the
 // loopback one (unless the caller chose one). Read once, when NCCL first initializes.

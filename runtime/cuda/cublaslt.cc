@@ -4,11 +4,15 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/cuda/library_loader.h"
 
 namespace kiln::runtime::cuda {
 namespace {
@@ -54,22 +58,9 @@ std::vector<std::string> cublaslt_library_candidates() {
 
 CublasLtApi load_cublaslt_api(const std::vector<std::string>& candidates) {
   std::vector<std::string> passed_over;  // each file tried, and why it was not used
-  for (const std::string& name : candidates) {
-    void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      passed_over.push_back(name);
-      continue;
-    }
-    CublasLtApi api;
-    resolve(lib, name, api);
-    if (api.status.ok()) {
-      api.library = name;
-      return api;
-    }
-    // A file that loads but is not a usable cuBLASLt (too old, or another library of that
-    // name): closed, and the next one tried.
-    passed_over.push_back(std::string(api.status.message()));
-    dlclose(lib);
+  if (std::optional<CublasLtApi> api =
+          open_first_usable<CublasLtApi>(candidates, resolve, passed_over)) {
+    return *std::move(api);
   }
   CublasLtApi api;
   api.status = absl::UnavailableError(

@@ -6,14 +6,17 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kiln/error.h"
+#include "runtime/cuda/library_loader.h"
 #include "runtime/cuda/nccl_api.h"
 
 namespace kiln::runtime::cuda {
@@ -131,23 +134,8 @@ std::vector<std::string> nccl_library_candidates() {
 
 NcclApi load_nccl_api(const std::vector<std::string>& candidates) {
   std::vector<std::string> passed_over;  // each file tried, and why it was not used
-  for (const std::string& name : candidates) {
-    void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      const char* why = dlerror();
-      passed_over.push_back(why != nullptr ? why : name);
-      continue;
-    }
-    NcclApi api;
-    resolve(lib, name, api);
-    if (api.status.ok()) {
-      api.library = name;
-      return api;
-    }
-    // A file that loads but is not a usable NCCL (too old, or another library of that name):
-    // closed, and the next one tried.
-    passed_over.push_back(std::string(api.status.message()));
-    dlclose(lib);
+  if (std::optional<NcclApi> api = open_first_usable<NcclApi>(candidates, resolve, passed_over)) {
+    return *std::move(api);
   }
   NcclApi api;
   api.status = absl::UnavailableError(
