@@ -2,6 +2,7 @@
 // records one node (ops/collective.h) over the group's registry id; a group of one records
 // nothing and returns the operand.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -41,11 +42,16 @@ int reduction_code(Reduction r) {
   return 0;
 }
 
-// The checks a collective makes, run on a group of one too, so that a program that is
-// wrong on several processes is already wrong on one.
-void check_alone(ops::OpKind op, const Tensor& x, const Group& group, ops::Attrs attrs) {
-  attrs.group = group.id();
-  (void)jit::check_op(op, {x}, attrs);
+// all_reduce, all_gather, reduce_scatter and broadcast: the node of `op` over `group`. A group
+// of one records nothing and returns `x`, after the checks the collective makes, so that a
+// program that is wrong on several processes is already wrong on one.
+Tensor collective(ops::OpKind op, const Tensor& x, const Group& group, ops::Attrs attrs) {
+  if (group.size() == 1) {
+    attrs.group = group.id();
+    (void)jit::check_op(op, {x}, attrs);
+    return x;
+  }
+  return record_collective(op, x, group, std::move(attrs));
 }
 
 }  // namespace
@@ -64,42 +70,26 @@ Group init() { return Group(dr::open_world()); }
 Tensor all_reduce(const Tensor& x, Reduction reduction, const Group& group) {
   ops::Attrs attrs;
   attrs.reduction = reduction_code(reduction);
-  if (group.size() == 1) {
-    check_alone(ops::OpKind::AllReduce, x, group, attrs);
-    return x;
-  }
-  return record_collective(ops::OpKind::AllReduce, x, group, attrs);
+  return collective(ops::OpKind::AllReduce, x, group, std::move(attrs));
 }
 
 Tensor all_gather(const Tensor& x, int axis, const Group& group) {
   ops::Attrs attrs;
   attrs.axis = axis;
-  if (group.size() == 1) {
-    check_alone(ops::OpKind::AllGather, x, group, attrs);
-    return x;
-  }
-  return record_collective(ops::OpKind::AllGather, x, group, attrs);
+  return collective(ops::OpKind::AllGather, x, group, std::move(attrs));
 }
 
 Tensor reduce_scatter(const Tensor& x, Reduction reduction, int axis, const Group& group) {
   ops::Attrs attrs;
   attrs.reduction = reduction_code(reduction);
   attrs.axis = axis;
-  if (group.size() == 1) {
-    check_alone(ops::OpKind::ReduceScatter, x, group, attrs);
-    return x;
-  }
-  return record_collective(ops::OpKind::ReduceScatter, x, group, attrs);
+  return collective(ops::OpKind::ReduceScatter, x, group, std::move(attrs));
 }
 
 Tensor broadcast(const Tensor& x, int root, const Group& group) {
   ops::Attrs attrs;
   attrs.peer = root;
-  if (group.size() == 1) {
-    check_alone(ops::OpKind::Broadcast, x, group, attrs);
-    return x;
-  }
-  return record_collective(ops::OpKind::Broadcast, x, group, attrs);
+  return collective(ops::OpKind::Broadcast, x, group, std::move(attrs));
 }
 
 Tensor send(const Tensor& x, int dst, const Group& group) {

@@ -100,6 +100,25 @@ CUstream as_stream(void* stream) { return static_cast<CUstream>(stream); }
 // thread usually finishes within them.
 constexpr int kYieldingPolls = 200;
 
+// Calls `done` until it answers true (then true) or `timeout` has passed since the first call
+// (then false); `done` throws for a failure. Between calls it yields the first
+// `yielding_polls` times, then sleeps from 10 us, doubling up to 1 ms.
+template <typename Done>
+bool poll_until(Done&& done, std::chrono::duration<double> timeout, int yielding_polls) {
+  const auto start = std::chrono::steady_clock::now();
+  auto pause = std::chrono::microseconds(10);
+  for (int poll = 0;; ++poll) {
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() - start > timeout) return false;
+    if (poll < yielding_polls) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+}
+
 // KILN_NCCL_BLOCKING=1: a blocking communicator. Its collectives launch on the calling thread
 // (a nonblocking one starts a thread of NCCL's per call, tens of microseconds), but its
 // initialization waits for every peer with no timeout.
@@ -237,27 +256,25 @@ void NcclCommunicator::initialize(dist::Communicator& host) {
 void NcclCommunicator::wait_until_ready(const std::string& op, const char* call) {
   if (comm_ == nullptr) fail(op, absl::StrCat(call, " made no communicator"));
   const auto timeout = dist::collective_timeout();
-  const auto start = std::chrono::steady_clock::now();
-  auto pause = std::chrono::microseconds(10);
-  for (int poll = 0;; ++poll) {
-    NcclResult state = NcclResult::kSuccess;
-    const NcclResult asked = api_.comm_get_async_error(comm_, &state);
-    if (asked != NcclResult::kSuccess) fail(op, nccl_failure(api_, asked, "ncclCommGetAsyncError"));
-    if (state == NcclResult::kSuccess) return;
-    if (state != NcclResult::kInProgress) {
-      fail(op, absl::StrCat(nccl_failure(api_, state, call), "; NCCL's communicator was aborted"));
-    }
-    if (std::chrono::steady_clock::now() - start > timeout) {
-      fail(op, absl::StrCat(call, " not done after ", timeout.count(),
-                            " s (KILN_DIST_TIMEOUT): a peer never joined, died or is stuck; "
-                            "NCCL's communicator was aborted"));
-    }
-    if (poll < kYieldingPolls) {
-      std::this_thread::yield();
-      continue;
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  const bool ready = poll_until(
+      [&] {
+        NcclResult state = NcclResult::kSuccess;
+        const NcclResult asked = api_.comm_get_async_error(comm_, &state);
+        if (asked != NcclResult::kSuccess) {
+          fail(op, nccl_failure(api_, asked, "ncclCommGetAsyncError"));
+        }
+        if (state == NcclResult::kSuccess) return true;
+        if (state != NcclResult::kInProgress) {
+          fail(op,
+               absl::StrCat(nccl_failure(api_, state, call), "; NCCL's communicator was aborted"));
+        }
+        return false;
+      },
+      timeout, kYieldingPolls);
+  if (!ready) {
+    fail(op, absl::StrCat(call, " not done after ", timeout.count(),
+                          " s (KILN_DIST_TIMEOUT): a peer never joined, died or is stuck; "
+                          "NCCL's communicator was aborted"));
   }
 }
 
@@ -391,22 +408,22 @@ void NcclCommunicator::wait(void* stream, const std::function<bool()>& stream_do
   const std::string op = found != pending_.end() ? found->second : "wait";
   check_usable(op.c_str());
   const auto timeout = dist::collective_timeout();
-  const auto start = std::chrono::steady_clock::now();
-  auto pause = std::chrono::microseconds(10);
-  while (!stream_done()) {
-    NcclResult async_error = NcclResult::kSuccess;
-    check(api_.comm_get_async_error(comm_, &async_error), op.c_str(), "ncclCommGetAsyncError");
-    if (async_error != NcclResult::kSuccess && async_error != NcclResult::kInProgress) {
-      fail(op, absl::StrCat(nccl_failure(api_, async_error, "NCCL (asynchronously)"),
-                            "; NCCL's communicator was aborted"));
-    }
-    if (std::chrono::steady_clock::now() - start > timeout) {
-      fail(op, absl::StrCat("not done after ", timeout.count(),
-                            " s (KILN_DIST_TIMEOUT): a peer did not take part, died or is "
-                            "stuck; NCCL's communicator was aborted"));
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  const bool done = poll_until(
+      [&] {
+        if (stream_done()) return true;
+        NcclResult async_error = NcclResult::kSuccess;
+        check(api_.comm_get_async_error(comm_, &async_error), op.c_str(), "ncclCommGetAsyncError");
+        if (async_error != NcclResult::kSuccess && async_error != NcclResult::kInProgress) {
+          fail(op, absl::StrCat(nccl_failure(api_, async_error, "NCCL (asynchronously)"),
+                                "; NCCL's communicator was aborted"));
+        }
+        return false;
+      },
+      timeout, /*yielding_polls=*/0);
+  if (!done) {
+    fail(op, absl::StrCat("not done after ", timeout.count(),
+                          " s (KILN_DIST_TIMEOUT): a peer did not take part, died or is "
+                          "stuck; NCCL's communicator was aborted"));
   }
   pending_.erase(stream);
 }
