@@ -1,9 +1,11 @@
 // scaled_dot_product_attention (kAttention) on the CPU: tasks of one batch·head and a block
 // of query rows, on all cores. Per task, key tiles of kKeyTile: the raw scores S = Q Kᵀ ·
-// scale (the GEMM core for f32, Eigen for f64), the score ops of space 4 per row (a mask, or a
-// hand-written form's own ops), the causal cut, then the online softmax: a running max m and sum l
-// per row, the accumulator scaled by exp(m_old - m_new) and P V added (the same GEMM). Only one
-// tile of scores exists at a time, so memory never holds the Sq × Sk scores.
+// scale (the GEMM core for f32, Eigen for f64) into a contiguous tile, the score ops of space
+// 4 over it (a mask, or a hand-written form's own ops; one evaluator pass when the tile spans
+// every key), the causal cut, then the online softmax (simd_math.h's online_softmax_tile for
+// f32): a running max m and sum l per row, the accumulator scaled by exp(m_old - m_new) and
+// P V added (the same GEMM). Only one tile of scores exists at a time, so memory never holds
+// the Sq × Sk scores.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -26,18 +28,8 @@ constexpr int64_t kKeyTile = 128;
 template <class T>
 using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-template <class T>
-void exp_in_place(T* x, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    simd_exp(x, x, static_cast<size_t>(n));
-  } else {
-    for (int64_t j = 0; j < n; ++j) x[j] = std::exp(x[j]);
-  }
-}
-
 // A row's max (NaN ignored, as std::max(running, x) does) and sum, each over 8 independent
-// lanes: a single running value serializes every step on its latency, and was most of this
-// kernel's own time at short sequences.
+// lanes: a single running value serializes every step on its latency.
 template <class T>
 T row_max(const T* x, int64_t n) {
   T lanes[8];
@@ -64,34 +56,28 @@ T row_sum(const T* x, int64_t n) {
          ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
 
-// The running softmax state of a block of query rows.
+// One key tile of the online softmax (simd_math.h's online_softmax_tile, which f32 uses):
+// per row, probabilities relative to the new running max, the factor alpha that rescales
+// the rows' earlier sums and accumulators, and the running max and sum brought up to date.
 template <class T>
-struct OnlineSoftmax {
-  std::vector<T> max, sum;
-  RowMajor<T> acc;  // Σ p v, scaled to the current max
-  OnlineSoftmax(int64_t rows, int64_t dv) : acc(rows, dv) {}
-  void reset(int64_t rows) {
-    max.assign(rows, -std::numeric_limits<T>::infinity());
-    sum.assign(rows, T(0));
-    acc.setZero();
+void softmax_tile(const T* in, T* out, int64_t rows, int64_t cols, T* max, T* sum, T* alpha) {
+  if constexpr (std::is_same_v<T, float>) {
+    online_softmax_tile(in, out, rows, cols, cols, max, sum, alpha);
+  } else {
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* x = in + r * cols;
+      T* y = out + r * cols;
+      const T new_max = std::max(max[r], row_max(x, cols));
+      // A row whose scores are all -inf so far keeps a max of -inf and subtracts 0, so no NaN
+      // arises before its end (where 0 / 0 gives the composed form's NaN).
+      const T base = std::isinf(new_max) && new_max < 0 ? T(0) : new_max;
+      for (int64_t j = 0; j < cols; ++j) y[j] = std::exp(x[j] - base);
+      alpha[r] = std::exp(max[r] - base);
+      sum[r] = sum[r] * alpha[r] + row_sum(y, cols);
+      max[r] = new_max;
+    }
   }
-  // Turns one row of a tile's scores into probabilities relative to the new running max,
-  // and rescales what came before. A row whose scores are all -inf so far keeps a max of
-  // -inf and subtracts 0, so no NaN arises before its end (where 0 / 0 gives the composed
-  // form's NaN).
-  void add_scores(int64_t r, T* scores, int64_t n) {
-    const T tile_max = row_max(scores, n);
-    const T new_max = std::max(max[r], tile_max);
-    const T base = std::isinf(new_max) && new_max < 0 ? T(0) : new_max;
-    const T alpha = std::exp(max[r] - base);
-    for (int64_t j = 0; j < n; ++j) scores[j] -= base;
-    exp_in_place(scores, n);
-    const T tile_sum = row_sum(scores, n);
-    sum[r] = sum[r] * alpha + tile_sum;
-    acc.row(r) *= alpha;
-    max[r] = new_max;
-  }
-};
+}
 
 template <class T>
 using StridedMap = Eigen::Map<const RowMajor<T>, 0, Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>>;
@@ -136,54 +122,60 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
   const int64_t row_blocks = (s.sq + kQueryBlock - 1) / kQueryBlock;
   parallel_for(s.batches * row_blocks, 1, [&](int64_t t0, int64_t t1) {
     TileEvaluator ev(program, launch, inputs, params, nullptr);
-    RowMajor<T> scores(kQueryBlock, kKeyTile), pv(kQueryBlock, s.dv);
-    OnlineSoftmax<T> softmax(kQueryBlock, s.dv);
-    std::vector<T> packed_tile;
+    // A tile of scores is contiguous (row stride = its key count), so the score ops run over
+    // it in one evaluator pass and the softmax reads their result where it lies.
+    std::vector<T> scores(kQueryBlock * kKeyTile);
+    std::vector<T> max(kQueryBlock), sum(kQueryBlock), alpha(kQueryBlock);
+    RowMajor<T> acc(kQueryBlock, s.dv), pv(kQueryBlock, s.dv);  // Σ p v, at the running max
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / row_blocks, i0 = (t % row_blocks) * kQueryBlock;
       const int64_t rows = std::min(kQueryBlock, s.sq - i0), kvb = s.kv_batch(b);
       const StridedMap<T> qs = block(q, b, i0, rows, s.d);
-      softmax.reset(rows);
+      std::fill_n(max.begin(), rows, -std::numeric_limits<T>::infinity());
+      std::fill_n(sum.begin(), rows, T(0));
       const int64_t key_end = causal ? std::min(s.sk, i0 + rows) : s.sk;  // keys j <= i
+      if (key_end == 0) acc.topRows(rows).setZero();  // no keys: 0 / 0, as the composed form
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, key_end - j0);
-        const StridedMap<T> ks = block(k, kvb, j0, cols, s.d);
-        const StridedMap<T> vs = block(v, kvb, j0, cols, s.dv);
-        auto tile = scores.topLeftCorner(rows, cols);
-        multiply(qs, ks.transpose(), scores.data(), kKeyTile);
-        tile *= scale;
-        // The score ops over the whole tile at once when it spans every key (its rows are
-        // then contiguous in space 4): one evaluator pass instead of one per row.
-        const bool whole_rows = score >= 0 && cols == s.sk;
-        if (whole_rows) {
-          packed_tile.resize(rows * cols);
-          Eigen::Map<RowMajor<T>>(packed_tile.data(), rows, cols) = tile;
-          ev.run_with_anchor(4, (b * s.sq + i0) * s.sk, rows * cols, packed_tile.data());
-          tile = Eigen::Map<const RowMajor<T>>(ev.values<T>(score), rows, cols);
-        }
-        for (int64_t r = 0; r < rows; ++r) {
-          T* row = &scores(r, 0);
-          const int64_t i = i0 + r;
-          if (score >= 0 && !whole_rows) {
-            ev.run_with_anchor(4, (b * s.sq + i) * s.sk + j0, cols, row);
+        T* tile = scores.data();
+        multiply(qs, block(k, kvb, j0, cols, s.d).transpose(), tile, cols);
+        if (scale != T(1))
+          Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(tile, rows * cols) *= scale;
+        const T* probs_in = tile;
+        if (score >= 0 && cols == s.sk) {  // the tile spans every key: rows are contiguous
+          ev.run_with_anchor(4, (b * s.sq + i0) * s.sk, rows * cols, tile);
+          probs_in = ev.values<T>(score);
+        } else if (score >= 0) {
+          for (int64_t r = 0; r < rows; ++r) {
+            ev.run_with_anchor(4, (b * s.sq + i0 + r) * s.sk + j0, cols, tile + r * cols);
             const T* modified = ev.values<T>(score);
-            std::copy(modified, modified + cols, row);
+            std::copy(modified, modified + cols, tile + r * cols);
           }
-          if (causal) {
-            for (int64_t j = std::max<int64_t>(0, i + 1 - j0); j < cols; ++j) {
-              row[j] = -std::numeric_limits<T>::infinity();
+        }
+        if (causal) {
+          if (probs_in != tile) std::copy(probs_in, probs_in + rows * cols, tile);
+          probs_in = tile;
+          for (int64_t r = 0; r < rows; ++r) {
+            const int64_t first_masked = std::max<int64_t>(0, i0 + r + 1 - j0);
+            if (first_masked < cols) {
+              std::fill(tile + r * cols + first_masked, tile + (r + 1) * cols,
+                        -std::numeric_limits<T>::infinity());
             }
           }
-          softmax.add_scores(r, row, cols);
         }
-        multiply(Eigen::Map<const RowMajor<T>, 0, Eigen::OuterStride<>>(
-                     scores.data(), rows, cols, Eigen::OuterStride<>(kKeyTile)),
-                 vs, pv.data(), s.dv);
-        softmax.acc.topRows(rows) += pv.topRows(rows);
+        softmax_tile(probs_in, tile, rows, cols, max.data(), sum.data(), alpha.data());
+        const Eigen::Map<const RowMajor<T>> probs(tile, rows, cols);
+        const StridedMap<T> vs = block(v, kvb, j0, cols, s.dv);
+        if (j0 == 0) {  // nothing to rescale yet: P V is the accumulator
+          multiply(probs, vs, acc.data(), s.dv);
+          continue;
+        }
+        multiply(probs, vs, pv.data(), s.dv);
+        for (int64_t r = 0; r < rows; ++r) acc.row(r) = acc.row(r) * alpha[r] + pv.row(r);
       }
       for (int64_t r = 0; r < rows; ++r) {
         T* out = result + (b * s.sq + i0 + r) * s.dv;
-        for (int64_t c = 0; c < s.dv; ++c) out[c] = softmax.acc(r, c) / softmax.sum[r];
+        for (int64_t c = 0; c < s.dv; ++c) out[c] = acc(r, c) / sum[r];
       }
     }
   });

@@ -337,6 +337,52 @@ void PowImpl(const float* a, const float* b, float* out, size_t n) {
 }
 #endif  // HWY_HAVE_FLOAT64
 
+// One key tile of attention's online softmax, row by row: the row's max (NaN skipped, as
+// `m < x ? x : m` does), out = exp(in - base) with base the new running max (0 while it is
+// -inf, so an all -inf row gives zeros and no NaN), alpha = exp(old max - base) to rescale
+// what came before, and the running sum rescaled plus the row's sum of out.
+void OnlineSoftmaxTileImpl(const float* in, float* out, int64_t rows, int64_t cols, int64_t ld,
+                           float* max, float* sum, float* alpha) {
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = in + r * ld;
+    float* y = out + r * ld;
+    auto m = neg_inf;
+    int64_t j = 0;
+    for (; j + lanes <= cols; j += lanes) {
+      const auto v = hn::LoadU(d, x + j);
+      m = hn::IfThenElse(hn::Lt(m, v), v, m);
+    }
+    float row_max = hn::GetLane(hn::MaxOfLanes(d, m));  // lanes are never NaN here
+    for (; j < cols; ++j) row_max = row_max < x[j] ? x[j] : row_max;
+    const float new_max = max[r] < row_max ? row_max : max[r];
+    const float base = std::isinf(new_max) && new_max < 0 ? 0.0f : new_max;
+    const auto vbase = hn::Set(d, base);
+    auto total = hn::Zero(d);
+    j = 0;
+    for (; j + lanes <= cols; j += lanes) {
+      const auto e = exp_kernel(d, hn::Sub(hn::LoadU(d, x + j), vbase));
+      hn::StoreU(e, d, y + j);
+      total = hn::Add(total, e);
+    }
+    if (j < cols) {  // the tail through a buffer padded with -inf, whose exp adds 0
+      HWY_ALIGN float tail[HWY_MAX_BYTES / sizeof(float)];
+      std::fill_n(tail, lanes, -std::numeric_limits<float>::infinity());
+      std::copy(x + j, x + cols, tail);
+      const auto e = exp_kernel(d, hn::Sub(hn::Load(d, tail), vbase));
+      hn::Store(e, d, tail);
+      std::copy(tail, tail + (cols - j), y + j);
+      total = hn::Add(total, e);
+    }
+    const float a = std::exp(max[r] - base);
+    alpha[r] = a;
+    sum[r] = sum[r] * a + hn::GetLane(hn::SumOfLanes(d, total));
+    max[r] = new_max;
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace kiln::runtime::cpu
 HWY_AFTER_NAMESPACE();
@@ -362,6 +408,7 @@ HWY_EXPORT(AddImpl);
 HWY_EXPORT(SubImpl);
 HWY_EXPORT(MulImpl);
 HWY_EXPORT(DivImpl);
+HWY_EXPORT(OnlineSoftmaxTileImpl);
 
 namespace {
 // Highway's sin/cos are accurate for |x| <= 39000; anything else (or inf/NaN) uses libm.
@@ -422,6 +469,11 @@ void simd_expm1(const float* in, float* out, size_t n) {
 }
 void simd_pow(const float* a, const float* b, float* out, size_t n) {
   HWY_DYNAMIC_DISPATCH(PowImpl)(a, b, out, n);
+}
+
+void online_softmax_tile(const float* in, float* out, int64_t rows, int64_t cols, int64_t ld,
+                         float* max, float* sum, float* alpha) {
+  HWY_DYNAMIC_DISPATCH(OnlineSoftmaxTileImpl)(in, out, rows, cols, ld, max, sum, alpha);
 }
 
 const char* simd_target_name() { return hwy::TargetName(hwy::SupportedAndGeneratedTargets()[0]); }

@@ -9,6 +9,7 @@
 #define KILN_RUNTIME_CPU_SIMD_MATH_H_
 
 #include <cstddef>
+#include <cstdint>
 
 namespace kiln::runtime::cpu {
 
@@ -33,6 +34,13 @@ void simd_add(const float* a, const float* b, float* out, size_t n);
 void simd_sub(const float* a, const float* b, float* out, size_t n);
 void simd_mul(const float* a, const float* b, float* out, size_t n);
 void simd_div(const float* a, const float* b, float* out, size_t n);
+// One key tile of attention's online softmax over `rows` rows of `cols` scores (row stride
+// ld; `in` may be `out`). Per row r: the new running max M = max(max[r], the row's max), NaN
+// skipped; out = exp(in - M) (M taken as 0 while it is -inf); alpha[r] = exp(max[r] - M), the
+// factor that rescales what earlier tiles summed; sum[r] = sum[r] * alpha[r] + Σ out;
+// max[r] = M.
+void online_softmax_tile(const float* in, float* out, int64_t rows, int64_t cols, int64_t ld,
+                         float* max, float* sum, float* alpha);
 // The instruction set chosen at run time, e.g. "AVX2".
 const char* simd_target_name();
 
