@@ -142,6 +142,7 @@ void row_norm_chunked(const KernelProgram& program, const KernelLaunch& launch,
   const int operand = program.anchor_operands[0];
   const int64_t chunk_rows = std::max<int64_t>(1, 16384 / extent);
   const int64_t chunks = (outer + chunk_rows - 1) / chunk_rows;
+  const int64_t group_rows = std::max<int64_t>(1, kTile / extent);
   parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
     TileEvaluator ev(program, launch, inputs, params, nullptr);
     thread_local std::vector<T> part, scratch;
@@ -149,11 +150,16 @@ void row_norm_chunked(const KernelProgram& program, const KernelLaunch& launch,
     for (int64_t c = c0; c < c1; ++c) {
       const int64_t r0 = c * chunk_rows, r1 = std::min(outer, r0 + chunk_rows);
       part.resize((r1 - r0) * extent);
-      for (int64_t r = r0; r < r1; ++r) {
-        ev.run(1, r * extent, extent);
-        norm_row<T>(program.anchor_op, ev.template values<T>(operand),
-                    part.data() + (r - r0) * extent, extent, 1, norm.w.data(), norm.b.data(),
-                    norm.eps, scratch.data());
+      // The operand of a few rows per evaluator pass (rows are contiguous in space 1), as
+      // many as fit a tile, then each row's norm.
+      for (int64_t g0 = r0; g0 < r1; g0 += group_rows) {
+        const int64_t g1 = std::min(r1, g0 + group_rows);
+        ev.run(1, g0 * extent, (g1 - g0) * extent);
+        const T* x = ev.template values<T>(operand);
+        for (int64_t r = g0; r < g1; ++r) {
+          norm_row<T>(program.anchor_op, x + (r - g0) * extent, part.data() + (r - r0) * extent,
+                      extent, 1, norm.w.data(), norm.b.data(), norm.eps, scratch.data());
+        }
       }
       run_epilogue(program, launch, inputs, outputs, params, part.data(), r0 * extent, r1 * extent);
     }

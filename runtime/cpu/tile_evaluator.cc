@@ -84,6 +84,14 @@ void load_with(const Buffer& b, DType dt, int64_t n, T* out, Index index) {
   }
 }
 
+// The dtype whose values a register of class T holds unchanged.
+template <class T>
+constexpr DType register_dtype() {
+  if constexpr (std::is_same_v<T, float>) return DType::F32;
+  if constexpr (std::is_same_v<T, double>) return DType::F64;
+  if constexpr (std::is_same_v<T, int64_t>) return DType::I64;
+}
+
 // Reads elements [start, start + n) of a buffer: load_with over a contiguous run, or a plain
 // copy when the buffer already holds the register's type (f32 into a float register).
 template <class T>
@@ -276,6 +284,7 @@ TileEvaluator::TileEvaluator(const KernelProgram& program, const KernelLaunch& l
   regs_.d.resize(n);
   regs_.i.resize(n);
   regs_.offsets.resize(launch_.views.size());
+  regs_.alias.assign(n, nullptr);
   param_filled_.assign(n, 0);
   for (size_t v = 0; v < launch_.views.size(); ++v) {
     contiguous_.push_back(program_.view_patterns[v].access == jit::ViewAccess::kContiguous ||
@@ -331,10 +340,27 @@ void TileEvaluator::eval_gather(int k, const Instr& in, int64_t begin, int64_t n
     if (position < 0) throw Error(ops::index_error_message(in.op, index[e], view.gather_extent));
     off[e] += position * view.gather_stride;
   }
+  // Rows of a table gathered whole (an embedding lookup) are runs of consecutive offsets:
+  // each loads as a block when the first run is long enough to pay for finding them.
+  auto run_at = [&](int64_t e) {
+    int64_t run = 1;
+    while (e + run < n && off[e + run] == off[e] + run) ++run;
+    return run;
+  };
+  const Buffer& input = *inputs_[in.input];
+  const DType dt = program_.input_dtypes[in.input];
   dispatch(register_class(in.dtype), [&](auto t) {
     using T = decltype(t);
-    load_with<T>(*inputs_[in.input], program_.input_dtypes[in.input], n, alloc<T>(k, n),
-                 [off](int64_t e) { return off[e]; });
+    T* out = alloc<T>(k, n);
+    if (n == 0 || run_at(0) < 16) {
+      load_with<T>(input, dt, n, out, [off](int64_t e) { return off[e]; });
+      return;
+    }
+    for (int64_t e = 0; e < n;) {
+      const int64_t run = run_at(e);
+      load_run<T>(input, dt, off[e], run, out + e);
+      e += run;
+    }
   });
 }
 
@@ -347,8 +373,12 @@ void TileEvaluator::eval(int k, int64_t begin, int64_t n) {
       if (start >= 0) {
         dispatch(c, [&](auto t) {
           using T = decltype(t);
-          load_run<T>(*inputs_[in.input], program_.input_dtypes[in.input], start, n,
-                      alloc<T>(k, n));
+          const DType dt = program_.input_dtypes[in.input];
+          if (dt == register_dtype<T>()) {  // read where it lies
+            regs_.alias[k] = inputs_[in.input]->as<T>() + start;
+            return;
+          }
+          load_run<T>(*inputs_[in.input], dt, start, n, alloc<T>(k, n));
         });
         return;
       }
@@ -393,8 +423,7 @@ void TileEvaluator::eval(int k, int64_t begin, int64_t n) {
     case InstrKind::kAnchor:
       dispatch(c, [&](auto t) {
         using T = decltype(t);
-        const T* src = static_cast<const T*>(anchor_) + (begin - anchor_origin_);
-        std::copy(src, src + n, alloc<T>(k, n));
+        regs_.alias[k] = static_cast<const T*>(anchor_) + (begin - anchor_origin_);
       });
       return;
     case InstrKind::kCast:
@@ -435,7 +464,7 @@ void TileEvaluator::eval(int k, int64_t begin, int64_t n) {
 }
 
 void TileEvaluator::round_to_dtype(int k, DType dt, int64_t n) {
-  round_all(dt, regs_.get<float>(k), n);
+  round_all(dt, regs_.own<float>(k), n);
 }
 
 void TileEvaluator::eval_index_leaf(int k, const Instr& in, int64_t begin, int64_t n) {
@@ -505,7 +534,7 @@ void TileEvaluator::eval_binary(int k, const Instr& in, int64_t n) {
 
 // Integer results wrap to their dtype (an i32 keeps its low 32 bits), as if stored.
 void TileEvaluator::wrap_all(int k, DType dt, int64_t n) {
-  int64_t* values = regs_.get<int64_t>(k);
+  int64_t* values = regs_.own<int64_t>(k);
   for (int64_t e = 0; e < n; ++e) values[e] = wrap_int(dt, values[e]);
 }
 

@@ -52,6 +52,10 @@ struct Registers {
   std::vector<std::vector<double>> d;
   std::vector<std::vector<int64_t>> i;
   std::vector<std::vector<int64_t>> offsets;  // per view
+  // Per instr: where its values lie when they are read in place (a contiguous load of the
+  // register's own type, the anchor's values) rather than copied into its register; null
+  // otherwise. Only ever read through: an instruction that computes allocates its register.
+  std::vector<const void*> alias;
 
   // The register vector of `instr` for its class T.
   template <class T>
@@ -60,9 +64,15 @@ struct Registers {
     if constexpr (std::is_same_v<T, double>) return d[instr];
     if constexpr (std::is_same_v<T, int64_t>) return i[instr];
   }
-  // The values of `instr` for its class T.
+  // The values of `instr` for its class T, to read.
   template <class T>
-  T* get(int instr) {
+  const T* get(int instr) {
+    if (alias[instr] != nullptr) return static_cast<const T*>(alias[instr]);
+    return of<T>(instr).data();
+  }
+  // The register of `instr` for class T, to write in place (never an alias).
+  template <class T>
+  T* own(int instr) {
     return of<T>(instr).data();
   }
 };
@@ -122,6 +132,7 @@ class TileEvaluator {
   // The register of `instr` for class T, grown to at least n values.
   template <class T>
   T* alloc(int instr, int64_t n) {
+    regs_.alias[instr] = nullptr;
     auto& v = regs_.of<T>(instr);
     if (static_cast<int64_t>(v.size()) < n) v.resize(n);
     return v.data();
