@@ -116,5 +116,51 @@ TEST(NN, LongRowsMatchTheReference) {
   }
 }
 
+// A linear layer's bias is added by the CPU GEMM core as it stores the product, and the rest
+// of the epilogue reads the sum from there. Every form of epilogue around such an add, and
+// adds that only look like a bias (a column, a per-batch row, an anchor read twice), against
+// the reference evaluator. Depth 300 spans two of the core's depth slices; 45 columns end in
+// a partial panel; the batch dim is broadcast over by the bias; 2 x 200 x 300 x 45 is large
+// enough that each batch matrix runs on all cores (not a batch per core).
+TEST(NN, LinearBiasInEveryEpilogueMatchesTheReference) {
+  const Tensor x = Tensor::randn({2, 200, 300}, 21), w = Tensor::randn({45, 300}, 22);
+  const Tensor b = Tensor::randn({45}, 23), residual = Tensor::randn({2, 200, 45}, 24);
+  const Tensor column = Tensor::randn({200, 1}, 25), per_batch = Tensor::randn({2, 1, 45}, 26);
+  kiln::eval({x, w, b, residual, column, per_batch});  // weights are buffers, not leaves
+  const Tensor product = matmul(x, w.transpose(0, 1));
+  struct Case {
+    const char* name;
+    Tensor y;
+  };
+  const std::vector<Case> cases = {
+      {"bias only (stored by the core)", linear(x, w, b)},
+      {"bias then gelu", gelu(linear(x, w, b))},
+      {"bias then residual", linear(x, w, b) + residual},
+      {"bias added on the left", b + product},
+      {"anchor read twice", (product + b) * product},
+      {"a column, not a bias row", product + column},
+      {"a row per batch, not one bias", product + per_batch},
+      {"bias of a product of f64",
+       (matmul(x.astype(DType::F64), w.astype(DType::F64).transpose(0, 1)) + b.astype(DType::F64))},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::vector<double> want = testing::values(testing::reference_tensor(c.y));
+    const std::vector<double> got = testing::values(c.y);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(close(want[i], got[i], 2e-5)) << i;
+  }
+  // The biased product and its relu stored by one kernel: the add is both stored and read.
+  Tensor y = linear(x, w, b), z = relu(y);
+  kiln::eval({y, z});
+  const std::vector<double> want_y = testing::values(testing::reference_tensor(y));
+  const std::vector<double> want_z = testing::values(testing::reference_tensor(z));
+  const std::vector<double> got_y = testing::values(y), got_z = testing::values(z);
+  for (size_t i = 0; i < got_y.size(); ++i) {
+    ASSERT_TRUE(close(want_y[i], got_y[i], 2e-5)) << i;
+    ASSERT_TRUE(close(want_z[i], got_z[i], 2e-5)) << i;
+  }
+}
+
 }  // namespace
 }  // namespace kiln

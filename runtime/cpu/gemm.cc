@@ -124,13 +124,14 @@ void pack_a_strips(const E* data, int64_t row_stride, int64_t col_stride, int64_
 }
 
 // C tile (R rows × `cols` ≤ panel width) = (accumulate ? C tile : 0) + A strip · B panel
-// slice, over `depth` packed steps.
+// slice, over `depth` packed steps, plus bias[j] in column j when `bias` is set (the last
+// slice of a product with a bias row).
 // A is read packed (row i, depth p at a[p * kRows + i], from pack_a_strips) or in place
 // (at a[i * lda + p], when its rows are contiguous: packing them would copy A for nothing).
 template <int R, bool kInPlaceA>
 HWY_INLINE void tile_kernel(int64_t depth, const float* HWY_RESTRICT a, int64_t lda,
                             const float* HWY_RESTRICT pb, float* HWY_RESTRICT c, int64_t ldc,
-                            int64_t cols, bool accumulate) {
+                            int64_t cols, bool accumulate, const float* HWY_RESTRICT bias) {
   const hn::ScalableTag<float> d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   using V = hn::Vec<decltype(d)>;
@@ -158,12 +159,18 @@ HWY_INLINE void tile_kernel(int64_t depth, const float* HWY_RESTRICT a, int64_t 
     pb += 2 * lanes;
   }
   const bool full = cols == 2 * lanes;
-  HWY_ALIGN float spill[2 * HWY_MAX_BYTES / sizeof(float)];
+  HWY_ALIGN float spill[2 * HWY_MAX_BYTES / sizeof(float)] = {};
+  const V bias0 = bias != nullptr && full ? hn::LoadU(d, bias) : hn::Zero(d);
+  const V bias1 = bias != nullptr && full ? hn::LoadU(d, bias + lanes) : hn::Zero(d);
   auto store_row = [&](float* row, V v0, V v1) HWY_ATTR {
     if (full) {
       if (accumulate) {
         v0 = hn::Add(hn::LoadU(d, row), v0);
         v1 = hn::Add(hn::LoadU(d, row + lanes), v1);
+      }
+      if (bias != nullptr) {
+        v0 = hn::Add(v0, bias0);
+        v1 = hn::Add(v1, bias1);
       }
       hn::StoreU(v0, d, row);
       hn::StoreU(v1, d, row + lanes);
@@ -171,7 +178,10 @@ HWY_INLINE void tile_kernel(int64_t depth, const float* HWY_RESTRICT a, int64_t 
     }
     hn::Store(v0, d, spill);
     hn::Store(v1, d, spill + lanes);
-    for (int64_t j = 0; j < cols; ++j) row[j] = accumulate ? row[j] + spill[j] : spill[j];
+    for (int64_t j = 0; j < cols; ++j) {
+      const float v = accumulate ? row[j] + spill[j] : spill[j];
+      row[j] = bias != nullptr ? v + bias[j] : v;
+    }
   };
   if constexpr (R > 0) store_row(c, c00, c01);
   if constexpr (R > 1) store_row(c + ldc, c10, c11);
@@ -183,20 +193,20 @@ HWY_INLINE void tile_kernel(int64_t depth, const float* HWY_RESTRICT a, int64_t 
 
 template <bool kInPlaceA>
 void run_tile(int64_t rows, int64_t depth, const float* a, int64_t lda, const float* pb, float* c,
-              int64_t ldc, int64_t cols, bool accumulate) {
+              int64_t ldc, int64_t cols, bool accumulate, const float* bias) {
   switch (rows) {
     case 1:
-      return tile_kernel<1, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate);
+      return tile_kernel<1, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate, bias);
     case 2:
-      return tile_kernel<2, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate);
+      return tile_kernel<2, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate, bias);
     case 3:
-      return tile_kernel<3, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate);
+      return tile_kernel<3, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate, bias);
     case 4:
-      return tile_kernel<4, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate);
+      return tile_kernel<4, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate, bias);
     case 5:
-      return tile_kernel<5, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate);
+      return tile_kernel<5, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate, bias);
     default:
-      return tile_kernel<6, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate);
+      return tile_kernel<6, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate, bias);
   }
 }
 
@@ -214,12 +224,18 @@ void PackImpl(int64_t k, int64_t n, const GemmOperand& b, float* packed) {
   });
 }
 
-// C = A · B with B packed by PackImpl.
+// C = A · B (+ the row `bias`, when set) with B packed by PackImpl.
 void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float* bp, float* c,
-              int64_t ldc) {
+              int64_t ldc, const float* bias) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
-    for (int64_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, 0.0f);
+    for (int64_t i = 0; i < m; ++i) {
+      if (bias != nullptr) {
+        std::copy_n(bias, n, c + i * ldc);
+      } else {
+        std::fill_n(c + i * ldc, n, 0.0f);
+      }
+    }
     return;
   }
   const int64_t w = panel_width(), panels = ceil_div(n, w);
@@ -251,18 +267,20 @@ void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float
       const int64_t p0 = (t % runs) * per_run, p1 = std::min(panels, p0 + per_run);
       for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
         const int64_t depth = std::min(kDepth, k - k0);
+        const bool last_slice = k0 + depth == k;
         for (int64_t p = p0; p < p1; ++p) {
           const int64_t j0 = p * w, cols = std::min(w, n - j0);
           const float* pb = bp + p * k * w + k0 * w;
+          const float* tile_bias = bias != nullptr && last_slice ? bias + j0 : nullptr;
           for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
             const int64_t tile_rows = std::min(kRows, rows - r0);
             float* tile_c = c + (i0 + r0) * ldc + j0;
             if (in_place) {
               run_tile<true>(tile_rows, depth, a_f32 + (i0 + r0) * a.row_stride + k0, a.row_stride,
-                             pb, tile_c, ldc, cols, k0 > 0);
+                             pb, tile_c, ldc, cols, k0 > 0, tile_bias);
             } else {
               run_tile<false>(tile_rows, depth, ap + ((i0 + r0) / kRows) * k * kRows + k0 * kRows,
-                              0, pb, tile_c, ldc, cols, k0 > 0);
+                              0, pb, tile_c, ldc, cols, k0 > 0, tile_bias);
             }
           }
         }
@@ -306,8 +324,9 @@ PackedGemmB pack_gemm_b(int64_t k, int64_t n, const GemmOperand& b) {
   return PackedGemmB(storage, k, n);
 }
 
-void gemm_f32(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, int64_t ldc) {
-  HWY_DYNAMIC_DISPATCH(GemmImpl)(m, b.n(), b.k(), a, b.panels(), c, ldc);
+void gemm_f32(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, int64_t ldc,
+              const float* bias) {
+  HWY_DYNAMIC_DISPATCH(GemmImpl)(m, b.n(), b.k(), a, b.panels(), c, ldc, bias);
 }
 
 void gemm_f32(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float* c,
@@ -318,7 +337,7 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmO
   count_transient_pack();
   ScratchFloats packed(packed_floats(k, n));
   HWY_DYNAMIC_DISPATCH(PackImpl)(k, n, b, packed.data());
-  HWY_DYNAMIC_DISPATCH(GemmImpl)(m, n, k, a, packed.data(), c, ldc);
+  HWY_DYNAMIC_DISPATCH(GemmImpl)(m, n, k, a, packed.data(), c, ldc, nullptr);
 }
 
 }  // namespace kiln::runtime::cpu

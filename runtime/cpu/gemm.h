@@ -53,8 +53,12 @@ class PackedGemmB {
 
 PackedGemmB pack_gemm_b(int64_t k, int64_t n, const GemmOperand& b);
 
-// C (m × n, row stride ldc, f32) = A (m × k) · B, overwriting C; k = 0 gives zeros.
-void gemm_f32(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, int64_t ldc);
+// C (m × n, row stride ldc, f32) = A (m × k) · B, overwriting C; k = 0 gives zeros. With
+// `bias` (n floats), every row of C gets bias[j] added in column j as the core stores its
+// last k slice ((A · B) + bias, rounded as the unfused sum would be), so a linear layer's
+// bias costs no pass of its own.
+void gemm_f32(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, int64_t ldc,
+              const float* bias = nullptr);
 
 // C (m × n, row stride ldc) = A (m × k) · B (k × n), overwriting C; k = 0 gives zeros.
 // Runs on all cores, or inline when called from inside a parallel_for job. The summation

@@ -19,11 +19,13 @@ void run_pointwise(const jit::KernelProgram& program, const jit::KernelLaunch& l
                    const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
                    const std::vector<double>& params, const void* anchor);
 // run_pointwise over space-0 positions [begin, end) only, with anchor[0] holding the
-// anchor's result at position `anchor_origin`.
+// anchor's result at position `anchor_origin`; with anchor_instr >= 0, that space-0
+// instruction's values are read from the anchor pointer (TileEvaluator::read_as_anchor).
 void run_pointwise_range(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                          const std::vector<const Buffer*>& inputs,
                          const std::vector<Buffer*>& outputs, const std::vector<double>& params,
-                         const void* anchor, int64_t anchor_origin, int64_t begin, int64_t end);
+                         const void* anchor, int64_t anchor_origin, int64_t begin, int64_t end,
+                         int anchor_instr = -1);
 
 // Sum/mean/max/min and argmax/argmin over the reduced axes (kReduce, kArgReduce).
 void run_reduce(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
@@ -92,17 +94,19 @@ bool anchor_writes_output(const jit::KernelProgram& program) {
 
 // The epilogue over space-0 positions [begin, end), with the anchor's result there in
 // part[0, end - begin): the result is made what a stored one would be (i32 wraps, f16/bf16
-// rounds), then every output is stored.
+// rounds), then every output is stored. anchor_instr: as run_pointwise_range's.
 template <class T>
 void run_epilogue(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                   const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
-                  const std::vector<double>& params, T* part, int64_t begin, int64_t end) {
+                  const std::vector<double>& params, T* part, int64_t begin, int64_t end,
+                  int anchor_instr = -1) {
   if constexpr (std::is_same_v<T, int64_t>) {
     for (int64_t i = 0; i < end - begin; ++i) part[i] = wrap_int(program.anchor_dtype, part[i]);
   } else if constexpr (std::is_same_v<T, float>) {
     round_all(program.anchor_dtype, part, end - begin);
   }
-  run_pointwise_range(program, launch, inputs, outputs, params, part, begin, begin, end);
+  run_pointwise_range(program, launch, inputs, outputs, params, part, begin, begin, end,
+                      anchor_instr);
 }
 
 // Runs an anchored kernel with T the anchor dtype's register class: `compute(result)`

@@ -67,6 +67,58 @@ class GemmMatrices {
   MatrixOperand<float> evaluated_;
 };
 
+// A linear layer's bias in a matmul's epilogue: the space-0 add of the anchor and an f32
+// input broadcast over every row (one value per column of C), the anchor's only user. The
+// GEMM core adds it as it stores C (bit for bit the epilogue's sum), and the epilogue reads
+// the add's values from C.
+struct BiasRow {
+  const float* values = nullptr;
+  int add = -1;  // the add instruction
+};
+
+std::optional<BiasRow> bias_row(const KernelProgram& program, const KernelLaunch& launch,
+                                const std::vector<const Buffer*>& inputs,
+                                const jit::MatmulShape& mm) {
+  const ops::Shape& space = launch.spaces[0];
+  const int rank = static_cast<int>(space.size());
+  // C's columns must be space 0's last dim (a product with a vector b has one column per
+  // row of space 0's last dim).
+  if (program.anchor_dtype != DType::F32 || rank < 1 || space[rank - 1] != mm.n ||
+      ops::numel(space) != mm.batches * mm.m * mm.n) {
+    return std::nullopt;
+  }
+  const std::vector<jit::Instr>& instrs = program.instrs;
+  int add = -1;
+  for (size_t k = 0; k < instrs.size(); ++k) {
+    for (int operand : instrs[k].operands) {
+      if (operand < 0 || instrs[operand].kind != jit::InstrKind::kAnchor) continue;
+      if (add >= 0 && add != static_cast<int>(k)) return std::nullopt;  // a second user
+      add = static_cast<int>(k);
+    }
+  }
+  for (const jit::Store& store : program.stores) {
+    if (instrs[store.value].kind == jit::InstrKind::kAnchor) return std::nullopt;
+  }
+  if (add < 0) return std::nullopt;
+  const jit::Instr& sum = instrs[add];
+  if (sum.kind != jit::InstrKind::kBinary || sum.op != ops::OpKind::Add ||
+      sum.dtype != DType::F32) {
+    return std::nullopt;
+  }
+  const bool anchor_first = instrs[sum.operands[0]].kind == jit::InstrKind::kAnchor;
+  const jit::Instr& load = instrs[sum.operands[anchor_first ? 1 : 0]];
+  if (load.kind != jit::InstrKind::kLoad || load.dtype != DType::F32 ||
+      program.input_dtypes[load.input] != DType::F32) {
+    return std::nullopt;
+  }
+  const jit::ViewParams& view = launch.views[load.view];
+  for (int d = 0; d < rank - 1; ++d) {
+    if (space[d] != 1 && view.strides[d] != 0) return std::nullopt;  // varies by row
+  }
+  if (space[rank - 1] != 1 && view.strides[rank - 1] != 1) return std::nullopt;
+  return BiasRow{inputs[load.input]->as<float>() + view.offset, add};
+}
+
 // The f32 matmul and its epilogue. Small matrices in many batches (attention heads) go a
 // batch per task, then the epilogue runs over all of them. Otherwise each batch matrix is
 // done in chunks of rows: the product of a chunk on all cores, then the epilogue over it
@@ -99,19 +151,31 @@ void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
     epilogue(result, 0, batches * m * n);
     return;
   }
+  // A bias row goes into the core; when the biased product is all the kernel stores, the
+  // core writes it straight into the output and there is no epilogue pass.
+  const std::optional<BiasRow> bias = direct ? std::nullopt : bias_row(program, launch, inputs, mm);
+  const int bias_add = bias ? bias->add : -1;
+  const bool biased_output = bias && program.stores.size() == 1 &&
+                             program.stores[0].value == bias_add &&
+                             program.output_dtypes[program.stores[0].output] == DType::F32;
+  float* target =
+      direct || biased_output ? outputs[program.stores[0].output]->as<float>() : nullptr;
   // Chunks of at most 144 rows per core, of even size.
-  const int64_t chunks = direct ? 1 : (m + 144 * worker_count() - 1) / (144 * worker_count());
+  const int64_t chunks = target ? 1 : (m + 144 * worker_count() - 1) / (144 * worker_count());
   const int64_t chunk_rows = (m + chunks - 1) / chunks;
-  ScratchFloats scratch(direct ? 0 : chunk_rows * n);
+  ScratchFloats scratch(target ? 0 : chunk_rows * n);
   for (int64_t bi = 0; bi < batches; ++bi) {
     const PackedGemmB packed = pack_gemm_b(k, n, b_matrix(bi));
     const GemmOperand matrix = a_matrix(bi);
     for (int64_t r0 = 0; r0 < m; r0 += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, m - r0), begin = (bi * m + r0) * n;
       const GemmOperand part = matrix.from_row(r0);
-      float* c = direct ? out + begin : scratch.data();
-      gemm_f32(rows, part, packed, c, n);
-      epilogue(c, begin, begin + rows * n);
+      float* c = target ? target + begin : scratch.data();
+      gemm_f32(rows, part, packed, c, n, bias ? bias->values : nullptr);
+      if (!target) {
+        run_epilogue(program, launch, inputs, outputs, params, c, begin, begin + rows * n,
+                     bias_add);
+      }
     }
   }
 }

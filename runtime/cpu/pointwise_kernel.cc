@@ -18,11 +18,13 @@ void run_pointwise(const jit::KernelProgram& program, const jit::KernelLaunch& l
 void run_pointwise_range(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                          const std::vector<const Buffer*>& inputs,
                          const std::vector<Buffer*>& outputs, const std::vector<double>& params,
-                         const void* anchor, int64_t anchor_origin, int64_t begin, int64_t end) {
+                         const void* anchor, int64_t anchor_origin, int64_t begin, int64_t end,
+                         int anchor_instr) {
   const int64_t tiles = (end - begin + kTile - 1) / kTile;
   parallel_for(tiles, 16, [&](int64_t t0, int64_t t1) {
     TileEvaluator ev(program, launch, inputs, params, anchor);
     ev.set_anchor_origin(anchor_origin);
+    ev.read_as_anchor(anchor_instr);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t at = begin + t * kTile, n = std::min(kTile, end - at);
       ev.run(0, at, n);

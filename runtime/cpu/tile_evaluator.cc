@@ -285,6 +285,7 @@ TileEvaluator::TileEvaluator(const KernelProgram& program, const KernelLaunch& l
   regs_.i.resize(n);
   regs_.offsets.resize(launch_.views.size());
   regs_.alias.assign(n, nullptr);
+  skipped_.assign(n, false);
   param_filled_.assign(n, 0);
   for (size_t v = 0; v < launch_.views.size(); ++v) {
     contiguous_.push_back(program_.view_patterns[v].access == jit::ViewAccess::kContiguous ||
@@ -308,8 +309,34 @@ bool TileEvaluator::is_row_major(const jit::ViewParams& view, size_t v) const {
 
 void TileEvaluator::run(int space, int64_t begin, int64_t n) {
   for (size_t k = 0; k < program_.instrs.size(); ++k) {
-    if (program_.instrs[k].space == space) eval(static_cast<int>(k), begin, n);
+    if (program_.instrs[k].space != space || skipped_[k]) continue;
+    if (static_cast<int>(k) == anchor_instr_) {
+      dispatch(register_class(program_.instrs[k].dtype), [&](auto t) {
+        using T = decltype(t);
+        regs_.alias[k] = static_cast<const T*>(anchor_) + (begin - anchor_origin_);
+      });
+      continue;
+    }
+    eval(static_cast<int>(k), begin, n);
   }
+}
+
+void TileEvaluator::read_as_anchor(int instr) {
+  anchor_instr_ = instr;
+  const size_t count = program_.instrs.size();
+  skipped_.assign(count, false);
+  if (instr < 0) return;
+  // Space 0's instructions still needed: the stored values and, from users back to their
+  // operands (operands come first), whatever they read, except through `instr`.
+  std::vector<bool> needed(count, false);
+  for (const jit::Store& s : program_.stores) needed[s.value] = true;
+  for (size_t k = count; k-- > 0;) {
+    if (!needed[k] || static_cast<int>(k) == instr) continue;
+    for (int operand : program_.instrs[k].operands) {
+      if (operand >= 0) needed[operand] = true;
+    }
+  }
+  for (size_t k = 0; k < count; ++k) skipped_[k] = program_.instrs[k].space == 0 && !needed[k];
 }
 
 void TileEvaluator::store(int instr, Buffer& out, DType dt, int64_t begin, int64_t n) {

@@ -91,6 +91,11 @@ class TileEvaluator {
   // The flat position the anchor pointer's element 0 holds (0: the anchor covers space 0).
   void set_anchor_origin(int64_t origin) { anchor_origin_ = origin; }
 
+  // Space-0 instruction `instr` reads its values from the anchor pointer instead of being
+  // computed (a matmul whose core already added the bias row that `instr` adds), and the
+  // instructions only it used are no longer evaluated. -1 restores the program as it is.
+  void read_as_anchor(int instr);
+
   // run() with kAnchor reading anchor_values[0, n) (an attention's raw scores for a run of
   // keys) instead of the anchor's result.
   void run_with_anchor(int space, int64_t begin, int64_t n, const void* anchor_values) {
@@ -180,6 +185,8 @@ class TileEvaluator {
   Registers regs_;
   std::vector<bool> contiguous_;       // per view
   std::vector<int64_t> param_filled_;  // per instr: values a kParam register holds
+  int anchor_instr_ = -1;              // read_as_anchor's instruction, or -1
+  std::vector<bool> skipped_;          // per instr: left out by read_as_anchor
 };
 
 // Evaluates anchor operand `k` over its whole space (space k + 1) into a contiguous array
