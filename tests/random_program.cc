@@ -347,9 +347,13 @@ void ProgramGenerator::step() {
           return add(log_softmax(v, -1), false);
         case 2:
           // Centering near-equal values amplifies rounding without bound, so layer_norm
-          // only sees values that are the same bits on every path.
+          // only sees values that are the same bits on every path, made to vary along the
+          // row: the mean of a constant f32 row (a `full`, a broadcast) rounds differently
+          // by summation order. Adding 0, 1, ..., d - 1 rounds once, alike on every path.
           if (!exact) return;
-          return add(layer_norm(v, make_input({d}, v.dtype()), make_input({d}, v.dtype())), false);
+          return add(layer_norm(v + Tensor::arange(d, v.dtype()), make_input({d}, v.dtype()),
+                                make_input({d}, v.dtype())),
+                     false);
         default:
           // Normalizing a tiny row (a difference of near-equal computed values) scales its
           // rounding error up with it: rms_norm too only sees exact values.
