@@ -311,14 +311,18 @@ void TileEvaluator::run(int space, int64_t begin, int64_t n) {
   for (size_t k = 0; k < program_.instrs.size(); ++k) {
     if (program_.instrs[k].space != space || skipped_[k]) continue;
     if (static_cast<int>(k) == anchor_instr_) {
-      dispatch(register_class(program_.instrs[k].dtype), [&](auto t) {
-        using T = decltype(t);
-        regs_.alias[k] = static_cast<const T*>(anchor_) + (begin - anchor_origin_);
-      });
+      alias_anchor(static_cast<int>(k), begin);
       continue;
     }
     eval(static_cast<int>(k), begin, n);
   }
+}
+
+void TileEvaluator::alias_anchor(int k, int64_t begin) {
+  dispatch(register_class(program_.instrs[k].dtype), [&](auto t) {
+    using T = decltype(t);
+    regs_.alias[k] = static_cast<const T*>(anchor_) + (begin - anchor_origin_);
+  });
 }
 
 void TileEvaluator::read_as_anchor(int instr) {
@@ -448,11 +452,7 @@ void TileEvaluator::eval(int k, int64_t begin, int64_t n) {
     case InstrKind::kGather:
       return eval_gather(k, in, begin, n);
     case InstrKind::kAnchor:
-      dispatch(c, [&](auto t) {
-        using T = decltype(t);
-        regs_.alias[k] = static_cast<const T*>(anchor_) + (begin - anchor_origin_);
-      });
-      return;
+      return alias_anchor(k, begin);
     case InstrKind::kCast:
       return eval_cast(k, in, n);
     case InstrKind::kUnary:

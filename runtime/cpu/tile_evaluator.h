@@ -164,6 +164,8 @@ class TileEvaluator {
 
   // Computes instruction k for flat positions [begin, begin + n) of its space.
   void eval(int k, int64_t begin, int64_t n);
+  // Points register k at the anchor's values for the tile starting at `begin` (no copy).
+  void alias_anchor(int k, int64_t begin);
   // Each f16/bf16 op rounds its result to 16 bits, as if stored: fusing ops never changes
   // what they compute (only float-versus-double rounding differs from the reference).
   void round_to_dtype(int k, DType dt, int64_t n);
