@@ -159,7 +159,6 @@ HWY_INLINE void tile_kernel(int64_t depth, const float* HWY_RESTRICT a, int64_t 
     pb += 2 * lanes;
   }
   const bool full = cols == 2 * lanes;
-  HWY_ALIGN float spill[2 * HWY_MAX_BYTES / sizeof(float)] = {};
   const V bias0 = bias != nullptr && full ? hn::LoadU(d, bias) : hn::Zero(d);
   const V bias1 = bias != nullptr && full ? hn::LoadU(d, bias + lanes) : hn::Zero(d);
   auto store_row = [&](float* row, V v0, V v1) HWY_ATTR {
@@ -176,9 +175,14 @@ HWY_INLINE void tile_kernel(int64_t depth, const float* HWY_RESTRICT a, int64_t 
       hn::StoreU(v1, d, row + lanes);
       return;
     }
+    // A partial panel (the matrix's last columns): through a stack copy, column by column.
+    // Sized for this target and bounded by what was stored, so the compiler sees every
+    // element read was written.
+    HWY_ALIGN float spill[2 * HWY_LANES(float)];
     hn::Store(v0, d, spill);
     hn::Store(v1, d, spill + lanes);
-    for (int64_t j = 0; j < cols; ++j) {
+    const int64_t stored = std::min(cols, 2 * lanes);
+    for (int64_t j = 0; j < stored; ++j) {
       const float v = accumulate ? row[j] + spill[j] : spill[j];
       row[j] = bias != nullptr ? v + bias[j] : v;
     }
