@@ -112,33 +112,46 @@ TEST(Gemm, ResultDoesNotDependOnLayoutOrCache) {
 }
 
 // A bias row added by the core as it stores C gives the bits of the product followed by a
-// separate f32 add (what the unfused epilogue computes), for sizes around the tile, the
-// panel and the depth slice, and k = 0 (C = the bias). Poisoned C, padded row stride.
-TEST(Gemm, BiasRowIsAddedAsTheEpilogueWouldAddIt) {
+// separate f32 add (what the unfused epilogue computes), and an activation is applied once
+// to every element after it (with or without the bias), for sizes around the tile, the
+// panel, the depth slice and the task's row block, and k = 0 (C = the bias). Poisoned C,
+// padded row stride. The activation |v| + 1 shows an element missed or done twice.
+TEST(Gemm, BiasRowAndActivationAreAppliedAsTheEpilogueWouldApplyThem) {
   std::mt19937 rng(std::random_device{}());
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (int64_t m : {1, 7, 73}) {
+  auto activation = [](float* values, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) values[j] = std::fabs(values[j]) + 1.0f;
+  };
+  for (int64_t m : {1, 7, 73, 150}) {
     for (int64_t n : {1, 17, 33, 64}) {
       for (int64_t k : {0, 3, 257, 520}) {
-        SCOPED_TRACE(testing::Message() << m << " x " << k << " x " << n);
         const TestMatrix a = random_matrix(rng, m, k, false);
         const TestMatrix b = random_matrix(rng, k, n, rng() % 2);
         std::vector<float> bias(n);
         for (float& v : bias) v = dist(rng);
         const int64_t ldc = n + 3;
-        std::vector<float> plain(m * ldc, kSentinel), fused(m * ldc, kSentinel);
-        for (int64_t i = 0; i < m; ++i) {
-          std::fill_n(fused.begin() + i * ldc, n, std::numeric_limits<float>::quiet_NaN());
-        }
+        std::vector<float> plain(m * ldc, kSentinel);
         gemm_f32(m, n, k, a.operand(), b.operand(), plain.data(), ldc);
-        gemm_f32(m, a.operand(), pack_gemm_b(k, n, b.operand()), fused.data(), ldc, bias.data());
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t j = 0; j < n; ++j) {
-            const float want = plain[i * ldc + j] + bias[j];
-            ASSERT_EQ(std::memcmp(&fused[i * ldc + j], &want, sizeof(float)), 0)
-                << "C(" << i << ", " << j << "): " << fused[i * ldc + j] << " vs " << want;
+        for (int form = 0; form < 3; ++form) {  // bias; bias and activation; activation
+          SCOPED_TRACE(testing::Message() << m << " x " << k << " x " << n << ", form " << form);
+          GemmEpilogue epilogue;
+          if (form < 2) epilogue.bias = bias.data();
+          if (form > 0) epilogue.activation = activation;
+          std::vector<float> fused(m * ldc, kSentinel);
+          for (int64_t i = 0; i < m; ++i) {
+            std::fill_n(fused.begin() + i * ldc, n, std::numeric_limits<float>::quiet_NaN());
           }
-          for (int64_t j = n; j < ldc; ++j) ASSERT_EQ(fused[i * ldc + j], kSentinel);
+          gemm_f32(m, a.operand(), pack_gemm_b(k, n, b.operand()), fused.data(), ldc, epilogue);
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              float want = plain[i * ldc + j];
+              if (epilogue.bias != nullptr) want += bias[j];
+              if (epilogue.activation) activation(&want, 1);
+              ASSERT_EQ(std::memcmp(&fused[i * ldc + j], &want, sizeof(float)), 0)
+                  << "C(" << i << ", " << j << "): " << fused[i * ldc + j] << " vs " << want;
+            }
+            for (int64_t j = n; j < ldc; ++j) ASSERT_EQ(fused[i * ldc + j], kSentinel);
+          }
         }
       }
     }

@@ -134,7 +134,11 @@ TEST(NN, LinearBiasInEveryEpilogueMatchesTheReference) {
   };
   const std::vector<Case> cases = {
       {"bias only (stored by the core)", linear(x, w, b)},
-      {"bias then gelu", gelu(linear(x, w, b))},
+      {"bias then gelu (applied by the core)", gelu(linear(x, w, b))},
+      {"gelu of the product, no bias", gelu(product)},
+      {"bias, relu, then residual", relu(linear(x, w, b)) + residual},
+      {"bias then tanh, the sum read twice", tanh(linear(x, w, b)) * linear(x, w, b)},
+      {"bias then gelu, the gelu read twice", gelu(linear(x, w, b)) * gelu(linear(x, w, b))},
       {"bias then residual", linear(x, w, b) + residual},
       {"bias added on the left", b + product},
       {"anchor read twice", (product + b) * product},
@@ -159,6 +163,34 @@ TEST(NN, LinearBiasInEveryEpilogueMatchesTheReference) {
   for (size_t i = 0; i < got_y.size(); ++i) {
     ASSERT_TRUE(close(want_y[i], got_y[i], 2e-5)) << i;
     ASSERT_TRUE(close(want_z[i], got_z[i], 2e-5)) << i;
+  }
+}
+
+// The activation the GEMM core applies to a linear layer's rows is the evaluator's own f32
+// op: the same bits as when the biased product is stored and the op runs as a kernel of its
+// own, for every op the core takes (fresh inputs each run).
+TEST(NN, ActivationInTheGemmCoreHasTheBitsOfASeparateKernel) {
+  const uint64_t seed = testing::test_seed();
+  SCOPED_TRACE("KILN_TEST_SEED=" + std::to_string(seed));
+  const Tensor x = Tensor::randn({150, 200}, seed), w = Tensor::randn({70, 200}, seed + 1);
+  const Tensor b = Tensor::randn({70}, seed + 2);
+  kiln::eval({x, w, b});
+  const std::vector<std::pair<const char*, Tensor (*)(const Tensor&)>> ops = {
+      {"gelu", [](const Tensor& t) { return gelu(t); }},
+      {"relu", [](const Tensor& t) { return relu(t); }},
+      {"silu", [](const Tensor& t) { return silu(t); }},
+      {"tanh", [](const Tensor& t) { return tanh(t); }},
+      {"exp", [](const Tensor& t) { return exp(t); }}};
+  for (const auto& [name, op] : ops) {
+    SCOPED_TRACE(name);
+    Tensor biased = linear(x, w, b);
+    biased.eval();
+    const std::vector<double> separate = testing::values(op(biased));  // a kernel of its own
+    const std::vector<double> fused = testing::values(op(linear(x, w, b)));
+    ASSERT_EQ(fused.size(), separate.size());
+    for (size_t i = 0; i < fused.size(); ++i) {
+      ASSERT_EQ(static_cast<float>(fused[i]), static_cast<float>(separate[i])) << i;
+    }
   }
 }
 

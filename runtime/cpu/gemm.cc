@@ -12,6 +12,9 @@
 //   (kDepth × kPanel floats, 16 KiB with AVX2) stays in L1.
 // - The inner kernel keeps a kRows × kPanel tile of C in 12 vector registers and does 12
 //   FMAs per loaded A element pair, the register budget of AVX2's 16 registers.
+// - gemm.h's GemmEpilogue: a bias row is added as the last slice's tiles are stored, and an
+//   activation runs over each task's block of C once it is finished (still in that core's
+//   L2), so a linear layer's epilogue needs no pass of its own.
 // - Every C element sums its k products in order within a slice and the slices in order,
 //   so the result depends only on m, n and k, not on strides, threads or the cache.
 #undef HWY_TARGET_INCLUDE
@@ -237,10 +240,11 @@ void PackImpl(int64_t k, int64_t n, const GemmOperand& b, float* packed) {
   });
 }
 
-// C = A · B (+ the row `bias`, when set) with B packed by PackImpl.
+// C = A · B, then `epilogue`, with B packed by PackImpl.
 void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float* bp, float* c,
-              int64_t ldc, const float* bias) {
+              int64_t ldc, const GemmEpilogue& epilogue) {
   if (m == 0 || n == 0) return;
+  const float* bias = epilogue.bias;
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i) {
       if (bias != nullptr) {
@@ -248,6 +252,7 @@ void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float
       } else {
         std::fill_n(c + i * ldc, n, 0.0f);
       }
+      if (epilogue.activation) epilogue.activation(c + i * ldc, n);
     }
     return;
   }
@@ -298,6 +303,11 @@ void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float
           }
         }
       }
+      // The task's block of C is finished and still in this core's L2.
+      if (epilogue.activation) {
+        const int64_t j0 = p0 * w, cols = std::min(n, p1 * w) - j0;
+        for (int64_t r = 0; r < rows; ++r) epilogue.activation(c + (i0 + r) * ldc + j0, cols);
+      }
     }
   });
 }
@@ -338,8 +348,8 @@ PackedGemmB pack_gemm_b(int64_t k, int64_t n, const GemmOperand& b) {
 }
 
 void gemm_f32(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, int64_t ldc,
-              const float* bias) {
-  HWY_DYNAMIC_DISPATCH(GemmImpl)(m, b.n(), b.k(), a, b.panels(), c, ldc, bias);
+              const GemmEpilogue& epilogue) {
+  HWY_DYNAMIC_DISPATCH(GemmImpl)(m, b.n(), b.k(), a, b.panels(), c, ldc, epilogue);
 }
 
 void gemm_f32(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, float* c,
@@ -350,7 +360,7 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmO
   count_transient_pack();
   ScratchFloats packed(packed_floats(k, n));
   HWY_DYNAMIC_DISPATCH(PackImpl)(k, n, b, packed.data());
-  HWY_DYNAMIC_DISPATCH(GemmImpl)(m, n, k, a, packed.data(), c, ldc, nullptr);
+  HWY_DYNAMIC_DISPATCH(GemmImpl)(m, n, k, a, packed.data(), c, ldc, GemmEpilogue{});
 }
 
 }  // namespace kiln::runtime::cpu

@@ -6,6 +6,7 @@
 #define KILN_RUNTIME_CPU_GEMM_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -53,12 +54,22 @@ class PackedGemmB {
 
 PackedGemmB pack_gemm_b(int64_t k, int64_t n, const GemmOperand& b);
 
-// C (m × n, row stride ldc, f32) = A (m × k) · B, overwriting C; k = 0 gives zeros. With
-// `bias` (n floats), every row of C gets bias[j] added in column j as the core stores its
-// last k slice ((A · B) + bias, rounded as the unfused sum would be), so a linear layer's
-// bias costs no pass of its own.
+// What the core does to C as it finishes it, so a linear layer's bias and activation cost
+// no pass of their own over the product:
+// - `bias` (n floats): every row gets bias[j] added in column j as the core stores its last
+//   k slice ((A · B) + bias, rounded as the unfused sum would be);
+// - `activation`: called in place on each finished run of a row's elements, while the task
+//   that computed them still has them in cache. It must be elementwise (each result depends
+//   on its own value only), so how rows are cut into runs never changes the bits.
+struct GemmEpilogue {
+  const float* bias = nullptr;
+  std::function<void(float* values, int64_t n)> activation;
+};
+
+// C (m × n, row stride ldc, f32) = A (m × k) · B, overwriting C, then `epilogue`; k = 0
+// gives zeros (plus the epilogue).
 void gemm_f32(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, int64_t ldc,
-              const float* bias = nullptr);
+              const GemmEpilogue& epilogue = {});
 
 // C (m × n, row stride ldc) = A (m × k) · B (k × n), overwriting C; k = 0 gives zeros.
 // Runs on all cores, or inline when called from inside a parallel_for job. The summation

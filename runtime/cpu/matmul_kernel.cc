@@ -67,18 +67,67 @@ class GemmMatrices {
   MatrixOperand<float> evaluated_;
 };
 
-// A linear layer's bias in a matmul's epilogue: the space-0 add of the anchor and an f32
-// input broadcast over every row (one value per column of C), the anchor's only user. The
-// GEMM core adds it as it stores C (bit for bit the epilogue's sum), and the epilogue reads
-// the add's values from C.
-struct BiasRow {
-  const float* values = nullptr;
-  int add = -1;  // the add instruction
+// The instruction that reads the values of `values` (the anchor may be read by several
+// kAnchor instructions), when there is exactly one and none of `values` is stored; else -1.
+int sole_user(const KernelProgram& program, const std::vector<int>& values) {
+  const std::vector<jit::Instr>& instrs = program.instrs;
+  auto is_value = [&](int k) { return std::find(values.begin(), values.end(), k) != values.end(); };
+  for (const jit::Store& store : program.stores) {
+    if (is_value(store.value)) return -1;
+  }
+  int user = -1;
+  for (size_t k = 0; k < instrs.size(); ++k) {
+    for (int operand : instrs[k].operands) {
+      if (operand < 0 || !is_value(operand)) continue;
+      if (user >= 0 && user != static_cast<int>(k)) return -1;  // a second user
+      user = static_cast<int>(k);
+    }
+  }
+  return user;
+}
+
+// The f32 input that add `sum` adds to one of `values` as a bias row: broadcast over every
+// row of space 0, one value per column of C. Null when `sum` is no such add.
+const float* bias_row(const KernelProgram& program, const KernelLaunch& launch,
+                      const std::vector<const Buffer*>& inputs, const std::vector<int>& values,
+                      int sum) {
+  const jit::Instr& add = program.instrs[sum];
+  if (add.kind != jit::InstrKind::kBinary || add.op != ops::OpKind::Add ||
+      add.dtype != DType::F32) {
+    return nullptr;
+  }
+  const bool first_is_value =
+      std::find(values.begin(), values.end(), add.operands[0]) != values.end();
+  // The other operand: a load (so not a second read of the product).
+  const jit::Instr& load = program.instrs[add.operands[first_is_value ? 1 : 0]];
+  if (load.kind != jit::InstrKind::kLoad || load.dtype != DType::F32 ||
+      program.input_dtypes[load.input] != DType::F32) {
+    return nullptr;
+  }
+  const ops::Shape& space = launch.spaces[0];
+  const int rank = static_cast<int>(space.size());
+  const jit::ViewParams& view = launch.views[load.view];
+  for (int d = 0; d < rank - 1; ++d) {
+    if (space[d] != 1 && view.strides[d] != 0) return nullptr;  // varies by row
+  }
+  if (space[rank - 1] != 1 && view.strides[rank - 1] != 1) return nullptr;
+  return inputs[load.input]->as<float>() + view.offset;
+}
+
+// The start of a matmul's epilogue that the GEMM core computes as it stores C (gemm.h's
+// GemmEpilogue): a linear layer's bias (the add of an f32 input broadcast over every row,
+// the anchor's only user), then an f32 unary op (gelu, relu, ...) of that sum or of the
+// product, its only user. The core's values are bit for bit the epilogue's (the same sum,
+// the evaluator's own unary_f32), and the rest of the epilogue reads instruction `last`
+// from C (TileEvaluator::read_as_anchor).
+struct CoreEpilogue {
+  GemmEpilogue gemm;
+  int last = -1;  // the instruction C holds when the core is done
 };
 
-std::optional<BiasRow> bias_row(const KernelProgram& program, const KernelLaunch& launch,
-                                const std::vector<const Buffer*>& inputs,
-                                const jit::MatmulShape& mm) {
+std::optional<CoreEpilogue> core_epilogue(const KernelProgram& program, const KernelLaunch& launch,
+                                          const std::vector<const Buffer*>& inputs,
+                                          const jit::MatmulShape& mm) {
   const ops::Shape& space = launch.spaces[0];
   const int rank = static_cast<int>(space.size());
   // C's columns must be space 0's last dim (a product with a vector b has one column per
@@ -87,36 +136,28 @@ std::optional<BiasRow> bias_row(const KernelProgram& program, const KernelLaunch
       ops::numel(space) != mm.batches * mm.m * mm.n) {
     return std::nullopt;
   }
-  const std::vector<jit::Instr>& instrs = program.instrs;
-  int add = -1;
-  for (size_t k = 0; k < instrs.size(); ++k) {
-    for (int operand : instrs[k].operands) {
-      if (operand < 0 || instrs[operand].kind != jit::InstrKind::kAnchor) continue;
-      if (add >= 0 && add != static_cast<int>(k)) return std::nullopt;  // a second user
-      add = static_cast<int>(k);
-    }
+  std::vector<int> values;
+  for (size_t k = 0; k < program.instrs.size(); ++k) {
+    if (program.instrs[k].kind == jit::InstrKind::kAnchor) values.push_back(static_cast<int>(k));
   }
-  for (const jit::Store& store : program.stores) {
-    if (instrs[store.value].kind == jit::InstrKind::kAnchor) return std::nullopt;
+  CoreEpilogue core;
+  int user = sole_user(program, values);
+  if (user < 0) return std::nullopt;
+  if (const float* bias = bias_row(program, launch, inputs, values, user)) {
+    core.gemm.bias = bias;
+    core.last = user;
+    values = {user};
+    user = sole_user(program, values);
   }
-  if (add < 0) return std::nullopt;
-  const jit::Instr& sum = instrs[add];
-  if (sum.kind != jit::InstrKind::kBinary || sum.op != ops::OpKind::Add ||
-      sum.dtype != DType::F32) {
-    return std::nullopt;
+  const jit::Instr* unary = user >= 0 ? &program.instrs[user] : nullptr;
+  if (unary != nullptr && unary->kind == jit::InstrKind::kUnary && unary->dtype == DType::F32 &&
+      program.instrs[unary->operands[0]].dtype == DType::F32) {
+    const ops::OpKind op = unary->op;
+    core.gemm.activation = [op](float* values, int64_t n) { unary_f32(op, values, values, n); };
+    core.last = user;
   }
-  const bool anchor_first = instrs[sum.operands[0]].kind == jit::InstrKind::kAnchor;
-  const jit::Instr& load = instrs[sum.operands[anchor_first ? 1 : 0]];
-  if (load.kind != jit::InstrKind::kLoad || load.dtype != DType::F32 ||
-      program.input_dtypes[load.input] != DType::F32) {
-    return std::nullopt;
-  }
-  const jit::ViewParams& view = launch.views[load.view];
-  for (int d = 0; d < rank - 1; ++d) {
-    if (space[d] != 1 && view.strides[d] != 0) return std::nullopt;  // varies by row
-  }
-  if (space[rank - 1] != 1 && view.strides[rank - 1] != 1) return std::nullopt;
-  return BiasRow{inputs[load.input]->as<float>() + view.offset, add};
+  if (core.last < 0) return std::nullopt;
+  return core;
 }
 
 // The f32 matmul and its epilogue. Small matrices in many batches (attention heads) go a
@@ -151,15 +192,15 @@ void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
     epilogue(result, 0, batches * m * n);
     return;
   }
-  // A bias row goes into the core; when the biased product is all the kernel stores, the
-  // core writes it straight into the output and there is no epilogue pass.
-  const std::optional<BiasRow> bias = direct ? std::nullopt : bias_row(program, launch, inputs, mm);
-  const int bias_add = bias ? bias->add : -1;
-  const bool biased_output = bias && program.stores.size() == 1 &&
-                             program.stores[0].value == bias_add &&
-                             program.output_dtypes[program.stores[0].output] == DType::F32;
-  float* target =
-      direct || biased_output ? outputs[program.stores[0].output]->as<float>() : nullptr;
+  // A bias row and an activation go into the core; when their result is all the kernel
+  // stores, the core writes it straight into the output and there is no epilogue pass.
+  const std::optional<CoreEpilogue> core =
+      direct ? std::nullopt : core_epilogue(program, launch, inputs, mm);
+  const int core_last = core ? core->last : -1;
+  const bool core_output = core && program.stores.size() == 1 &&
+                           program.stores[0].value == core_last &&
+                           program.output_dtypes[program.stores[0].output] == DType::F32;
+  float* target = direct || core_output ? outputs[program.stores[0].output]->as<float>() : nullptr;
   // Chunks of at most 144 rows per core, of even size.
   const int64_t chunks = target ? 1 : (m + 144 * worker_count() - 1) / (144 * worker_count());
   const int64_t chunk_rows = (m + chunks - 1) / chunks;
@@ -171,10 +212,10 @@ void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
       const int64_t rows = std::min(chunk_rows, m - r0), begin = (bi * m + r0) * n;
       const GemmOperand part = matrix.from_row(r0);
       float* c = target ? target + begin : scratch.data();
-      gemm_f32(rows, part, packed, c, n, bias ? bias->values : nullptr);
+      gemm_f32(rows, part, packed, c, n, core ? core->gemm : GemmEpilogue{});
       if (!target) {
         run_epilogue(program, launch, inputs, outputs, params, c, begin, begin + rows * n,
-                     bias_add);
+                     core_last);
       }
     }
   }

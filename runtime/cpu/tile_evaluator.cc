@@ -222,6 +222,10 @@ void binary_loop(OpKind op, const T* a, const T* b, R* out, int64_t n) {
 
 }  // namespace
 
+void unary_f32(OpKind op, const float* in, float* out, int64_t n) {
+  unary_loop<float>(op, in, out, n);
+}
+
 namespace {
 
 // Calls fn(e, run, base) for each run of positions [begin, begin + n) along the last dim of

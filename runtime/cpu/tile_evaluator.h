@@ -46,6 +46,11 @@ inline int64_t wrap_int(DType dt, int64_t v) {
 void view_offsets(const ops::Shape& shape, const jit::ViewParams& v, int64_t begin, int64_t n,
                   int64_t* out);
 
+// out = op(in) over n f32 values, exactly as the evaluator computes an f32 unary
+// instruction (simd_math.h where it has the op). Elementwise: the same bits however the
+// values are cut into runs, so a GEMM may apply it to the rows it finishes.
+void unary_f32(ops::OpKind op, const float* in, float* out, int64_t n);
+
 // One space's registers for one tile, per thread.
 struct Registers {
   std::vector<std::vector<float>> f;
