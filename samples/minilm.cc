@@ -25,20 +25,23 @@ void pad(const std::vector<std::vector<int64_t>>& rows, Tensor& ids, Tensor& mas
   mask = Tensor::from_vector(keep, shape);
 }
 
+// [batch, tokens, hidden] -> [batch, heads, tokens, hidden / heads].
+Tensor split_heads(const Tensor& x, int64_t heads) {
+  const std::vector<int64_t>& s = x.shape();
+  return x.reshape({s[0], s[1], heads, s[2] / heads}).permute({0, 2, 1, 3});
+}
+
 // One BERT layer: self-attention then the feed-forward, each with a residual and a norm.
 Tensor bert_layer(const MiniLM& m, const std::string& at, const Tensor& x, const Tensor& key_bias) {
   auto w = [&](const std::string& name) { return m.w(at + name); };
   const std::vector<int64_t>& s = x.shape();
+  const Tensor q = split_heads(
+      linear(x, w("attention.self.query.weight"), w("attention.self.query.bias")), m.heads);
+  const Tensor k =
+      split_heads(linear(x, w("attention.self.key.weight"), w("attention.self.key.bias")), m.heads);
+  const Tensor v = split_heads(
+      linear(x, w("attention.self.value.weight"), w("attention.self.value.bias")), m.heads);
   const int64_t head_dim = m.hidden / m.heads;
-  // One projection for query, key and value (load_minilm joins their weights), viewed as
-  // [batch, tokens, 3 * heads, head_dim]; each is a slice of heads, as [batch, heads,
-  // tokens, head_dim].
-  const Tensor qkv = linear(x, w("attention.self.qkv.weight"), w("attention.self.qkv.bias"))
-                         .reshape({s[0], s[1], 3 * m.heads, head_dim});
-  auto heads = [&](int64_t i) {
-    return qkv.slice(2, i * m.heads, (i + 1) * m.heads).permute({0, 2, 1, 3});
-  };
-  const Tensor q = heads(0), k = heads(1), v = heads(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
   const Tensor p = softmax(matmul(q, k.transpose(2, 3)) * scale + key_bias, -1);
   const Tensor context = matmul(p, v).permute({0, 2, 1, 3}).reshape(s);
@@ -72,21 +75,6 @@ MiniLM load_minilm(const std::string& dir) {
   m.heads = config.value("num_attention_heads", 1);
   m.eps = config.value("layer_norm_eps", 1e-12);
   m.weights = load_safetensors(dir + "/model.safetensors");
-  // Each layer's query, key and value weights and biases joined into one [3 * hidden,
-  // hidden] projection: one GEMM three times as wide instead of three (one kernel instead
-  // of three, and more columns per task), as ONNX Runtime's BERT fusion does.
-  for (int64_t l = 0; l < m.layers; ++l) {
-    const std::string at = "encoder.layer." + std::to_string(l) + ".attention.self.";
-    for (const char* part : {"weight", "bias"}) {
-      const auto take_out = [&](const std::string& name) {
-        Tensor t = m.w(at + name + "." + part);
-        m.weights.erase(at + name + "." + part);
-        return t;
-      };
-      const Tensor q = take_out("query"), k = take_out("key"), v = take_out("value");
-      m.weights[at + "qkv." + part] = concat({q, k, v}, 0).eval();
-    }
-  }
   return m;
 }
 
