@@ -112,18 +112,24 @@ TEST(Gemm, ResultDoesNotDependOnLayoutOrCache) {
 }
 
 // A bias row added by the core as it stores C gives the bits of the product followed by a
-// separate f32 add (what the unfused epilogue computes), and an activation is applied once
-// to every element after it (with or without the bias), for sizes around the tile, the
-// panel, the depth slice and the task's row block, and k = 0 (C = the bias). Poisoned C,
-// padded row stride. The activation |v| + 1 shows an element missed or done twice.
-TEST(Gemm, BiasRowAndActivationAreAppliedAsTheEpilogueWouldApplyThem) {
+// separate f32 add (what the unfused epilogue computes), and the finishing step is applied
+// once to every element after it, told the element's position (with or without the bias),
+// for sizes around the tile, the panel, the depth slice and the task's row block, and k = 0
+// (C = the bias). Poisoned C, padded row stride. The step |v| + 1 + (row * n + col) / 1024
+// shows an element missed, done twice or given the wrong position.
+TEST(Gemm, BiasRowAndFinishingStepAreAppliedAsTheEpilogueWouldApplyThem) {
   std::mt19937 rng(std::random_device{}());
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  auto activation = [](float* values, int64_t n) {
-    for (int64_t j = 0; j < n; ++j) values[j] = std::fabs(values[j]) + 1.0f;
+  int64_t n = 0;  // the product's columns, set per size below
+  auto finish = [&n](float* values, int64_t row, int64_t col, int64_t count) {
+    for (int64_t j = 0; j < count; ++j) {
+      const float position = static_cast<float>(row * n + col + j) / 1024.0f;
+      values[j] = (std::fabs(values[j]) + 1.0f) + position;
+    }
   };
   for (int64_t m : {1, 7, 73, 150}) {
-    for (int64_t n : {1, 17, 33, 64}) {
+    for (int64_t columns : {1, 17, 33, 64}) {
+      n = columns;
       for (int64_t k : {0, 3, 257, 520}) {
         const TestMatrix a = random_matrix(rng, m, k, false);
         const TestMatrix b = random_matrix(rng, k, n, rng() % 2);
@@ -132,11 +138,11 @@ TEST(Gemm, BiasRowAndActivationAreAppliedAsTheEpilogueWouldApplyThem) {
         const int64_t ldc = n + 3;
         std::vector<float> plain(m * ldc, kSentinel);
         gemm_f32(m, n, k, a.operand(), b.operand(), plain.data(), ldc);
-        for (int form = 0; form < 3; ++form) {  // bias; bias and activation; activation
+        for (int form = 0; form < 3; ++form) {  // bias; bias and finish; finish
           SCOPED_TRACE(testing::Message() << m << " x " << k << " x " << n << ", form " << form);
           GemmEpilogue epilogue;
           if (form < 2) epilogue.bias = bias.data();
-          if (form > 0) epilogue.activation = activation;
+          if (form > 0) epilogue.finish = finish;
           std::vector<float> fused(m * ldc, kSentinel);
           for (int64_t i = 0; i < m; ++i) {
             std::fill_n(fused.begin() + i * ldc, n, std::numeric_limits<float>::quiet_NaN());
@@ -146,7 +152,7 @@ TEST(Gemm, BiasRowAndActivationAreAppliedAsTheEpilogueWouldApplyThem) {
             for (int64_t j = 0; j < n; ++j) {
               float want = plain[i * ldc + j];
               if (epilogue.bias != nullptr) want += bias[j];
-              if (epilogue.activation) activation(&want, 1);
+              if (epilogue.finish) finish(&want, i, j, 1);
               ASSERT_EQ(std::memcmp(&fused[i * ldc + j], &want, sizeof(float)), 0)
                   << "C(" << i << ", " << j << "): " << fused[i * ldc + j] << " vs " << want;
             }

@@ -2,6 +2,7 @@
 #include "kiln/nn.h"
 
 #include <cmath>
+#include <functional>
 
 #include "reference_util.h"
 #include "test_util.h"
@@ -126,7 +127,8 @@ TEST(NN, LinearBiasInEveryEpilogueMatchesTheReference) {
   const Tensor x = Tensor::randn({2, 200, 300}, 21), w = Tensor::randn({45, 300}, 22);
   const Tensor b = Tensor::randn({45}, 23), residual = Tensor::randn({2, 200, 45}, 24);
   const Tensor column = Tensor::randn({200, 1}, 25), per_batch = Tensor::randn({2, 1, 45}, 26);
-  kiln::eval({x, w, b, residual, column, per_batch});  // weights are buffers, not leaves
+  const Tensor residual_t = Tensor::randn({2, 45, 200}, 27).transpose(1, 2);
+  kiln::eval({x, w, b, residual, column, per_batch, residual_t});  // buffers, not leaves
   const Tensor product = matmul(x, w.transpose(0, 1));
   struct Case {
     const char* name;
@@ -139,7 +141,11 @@ TEST(NN, LinearBiasInEveryEpilogueMatchesTheReference) {
       {"bias, relu, then residual", relu(linear(x, w, b)) + residual},
       {"bias then tanh, the sum read twice", tanh(linear(x, w, b)) * linear(x, w, b)},
       {"bias then gelu, the gelu read twice", gelu(linear(x, w, b)) * gelu(linear(x, w, b))},
-      {"bias then residual", linear(x, w, b) + residual},
+      {"bias then residual (added by the core)", linear(x, w, b) + residual},
+      {"residual on the left, then relu", relu(residual + linear(x, w, b))},
+      {"residual without a bias", product + residual},
+      {"a transposed residual, not contiguous", linear(x, w, b) + residual_t},
+      {"residual, then a second one", (linear(x, w, b) + residual) + residual * 0.5},
       {"bias added on the left", b + product},
       {"anchor read twice", (product + b) * product},
       {"a column, not a bias row", product + column},
@@ -166,16 +172,20 @@ TEST(NN, LinearBiasInEveryEpilogueMatchesTheReference) {
   }
 }
 
-// The activation the GEMM core applies to a linear layer's rows is the evaluator's own f32
-// op: the same bits as when the biased product is stored and the op runs as a kernel of its
-// own, for every op the core takes (fresh inputs each run).
-TEST(NN, ActivationInTheGemmCoreHasTheBitsOfASeparateKernel) {
+// The activation and residual add the GEMM core applies to a linear layer's rows are the
+// evaluator's own f32 ops: the same bits as when the biased product is stored and they run
+// as a kernel of their own, for every op the core takes (fresh inputs each run).
+TEST(NN, EpilogueInTheGemmCoreHasTheBitsOfASeparateKernel) {
   const uint64_t seed = testing::test_seed();
   SCOPED_TRACE("KILN_TEST_SEED=" + std::to_string(seed));
   const Tensor x = Tensor::randn({150, 200}, seed), w = Tensor::randn({70, 200}, seed + 1);
   const Tensor b = Tensor::randn({70}, seed + 2);
   kiln::eval({x, w, b});
-  const std::vector<std::pair<const char*, Tensor (*)(const Tensor&)>> ops = {
+  const Tensor residual = Tensor::randn({150, 70}, seed + 3);
+  residual.eval();
+  const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> ops = {
+      {"residual add", [&](const Tensor& t) { return t + residual; }},
+      {"residual add then gelu", [&](const Tensor& t) { return gelu(residual + t); }},
       {"gelu", [](const Tensor& t) { return gelu(t); }},
       {"relu", [](const Tensor& t) { return relu(t); }},
       {"silu", [](const Tensor& t) { return silu(t); }},

@@ -12,9 +12,10 @@
 //   (kDepth × kPanel floats, 16 KiB with AVX2) stays in L1.
 // - The inner kernel keeps a kRows × kPanel tile of C in 12 vector registers and does 12
 //   FMAs per loaded A element pair, the register budget of AVX2's 16 registers.
-// - gemm.h's GemmEpilogue: a bias row is added as the last slice's tiles are stored, and an
-//   activation runs over each task's block of C once it is finished (still in that core's
-//   L2), so a linear layer's epilogue needs no pass of its own.
+// - gemm.h's GemmEpilogue: a bias row is added as the last slice's tiles are stored, and the
+//   caller's elementwise steps (an activation, a residual add) run over each task's block
+//   of C once it is finished (still in that core's L2), so a linear layer's epilogue needs
+//   no pass of its own.
 // - Every C element sums its k products in order within a slice and the slices in order,
 //   so the result depends only on m, n and k, not on strides, threads or the cache.
 #undef HWY_TARGET_INCLUDE
@@ -252,7 +253,7 @@ void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float
       } else {
         std::fill_n(c + i * ldc, n, 0.0f);
       }
-      if (epilogue.activation) epilogue.activation(c + i * ldc, n);
+      if (epilogue.finish) epilogue.finish(c + i * ldc, i, 0, n);
     }
     return;
   }
@@ -304,9 +305,9 @@ void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float
         }
       }
       // The task's block of C is finished and still in this core's L2.
-      if (epilogue.activation) {
+      if (epilogue.finish) {
         const int64_t j0 = p0 * w, cols = std::min(n, p1 * w) - j0;
-        for (int64_t r = 0; r < rows; ++r) epilogue.activation(c + (i0 + r) * ldc + j0, cols);
+        for (int64_t r = i0; r < i0 + rows; ++r) epilogue.finish(c + r * ldc + j0, r, j0, cols);
       }
     }
   });

@@ -54,16 +54,17 @@ class PackedGemmB {
 
 PackedGemmB pack_gemm_b(int64_t k, int64_t n, const GemmOperand& b);
 
-// What the core does to C as it finishes it, so a linear layer's bias and activation cost
-// no pass of their own over the product:
+// What the core does to C as it finishes it, so a linear layer's bias, activation and
+// residual add cost no pass of their own over the product:
 // - `bias` (n floats): every row gets bias[j] added in column j as the core stores its last
 //   k slice ((A · B) + bias, rounded as the unfused sum would be);
-// - `activation`: called in place on each finished run of a row's elements, while the task
-//   that computed them still has them in cache. It must be elementwise (each result depends
-//   on its own value only), so how rows are cut into runs never changes the bits.
+// - `finish`: called in place on each finished run of a row, values = C(row, col ..
+//   col + n - 1), while the task that computed them still has them in cache. Each result
+//   may depend on its own value and position only, so how rows are cut into runs never
+//   changes the bits.
 struct GemmEpilogue {
   const float* bias = nullptr;
-  std::function<void(float* values, int64_t n)> activation;
+  std::function<void(float* values, int64_t row, int64_t col, int64_t n)> finish;
 };
 
 // C (m × n, row stride ldc, f32) = A (m × k) · B, overwriting C, then `epilogue`; k = 0

@@ -12,6 +12,7 @@
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/matrix_operand.h"
 #include "runtime/cpu/scratch.h"
+#include "runtime/cpu/simd_math.h"
 #include "runtime/cpu/tile_evaluator.h"
 #include "runtime/thread_pool.h"
 
@@ -86,11 +87,10 @@ int sole_user(const KernelProgram& program, const std::vector<int>& values) {
   return user;
 }
 
-// The f32 input that add `sum` adds to one of `values` as a bias row: broadcast over every
-// row of space 0, one value per column of C. Null when `sum` is no such add.
-const float* bias_row(const KernelProgram& program, const KernelLaunch& launch,
-                      const std::vector<const Buffer*>& inputs, const std::vector<int>& values,
-                      int sum) {
+// The load of an f32 input that instruction `sum` adds to one of `values` (so not a second
+// read of the product), or null when `sum` is no such add.
+const jit::Instr* added_load(const KernelProgram& program, const std::vector<int>& values,
+                             int sum) {
   const jit::Instr& add = program.instrs[sum];
   if (add.kind != jit::InstrKind::kBinary || add.op != ops::OpKind::Add ||
       add.dtype != DType::F32) {
@@ -98,35 +98,92 @@ const float* bias_row(const KernelProgram& program, const KernelLaunch& launch,
   }
   const bool first_is_value =
       std::find(values.begin(), values.end(), add.operands[0]) != values.end();
-  // The other operand: a load (so not a second read of the product).
   const jit::Instr& load = program.instrs[add.operands[first_is_value ? 1 : 0]];
   if (load.kind != jit::InstrKind::kLoad || load.dtype != DType::F32 ||
       program.input_dtypes[load.input] != DType::F32) {
     return nullptr;
   }
+  return &load;
+}
+
+// The f32 input that add `sum` adds to one of `values` as a bias row: broadcast over every
+// row of space 0, one value per column of C. Null when `sum` is no such add.
+const float* bias_row(const KernelProgram& program, const KernelLaunch& launch,
+                      const std::vector<const Buffer*>& inputs, const std::vector<int>& values,
+                      int sum) {
+  const jit::Instr* load = added_load(program, values, sum);
+  if (load == nullptr) return nullptr;
   const ops::Shape& space = launch.spaces[0];
   const int rank = static_cast<int>(space.size());
-  const jit::ViewParams& view = launch.views[load.view];
+  const jit::ViewParams& view = launch.views[load->view];
   for (int d = 0; d < rank - 1; ++d) {
     if (space[d] != 1 && view.strides[d] != 0) return nullptr;  // varies by row
   }
   if (space[rank - 1] != 1 && view.strides[rank - 1] != 1) return nullptr;
-  return inputs[load.input]->as<float>() + view.offset;
+  return inputs[load->input]->as<float>() + view.offset;
 }
 
-// The start of a matmul's epilogue that the GEMM core computes as it stores C (gemm.h's
+// The f32 input that add `sum` adds to one of `values` as a whole matrix: a load whose view
+// walks space 0 contiguously (flat position f at offset + f), such as a residual, in a
+// buffer that is no output. Null when `sum` is no such add.
+const float* matrix_addend(const KernelProgram& program, const KernelLaunch& launch,
+                           const std::vector<const Buffer*>& inputs,
+                           const std::vector<Buffer*>& outputs, const std::vector<int>& values,
+                           int sum) {
+  const jit::Instr* load = added_load(program, values, sum);
+  if (load == nullptr) return nullptr;
+  const ops::Shape& space = launch.spaces[0];
+  const jit::ViewParams& view = launch.views[load->view];
+  const std::vector<int64_t> strides = ops::contiguous_strides(space);
+  for (size_t d = 0; d < space.size(); ++d) {
+    if (space[d] != 1 && view.strides[d] != strides[d]) return nullptr;
+  }
+  // The core writes C before it adds: an input that is also an output (donated, written
+  // in place) must stay with the epilogue, which reads each element before storing it.
+  const Buffer* input = inputs[load->input];
+  for (const Buffer* out : outputs) {
+    if (out == input || out->data() == input->data()) return nullptr;
+  }
+  return input->as<float>() + view.offset;
+}
+
+// The start of a matmul's epilogue that the GEMM core computes as it finishes C (gemm.h's
 // GemmEpilogue): a linear layer's bias (the add of an f32 input broadcast over every row,
-// the anchor's only user), then an f32 unary op (gelu, relu, ...) of that sum or of the
-// product, its only user. The core's values are bit for bit the epilogue's (the same sum,
-// the evaluator's own unary_f32), and the rest of the epilogue reads instruction `last`
-// from C (TileEvaluator::read_as_anchor).
+// the anchor's only user), then a chain of steps, each its value's only user: an f32 unary
+// op (gelu, relu, ...) or the add of a whole f32 matrix (a residual). The core's values
+// are bit for bit the epilogue's (the same sums, the evaluator's own unary_f32), and the
+// rest of the epilogue reads instruction `last` from C (TileEvaluator::read_as_anchor).
 struct CoreEpilogue {
-  GemmEpilogue gemm;
+  struct Step {
+    ops::OpKind unary = ops::OpKind::Add;  // the op, when `addend` is null
+    const float* addend = nullptr;         // the matrix added, at space 0's flat positions
+  };
+  const float* bias = nullptr;
+  std::vector<Step> steps;
   int last = -1;  // the instruction C holds when the core is done
+
+  // The GEMM epilogue for a product whose C(0, 0) is space 0's flat position `begin`, with
+  // n columns per row.
+  GemmEpilogue for_part(int64_t begin, int64_t n) const {
+    GemmEpilogue e{bias, {}};
+    if (steps.empty()) return e;
+    e.finish = [this, begin, n](float* values, int64_t row, int64_t col, int64_t count) {
+      const int64_t at = begin + row * n + col;
+      for (const Step& step : steps) {
+        if (step.addend != nullptr) {
+          simd_add(values, step.addend + at, values, static_cast<size_t>(count));
+        } else {
+          unary_f32(step.unary, values, values, count);
+        }
+      }
+    };
+    return e;
+  }
 };
 
 std::optional<CoreEpilogue> core_epilogue(const KernelProgram& program, const KernelLaunch& launch,
                                           const std::vector<const Buffer*>& inputs,
+                                          const std::vector<Buffer*>& outputs,
                                           const jit::MatmulShape& mm) {
   const ops::Shape& space = launch.spaces[0];
   const int rank = static_cast<int>(space.size());
@@ -142,19 +199,25 @@ std::optional<CoreEpilogue> core_epilogue(const KernelProgram& program, const Ke
   }
   CoreEpilogue core;
   int user = sole_user(program, values);
-  if (user < 0) return std::nullopt;
-  if (const float* bias = bias_row(program, launch, inputs, values, user)) {
-    core.gemm.bias = bias;
+  if (user >= 0) core.bias = bias_row(program, launch, inputs, values, user);
+  if (core.bias != nullptr) {
     core.last = user;
     values = {user};
     user = sole_user(program, values);
   }
-  const jit::Instr* unary = user >= 0 ? &program.instrs[user] : nullptr;
-  if (unary != nullptr && unary->kind == jit::InstrKind::kUnary && unary->dtype == DType::F32 &&
-      program.instrs[unary->operands[0]].dtype == DType::F32) {
-    const ops::OpKind op = unary->op;
-    core.gemm.activation = [op](float* values, int64_t n) { unary_f32(op, values, values, n); };
+  for (; user >= 0; user = sole_user(program, values)) {
+    const jit::Instr& in = program.instrs[user];
+    if (in.kind == jit::InstrKind::kUnary && in.dtype == DType::F32 &&
+        program.instrs[in.operands[0]].dtype == DType::F32) {
+      core.steps.push_back({in.op, nullptr});
+    } else if (const float* addend =
+                   matrix_addend(program, launch, inputs, outputs, values, user)) {
+      core.steps.push_back({ops::OpKind::Add, addend});
+    } else {
+      break;
+    }
     core.last = user;
+    values = {user};
   }
   if (core.last < 0) return std::nullopt;
   return core;
@@ -195,7 +258,7 @@ void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
   // A bias row and an activation go into the core; when their result is all the kernel
   // stores, the core writes it straight into the output and there is no epilogue pass.
   const std::optional<CoreEpilogue> core =
-      direct ? std::nullopt : core_epilogue(program, launch, inputs, mm);
+      direct ? std::nullopt : core_epilogue(program, launch, inputs, outputs, mm);
   const int core_last = core ? core->last : -1;
   const bool core_output = core && program.stores.size() == 1 &&
                            program.stores[0].value == core_last &&
@@ -212,7 +275,7 @@ void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
       const int64_t rows = std::min(chunk_rows, m - r0), begin = (bi * m + r0) * n;
       const GemmOperand part = matrix.from_row(r0);
       float* c = target ? target + begin : scratch.data();
-      gemm_f32(rows, part, packed, c, n, core ? core->gemm : GemmEpilogue{});
+      gemm_f32(rows, part, packed, c, n, core ? core->for_part(begin, n) : GemmEpilogue{});
       if (!target) {
         run_epilogue(program, launch, inputs, outputs, params, c, begin, begin + rows * n,
                      core_last);
