@@ -52,6 +52,25 @@ void BM_MiniLM(benchmark::State& state) {
 
 BENCHMARK(BM_MiniLM)->Args({8, 64})->Args({1, 16})->Unit(benchmark::kMillisecond);
 
+// The first stage alone: three embedding gathers, their sum and a layer norm (one fused
+// kernel), on the same token ids.
+void BM_MiniLMEmbedding(benchmark::State& state) {
+  const std::string dir = model_dir();
+  if (!std::filesystem::exists(dir + "/model.safetensors")) {
+    state.SkipWithError(("no model in " + dir + ": run scripts/fetch-minilm.sh").c_str());
+    return;
+  }
+  static const kiln::samples::MiniLM model = kiln::samples::load_minilm(dir);
+  const auto rows = token_rows(state.range(0), state.range(1));
+  std::vector<int64_t> flat;
+  for (const auto& row : rows) flat.insert(flat.end(), row.begin(), row.end());
+  const kiln::Tensor ids = kiln::Tensor::from_vector(flat, {state.range(0), state.range(1)});
+  kiln::samples::embed_tokens(model, ids).eval();
+  for (auto _ : state) kiln::samples::embed_tokens(model, ids).eval();
+}
+
+BENCHMARK(BM_MiniLMEmbedding)->Args({8, 64})->Args({1, 16})->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -78,15 +78,20 @@ MiniLM load_minilm(const std::string& dir) {
   return m;
 }
 
+Tensor embed_tokens(const MiniLM& m, const Tensor& ids) {
+  const Tensor positions = Tensor::arange(ids.shape()[1], DType::I64);
+  const Tensor x =
+      embedding(m.w("embeddings.word_embeddings.weight"), ids) +
+      embedding(m.w("embeddings.position_embeddings.weight"), positions) +
+      take(m.w("embeddings.token_type_embeddings.weight"), Tensor::zeros({}, DType::I64), 0);
+  return layer_norm(x, m.w("embeddings.LayerNorm.weight"), m.w("embeddings.LayerNorm.bias"), m.eps);
+}
+
 Tensor embed_sentences(const MiniLM& m, const std::vector<std::vector<int64_t>>& rows) {
   Tensor ids, mask;
   pad(rows, ids, mask);
   const int64_t tokens = ids.shape()[1];
-  const Tensor positions = Tensor::arange(tokens, DType::I64);
-  Tensor x = embedding(m.w("embeddings.word_embeddings.weight"), ids) +
-             embedding(m.w("embeddings.position_embeddings.weight"), positions) +
-             take(m.w("embeddings.token_type_embeddings.weight"), Tensor::zeros({}, DType::I64), 0);
-  x = layer_norm(x, m.w("embeddings.LayerNorm.weight"), m.w("embeddings.LayerNorm.bias"), m.eps);
+  Tensor x = embed_tokens(m, ids);
   // Padding keys get -1e9 before the softmax: exp underflows to exactly 0 for them.
   const Tensor key_bias = ((mask - 1.0f) * 1e9f).reshape({ids.shape()[0], 1, 1, tokens});
   for (int64_t l = 0; l < m.layers; ++l) {

@@ -23,6 +23,10 @@ struct MiniLM {
 // Reads DIR/model.safetensors and DIR/config.json (scripts/fetch-minilm.sh puts them there).
 MiniLM load_minilm(const std::string& dir);
 
+// The encoder's input [batch, tokens, hidden] for token ids [batch, tokens] (I64): word,
+// position and token-type embeddings summed, then layer-normed.
+Tensor embed_tokens(const MiniLM& model, const Tensor& ids);
+
 // The embeddings [sentences, hidden] of token id rows (BertTokenizer::encode), one row
 // per sentence. Rows of different lengths are padded; the padding is masked out of the
 // attention and of the mean.
