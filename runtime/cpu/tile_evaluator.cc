@@ -365,37 +365,40 @@ int64_t TileEvaluator::contiguous_start(int view, int64_t begin) const {
 
 void TileEvaluator::eval_gather(int k, const Instr& in, int64_t begin, int64_t n) {
   const jit::ViewParams& view = launch_.views[in.view];
-  // The view's offsets with the gathered axis at 0, then each element's position added.
-  offsets(in.view, in.space, begin, n);
-  int64_t* off = regs_.offsets[in.view].data();
+  const Shape& space = launch_.spaces[in.space];
   const int64_t* index = regs_.get<int64_t>(in.operands[0]);
-  for (int64_t e = 0; e < n; ++e) {
-    const int64_t position = math::gather_position<int64_t>(index[e], view.gather_extent);
-    // Checked before anything is read there; the kernel's outputs are never realized.
-    if (position < 0) throw Error(ops::index_error_message(in.op, index[e], view.gather_extent));
-    off[e] += position * view.gather_stride;
-  }
-  // Rows of a table gathered whole (an embedding lookup) are runs of consecutive offsets:
-  // each loads as a block when the first run is long enough to pay for finding them.
-  auto run_at = [&](int64_t e) {
-    int64_t run = 1;
-    while (e + run < n && off[e + run] == off[e] + run) ++run;
-    return run;
+  // Each element's checked position along the gathered axis, before anything is read there
+  // (the kernel's outputs are never realized when it throws).
+  auto position = [&](int64_t e) {
+    const int64_t p = math::gather_position<int64_t>(index[e], view.gather_extent);
+    if (p < 0) throw Error(ops::index_error_message(in.op, index[e], view.gather_extent));
+    return p;
   };
   const Buffer& input = *inputs_[in.input];
   const DType dt = program_.input_dtypes[in.input];
+  const int64_t stride = space.empty() ? 0 : view.strides.back();
   dispatch(register_class(in.dtype), [&](auto t) {
     using T = decltype(t);
     T* out = alloc<T>(k, n);
-    if (n == 0 || run_at(0) < 16) {
-      load_with<T>(input, dt, n, out, [off](int64_t e) { return off[e]; });
+    if (space.empty()) {
+      load_with<T>(input, dt, n, out,
+                   [&](int64_t e) { return view.offset + position(e) * view.gather_stride; });
       return;
     }
-    for (int64_t e = 0; e < n;) {
-      const int64_t run = run_at(e);
-      load_run<T>(input, dt, off[e], run, out + e);
-      e += run;
-    }
+    // The view's runs along the innermost dim, with the gathered axis at 0. A run with one
+    // index throughout and unit stride is a stretch of one table row (an embedding lookup)
+    // and loads as a block; any other run element by element.
+    for_each_run(space, view, begin, n, [&](int64_t e, int64_t run, int64_t base) {
+      bool one_row = stride == 1 && run > 1;
+      for (int64_t j = 1; one_row && j < run; ++j) one_row = index[e + j] == index[e];
+      if (one_row) {
+        load_run<T>(input, dt, base + position(e) * view.gather_stride, run, out + e);
+        return;
+      }
+      load_with<T>(input, dt, run, out + e, [&](int64_t j) {
+        return base + j * stride + position(e + j) * view.gather_stride;
+      });
+    });
   });
 }
 
