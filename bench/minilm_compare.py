@@ -206,14 +206,17 @@ def run_kiln(binary, model_dir, calls, notes):
     """Kiln's side: build/bench/minilm_bench (same weights, same token ids), one process."""
     print(f"timing Kiln ({binary}) ...", file=sys.stderr, flush=True)
     env = dict(os.environ, KILN_MINILM_DIR=model_dir)
-    proc = subprocess.run([binary, f"--benchmark_repetitions={calls}", "--benchmark_min_time=0.01",
-                           "--benchmark_format=json"], env=env, stdout=subprocess.PIPE, text=True)
+    # Only the whole forward: minilm_bench also times stages alone (BM_MiniLMEmbedding, in µs),
+    # whose rows would otherwise be mixed into the same batch x seq.
+    proc = subprocess.run([binary, "--benchmark_filter=^BM_MiniLM/", f"--benchmark_repetitions={calls}",
+                           "--benchmark_min_time=0.01", "--benchmark_format=json"],
+                          env=env, stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         notes.append(f"Kiln: FAILED (exit {proc.returncode})")
         return []
     times = {}
     for b in json.loads(proc.stdout)["benchmarks"]:
-        if b.get("run_type") != "iteration":
+        if b.get("run_type") != "iteration" or not b["run_name"].startswith("BM_MiniLM/"):
             continue
         batch, seq = (int(x) for x in b["run_name"].split("/")[1:3])
         times.setdefault((batch, seq), []).append(b["real_time"])  # ms (the bench's unit)
