@@ -45,10 +45,14 @@ TEST(NN, SoftmaxIsStableForLargeInputs) {
   EXPECT_FALSE(std::isnan(log_softmax(x).to_vector<float>()[0]));
 }
 
-TEST(NN, LayerNormAndRmsNormOverTheLastAxis) {
+// Row lengths below, at and past one vector, with a ragged tail, and past the 512-element
+// blocks whose f32 sums are added in double.
+class NormRowLength : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(NormRowLength, LayerNormAndRmsNormOverTheLastAxis) {
   std::mt19937_64 rng(testing::test_seed());
   SCOPED_TRACE(testing::test_seed());
-  const int64_t rows = 6, d = 16;
+  const int64_t rows = 6, d = GetParam();
   std::vector<float> x = testing::random_floats(rows * d, rng, -3, 5);
   std::vector<float> w = testing::random_floats(d, rng), b = testing::random_floats(d, rng);
   Tensor tx = Tensor::from_vector(x, {2, 3, d});
@@ -73,6 +77,8 @@ TEST(NN, LayerNormAndRmsNormOverTheLastAxis) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(NN, NormRowLength, ::testing::Values(16, 7, 37, 384, 1100));
 
 TEST(NN, LinearIsXTimesWTransposedPlusB) {
   Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});

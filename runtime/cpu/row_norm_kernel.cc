@@ -7,6 +7,7 @@
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/row_walk.h"
 #include "runtime/cpu/simd_math.h"
+#include "runtime/cpu/simd_row_norm.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
@@ -72,6 +73,12 @@ void norm_row(OpKind op, const T* x, T* y, int64_t extent, int64_t stride, const
       for (int64_t k = 0; k < extent; ++k) y[k * stride] = x[k * stride] - shift;
     }
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (stride == 1) {  // the common case: a contiguous row, in the CPU's widest vectors
+      simd_norm_row(x, y, extent, w, b, eps, op == OpKind::LayerNorm);
+      return;
+    }
   }
   const double mean = op == OpKind::LayerNorm ? row_sum(x, extent, stride, [](T v) { return v; }) /
                                                     static_cast<double>(extent)
