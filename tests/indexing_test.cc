@@ -104,6 +104,13 @@ TEST(Take, OutOfRangeIndexIsAnErrorAtTheSync) {
     testing::expect_error([&] { y.eval(); },
                           {"[take]", "index " + std::to_string(bad), "extent 5"});
   }
+  // An embedding's index is one value along each table row it reads; it is still checked.
+  Tensor table = Tensor::from_vector(std::vector<float>(20, 1.0f), {5, 4});
+  for (int64_t bad : {5, -6}) {
+    Tensor ids = Tensor::from_vector(std::vector<int64_t>{0, 2, bad, 1}, {2, 2});
+    testing::expect_error([&] { (embedding(table, ids) * 2.0).eval(); },
+                          {"index " + std::to_string(bad), "extent 5"});
+  }
   Tensor rows = Tensor::from_vector(std::vector<int32_t>{3, 0}, {1, 2});
   testing::expect_error(
       [&] {

@@ -388,9 +388,12 @@ void TileEvaluator::eval_gather(int k, const Instr& in, int64_t begin, int64_t n
     // The view's runs along the innermost dim, with the gathered axis at 0. A run with one
     // index throughout and unit stride is a stretch of one table row (an embedding lookup)
     // and loads as a block; any other run element by element.
+    const bool uniform_index = constant_along_last_dim(in.operands[0]);
     for_each_run(space, view, begin, n, [&](int64_t e, int64_t run, int64_t base) {
       bool one_row = stride == 1 && run > 1;
-      for (int64_t j = 1; one_row && j < run; ++j) one_row = index[e + j] == index[e];
+      for (int64_t j = 1; one_row && !uniform_index && j < run; ++j) {
+        one_row = index[e + j] == index[e];
+      }
       if (one_row) {
         load_run<T>(input, dt, base + position(e) * view.gather_stride, run, out + e);
         return;
@@ -400,6 +403,24 @@ void TileEvaluator::eval_gather(int k, const Instr& in, int64_t begin, int64_t n
       });
     });
   });
+}
+
+bool TileEvaluator::constant_along_last_dim(int instr) const {
+  const Instr& in = program_.instrs[instr];
+  switch (in.kind) {
+    case InstrKind::kParam:
+      return true;
+    case InstrKind::kLoad:
+    case InstrKind::kIndexLeaf: {
+      const Shape& space = launch_.spaces[in.space];
+      return !space.empty() && launch_.views[in.view].strides.back() == 0;
+    }
+    case InstrKind::kCast:
+    case InstrKind::kUnary:
+      return constant_along_last_dim(in.operands[0]);
+    default:
+      return false;
+  }
 }
 
 void TileEvaluator::eval(int k, int64_t begin, int64_t n) {
@@ -429,6 +450,19 @@ void TileEvaluator::eval(int k, int64_t begin, int64_t n) {
           T* out = alloc<T>(k, n);
           for_each_run(space, view, begin, n, [&](int64_t e, int64_t run, int64_t base) {
             load_run<T>(*inputs_[in.input], program_.input_dtypes[in.input], base, run, out + e);
+          });
+        });
+        return;
+      }
+      if (!space.empty() && view.strides.back() == 0) {
+        // Broadcast along the last dim (token ids over the hidden size): one value per run.
+        dispatch(c, [&](auto t) {
+          using T = decltype(t);
+          T* out = alloc<T>(k, n);
+          for_each_run(space, view, begin, n, [&](int64_t e, int64_t run, int64_t base) {
+            load_with<T>(*inputs_[in.input], program_.input_dtypes[in.input], 1, out + e,
+                         [base](int64_t) { return base; });
+            std::fill_n(out + e + 1, run - 1, out[e]);
           });
         });
         return;
@@ -502,6 +536,24 @@ void TileEvaluator::round_to_dtype(int k, DType dt, int64_t n) {
 }
 
 void TileEvaluator::eval_index_leaf(int k, const Instr& in, int64_t begin, int64_t n) {
+  const Shape& space = launch_.spaces[in.space];
+  const jit::ViewParams& view = launch_.views[in.view];
+  if (in.op == OpKind::Arange && !space.empty() && view.strides.back() <= 1 &&
+      view.strides.back() >= 0) {
+    // Positions along a run step by 0 or 1 (an arange broadcast over rows or along them):
+    // each run is a constant or a count, with no offset per element.
+    dispatch(register_class(in.dtype), [&](auto t) {
+      using T = decltype(t);
+      T* out = alloc<T>(k, n);
+      const int64_t step = view.strides.back();
+      for_each_run(space, view, begin, n, [&](int64_t e, int64_t run, int64_t base) {
+        for (int64_t j = 0; j < run; ++j) {
+          out[e + j] = convert<T>(base + j * step, DType::I64, in.dtype);
+        }
+      });
+    });
+    return;
+  }
   const int64_t* off = offsets(in.view, in.space, begin, n);
   const uint64_t seed = in.param >= 0 ? std::bit_cast<uint64_t>(params_[in.param]) : 0;
   const int bits = in.dtype == DType::F16 ? 11 : (in.dtype == DType::BF16 ? 8 : 24);

@@ -179,6 +179,10 @@ class TileEvaluator {
   // kiln::Error for an out-of-range index).
   void eval_gather(int k, const jit::Instr& in, int64_t begin, int64_t n);
   void eval_cast(int k, const jit::Instr& in, int64_t n);
+  // Whether `instr`'s values never change along the last dim of its space (a parameter, or
+  // a load or index leaf whose view has last stride 0, through casts and unary ops), so each
+  // run of the last dim holds one value.
+  bool constant_along_last_dim(int instr) const;
   void eval_unary(int k, const jit::Instr& in, int64_t n);
   void eval_binary(int k, const jit::Instr& in, int64_t n);
   void wrap_all(int k, DType dt, int64_t n);
