@@ -10,10 +10,11 @@ pools) on 2 threads: ONNX Runtime with intra_op_num_threads=2, inter_op_num_thre
 ORT_ENABLE_ALL and the CPU provider, on the graph tools/minilm_onnx.py builds; PyTorch eager
 with torch.set_num_threads(2) under torch.inference_mode(). Before timing, each engine's
 embeddings of tests/data/minilm_reference.json's sentences must be within 1e-5 of the
-float64 reference. Per engine and shape: 3 warm-up calls, then --calls timed calls; a
-markdown table gives the median and min.
+float64 reference. Per engine and shape: 3 warm-up calls, then --calls timed calls; with
+--rounds R the engines take turns R times (so the machine's slow minutes fall on each of
+them) and the calls of every round are pooled; a markdown table gives the median and min.
 
-    python bench/minilm_compare.py MODEL_DIR [--onnx PATH] [--calls 11]
+    python bench/minilm_compare.py MODEL_DIR [--onnx PATH] [--calls 11] [--rounds 1]
         [--ort-python PY] [--torch-python PY] [--kiln build/bench/minilm_bench]
 
 MODEL_DIR is the folder scripts/fetch-minilm.sh prints. Without --onnx the graph is built
@@ -54,7 +55,7 @@ def bench_ids(batch, seq):
 
 
 def time_calls(fn, calls):
-    """(median ms, min ms, last output) over `calls` timed calls after WARMUP untimed ones."""
+    """(every call's ms, last output) over `calls` timed calls after WARMUP untimed ones."""
     for _ in range(WARMUP):
         out = fn()
     times = []
@@ -62,7 +63,7 @@ def time_calls(fn, calls):
         start = time.perf_counter()
         out = fn()
         times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times), min(times), out
+    return times, out
 
 
 # --- engines (each runs in a child process: `--engine NAME`) ---------------------
@@ -180,10 +181,9 @@ def engine_main(args):
                 print(json.dumps(result))
                 sys.exit(f"{args.engine}: max |diff| to the reference {info['check']:.3g} "
                          f"is over {TOLERANCE:g}")
-        median, fastest, out = time_calls(fn, args.calls)
+        times, out = time_calls(fn, args.calls)
         np.save(os.path.join(args.out_dir, f"{args.engine}_{batch}x{seq}.npy"), out)
-        result["shapes"].append({"batch": batch, "seq": seq, "median_ms": median,
-                                 "min_ms": fastest})
+        result["shapes"].append({"batch": batch, "seq": seq, "times_ms": times})
     print(json.dumps(result))
 
 
@@ -208,19 +208,19 @@ def run_kiln(binary, model_dir, calls, notes):
     env = dict(os.environ, KILN_MINILM_DIR=model_dir)
     # Only the whole forward: minilm_bench also times stages alone (BM_MiniLMEmbedding, in µs),
     # whose rows would otherwise be mixed into the same batch x seq.
-    proc = subprocess.run([binary, "--benchmark_filter=^BM_MiniLM/", f"--benchmark_repetitions={calls}",
-                           "--benchmark_min_time=0.01", "--benchmark_format=json"],
-                          env=env, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.run([binary, "--benchmark_filter=^BM_MiniLM/",
+                           f"--benchmark_repetitions={calls}", "--benchmark_min_time=0.01",
+                           "--benchmark_format=json"], env=env, stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         notes.append(f"Kiln: FAILED (exit {proc.returncode})")
-        return []
+        return {}
     times = {}
     for b in json.loads(proc.stdout)["benchmarks"]:
         if b.get("run_type") != "iteration" or not b["run_name"].startswith("BM_MiniLM/"):
             continue
         batch, seq = (int(x) for x in b["run_name"].split("/")[1:3])
         times.setdefault((batch, seq), []).append(b["real_time"])  # ms (the bench's unit)
-    return [(batch, seq, statistics.median(t), min(t)) for (batch, seq), t in times.items()]
+    return times
 
 
 def driver_main(args):
@@ -234,35 +234,41 @@ def driver_main(args):
         subprocess.run([pythons["ort"], os.path.join(REPO, "tools", "minilm_onnx.py"),
                         args.model_dir, onnx_path], check=True, stdout=sys.stderr)
 
-    results, notes = {}, []
-    kiln_rows = run_kiln(args.kiln, args.model_dir, args.calls, notes) if args.kiln else []
-    for engine, (module, label) in ENGINES.items():
-        if not pythons[engine]:
-            notes.append(f"{label}: skipped ({module} imports under neither this python nor "
-                         f"/usr/bin/python3; pass --{engine}-python)")
-            continue
-        print(f"timing {label} under {pythons[engine]} ...", file=sys.stderr, flush=True)
-        cmd = [pythons[engine], os.path.abspath(__file__), args.model_dir, "--engine", engine,
-               "--calls", str(args.calls), "--out-dir", out_dir]
-        if onnx_path:
-            cmd += ["--onnx", onnx_path]
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
-        lines = proc.stdout.strip().splitlines()
-        if proc.returncode != 0 or not lines:
-            notes.append(f"{label}: FAILED (exit {proc.returncode})")
-            continue
-        results[engine] = json.loads(lines[-1])
+    # Per engine label and (batch, seq): every timed call of every round. The engines take
+    # turns round after round, so a slow minute of this shared machine falls on all of them.
+    times, results, notes = {}, {}, []
+    for _ in range(args.rounds):
+        if args.kiln:
+            for shape, t in run_kiln(args.kiln, args.model_dir, args.calls, notes).items():
+                times.setdefault("Kiln (minilm_bench)", {}).setdefault(shape, []).extend(t)
+        for engine, (module, label) in ENGINES.items():
+            if not pythons[engine]:
+                if not any(label in n for n in notes):
+                    notes.append(f"{label}: skipped ({module} imports under neither this python "
+                                 f"nor /usr/bin/python3; pass --{engine}-python)")
+                continue
+            print(f"timing {label} under {pythons[engine]} ...", file=sys.stderr, flush=True)
+            cmd = [pythons[engine], os.path.abspath(__file__), args.model_dir, "--engine", engine,
+                   "--calls", str(args.calls), "--out-dir", out_dir]
+            if onnx_path:
+                cmd += ["--onnx", onnx_path]
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+            lines = proc.stdout.strip().splitlines()
+            if proc.returncode != 0 or not lines:
+                notes.append(f"{label}: FAILED (exit {proc.returncode})")
+                continue
+            results[engine] = json.loads(lines[-1])
+            for s in results[engine]["shapes"]:
+                times.setdefault(label, {}).setdefault((s["batch"], s["seq"]), []).extend(
+                    s["times_ms"])
 
-    print(f"all-MiniLM-L6-v2, CPU, 2 threads; {WARMUP} warm-up calls then {args.calls} timed "
-          f"calls per engine and shape\n")
+    print(f"all-MiniLM-L6-v2, CPU, 2 threads; {args.rounds} round(s), the engines in turn; per "
+          f"round, {WARMUP} warm-up calls then {args.calls} timed calls per engine and shape\n")
     print("| engine | batch x seq | median ms | min ms |")
     print("|---|---|---|---|")
-    for batch, seq, median, least in kiln_rows:
-        print(f"| Kiln (minilm_bench) | {batch} x {seq} | {median:.2f} | {least:.2f} |")
-    for engine, r in results.items():
-        for s in r["shapes"]:
-            print(f"| {ENGINES[engine][1]} | {s['batch']} x {s['seq']} | "
-                  f"{s['median_ms']:.2f} | {s['min_ms']:.2f} |")
+    for label, shapes in times.items():
+        for (batch, seq), t in shapes.items():
+            print(f"| {label} | {batch} x {seq} | {statistics.median(t):.2f} | {min(t):.2f} |")
     print()
     for engine, r in results.items():
         extra = ""
@@ -287,14 +293,16 @@ def main():
     parser.add_argument("model_dir")
     parser.add_argument("--onnx", help="graph from tools/minilm_onnx.py (built if not given)")
     parser.add_argument("--calls", type=int, default=11, help="timed calls per engine and shape")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="rounds of every engine in turn; medians pool all rounds' calls")
     parser.add_argument("--ort-python", help="interpreter with numpy and onnxruntime")
     parser.add_argument("--torch-python", help="interpreter with numpy and torch")
     parser.add_argument("--kiln", help="build/bench/minilm_bench, timed first in its own process")
     parser.add_argument("--engine", choices=ENGINES, help=argparse.SUPPRESS)  # child process
     parser.add_argument("--out-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.calls < 1:
-        parser.error("--calls must be at least 1")
+    if args.calls < 1 or args.rounds < 1:
+        parser.error("--calls and --rounds must be at least 1")
     if args.engine:
         engine_main(args)
     else:
