@@ -79,6 +79,27 @@ void softmax_tile(const T* in, T* out, int64_t rows, int64_t cols, T* max, T* su
   }
 }
 
+// x *= s over n values (the scores' scale), in the widest vectors for f32.
+template <class T>
+void scale_values(T* x, int64_t n, T s) {
+  if constexpr (std::is_same_v<T, float>) {
+    simd_mul_scalar(x, s, x, static_cast<size_t>(n));
+  } else {
+    for (int64_t i = 0; i < n; ++i) x[i] *= s;
+  }
+}
+
+// out = in / divisor over n values (a row of Σ p v by its softmax sum), in the widest
+// vectors for f32; a division, as the composed form's, not a multiply by the reciprocal.
+template <class T>
+void divide_row(const T* in, T divisor, T* out, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    simd_div_scalar(in, divisor, out, static_cast<size_t>(n));
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = in[i] / divisor;
+  }
+}
+
 template <class T>
 using StridedMap = Eigen::Map<const RowMajor<T>, 0, Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>>;
 
@@ -139,8 +160,7 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
         const int64_t cols = std::min(kKeyTile, key_end - j0);
         T* tile = scores.data();
         multiply(qs, block(k, kvb, j0, cols, s.d).transpose(), tile, cols);
-        if (scale != T(1))
-          Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(tile, rows * cols) *= scale;
+        if (scale != T(1)) scale_values(tile, rows * cols, scale);
         const T* probs_in = tile;
         if (score >= 0 && cols == s.sk) {  // the tile spans every key: rows are contiguous
           ev.run_with_anchor(4, (b * s.sq + i0) * s.sk, rows * cols, tile);
@@ -174,8 +194,7 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
         for (int64_t r = 0; r < rows; ++r) acc.row(r) = acc.row(r) * alpha[r] + pv.row(r);
       }
       for (int64_t r = 0; r < rows; ++r) {
-        T* out = result + (b * s.sq + i0 + r) * s.dv;
-        for (int64_t c = 0; c < s.dv; ++c) out[c] = acc(r, c) / sum[r];
+        divide_row(&acc(r, 0), sum[r], result + (b * s.sq + i0 + r) * s.dv, s.dv);
       }
     }
   });

@@ -62,6 +62,12 @@ void MulImpl(const float* a, const float* b, float* out, size_t n) {
 void DivImpl(const float* a, const float* b, float* out, size_t n) {
   apply2(a, b, out, n, [](auto x, auto y) { return hn::Div(x, y); });
 }
+void MulScalarImpl(const float* in, float s, float* out, size_t n) {
+  apply(in, out, n, [s](auto d, auto x) HWY_ATTR { return hn::Mul(x, hn::Set(d, s)); });
+}
+void DivScalarImpl(const float* in, float s, float* out, size_t n) {
+  apply(in, out, n, [s](auto d, auto x) HWY_ATTR { return hn::Div(x, hn::Set(d, s)); });
+}
 
 // c[0] + c[1] x + c[2] x^2 + ..., by Horner's rule.
 template <class D, class V, size_t N>
@@ -408,6 +414,8 @@ HWY_EXPORT(AddImpl);
 HWY_EXPORT(SubImpl);
 HWY_EXPORT(MulImpl);
 HWY_EXPORT(DivImpl);
+HWY_EXPORT(MulScalarImpl);
+HWY_EXPORT(DivScalarImpl);
 HWY_EXPORT(OnlineSoftmaxTileImpl);
 
 namespace {
@@ -431,6 +439,12 @@ void simd_mul(const float* a, const float* b, float* out, size_t n) {
 }
 void simd_div(const float* a, const float* b, float* out, size_t n) {
   HWY_DYNAMIC_DISPATCH(DivImpl)(a, b, out, n);
+}
+void simd_mul_scalar(const float* in, float s, float* out, size_t n) {
+  HWY_DYNAMIC_DISPATCH(MulScalarImpl)(in, s, out, n);
+}
+void simd_div_scalar(const float* in, float s, float* out, size_t n) {
+  HWY_DYNAMIC_DISPATCH(DivScalarImpl)(in, s, out, n);
 }
 void simd_exp(const float* in, float* out, size_t n) { HWY_DYNAMIC_DISPATCH(ExpImpl)(in, out, n); }
 void simd_log(const float* in, float* out, size_t n) { HWY_DYNAMIC_DISPATCH(LogImpl)(in, out, n); }

@@ -34,6 +34,9 @@ void simd_add(const float* a, const float* b, float* out, size_t n);
 void simd_sub(const float* a, const float* b, float* out, size_t n);
 void simd_mul(const float* a, const float* b, float* out, size_t n);
 void simd_div(const float* a, const float* b, float* out, size_t n);
+// out[i] = in[i] * s and in[i] / s: the same IEEE single operations with one scalar operand.
+void simd_mul_scalar(const float* in, float s, float* out, size_t n);
+void simd_div_scalar(const float* in, float s, float* out, size_t n);
 // One key tile of attention's online softmax over `rows` rows of `cols` scores (row stride
 // ld; `in` may be `out`). Per row r: the new running max M = max(max[r], the row's max), NaN
 // skipped; out = exp(in - M) (M taken as 0 while it is -inf); alpha[r] = exp(max[r] - M), the
