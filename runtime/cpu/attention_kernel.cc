@@ -194,7 +194,8 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
         for (int64_t r = 0; r < rows; ++r) acc.row(r) = acc.row(r) * alpha[r] + pv.row(r);
       }
       for (int64_t r = 0; r < rows; ++r) {
-        divide_row(&acc(r, 0), sum[r], result + (b * s.sq + i0 + r) * s.dv, s.dv);
+        // acc is row-major: row r starts at r * dv (acc(r, 0) would assert when dv is 0).
+        divide_row(acc.data() + r * s.dv, sum[r], result + (b * s.sq + i0 + r) * s.dv, s.dv);
       }
     }
   });
