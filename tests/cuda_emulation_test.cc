@@ -258,6 +258,8 @@ TEST_F(CudaEmulationTest, TensorCoreMatmulsComputeWhatTheCpuComputes) {
     // Decode with a long K: 2 tiles of 16x128 on the emulation's 2 SMs split K into 4 chunks
     // of 4 k-steps (the variants without split reductions run it unsplit), bias and gelu.
     add_case({gelu(linear(input({1, 512}, 57), input({200, 512}, 58), input({200}, 59)))});
+    // No rows: no tiles, so nothing to split (the chunk count divided by the 0 tiles).
+    add_case({linear(input({0, 512}, 62), input({200, 512}, 63))});
     // 128-row tiles split too (1 tile; K = 300: 2 chunks of 5 k-steps, the last partial).
     add_case({matmul(input({100, 300}, 60), input({300, 64}, 61))});
     // Batched and broadcast, 128-row tiles; an A computed by a prologue (per-element staging)

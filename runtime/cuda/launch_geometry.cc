@@ -90,6 +90,11 @@ LaunchSchedule schedule_launches(const jit::KernelProgram& p, const jit::KernelL
   step.shared_bytes = dynamic_shared_bytes(p, l, dynamic_shared_limit);
   LaunchSchedule schedule;
   const int64_t target = int64_t{4} * sm_count;
+  // An empty output has no tiles to split (and the chunk counts below divide by them).
+  if (items == 0) {
+    schedule.steps.push_back(step);
+    return schedule;
+  }
   if (allow_split && matmul_uses_tensor_cores(p) && items < target) {
     if (split_k(l, items, target, cap, step, schedule)) return schedule;
   }
