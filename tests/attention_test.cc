@@ -295,6 +295,20 @@ TEST(Attention, FullyMaskedRowIsNan) {
   }
 }
 
+// Empty operands give empty results of the right shape, not a crash: values of width 0 (the
+// accumulator has rows of no elements; taking row r by index asserted in Debug) and no
+// queries.
+TEST(Attention, EmptyValueRowsGiveAnEmptyResult) {
+  Tensor q = Tensor::randn({1, 2, 4, 8}, 11), k = Tensor::randn({1, 2, 6, 8}, 12);
+  Tensor no_width = scaled_dot_product_attention(q, k, Tensor::zeros({1, 2, 6, 0}));
+  EXPECT_EQ(no_width.shape(), (std::vector<int64_t>{1, 2, 4, 0}));
+  EXPECT_TRUE(testing::values(no_width).empty());
+  Tensor no_queries =
+      scaled_dot_product_attention(Tensor::zeros({1, 2, 0, 8}), k, Tensor::randn({1, 2, 6, 5}, 13));
+  EXPECT_EQ(no_queries.shape(), (std::vector<int64_t>{1, 2, 0, 5}));
+  EXPECT_TRUE(testing::values(no_queries).empty());
+}
+
 // softmax(q @ kᵀ · c + mask) @ v written out by hand is planned as the one attention kernel:
 // one launch, and only the output is allocated (the scores, 8x its size, never reach
 // memory). Also as `/ c` with where(bool_mask, s, -inf).
