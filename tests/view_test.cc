@@ -208,5 +208,33 @@ TEST(View, MaxRankPermutedViewComputes) {
   }
 }
 
+// An arange read through a view fills each run from its base and the view's last stride
+// (tile_evaluator.cc): a transpose steps by the row length, a stepped slice by its step, a
+// broadcast by 0. Every element is checked against its position computed here.
+TEST(View, ArangeThroughAnyLastStrideIsItsPositions) {
+  for (DType dt : {DType::F32, DType::I64}) {
+    Tensor a = Tensor::arange(4 * 6, dt).reshape({4, 6});
+    Tensor t = a.transpose(0, 1);                         // [6, 4], last stride 6
+    Tensor stepped = t.slice(1, 1, 4, 2);                 // [6, 2], last stride 12, offset 6
+    Tensor thirds = a.slice(1, 0, 6, 3);                  // [4, 2], last stride 3
+    Tensor wide = a.slice(1, 2, 3).broadcast_to({4, 5});  // [4, 5], last stride 0
+    auto check = [&](const Tensor& view, int64_t offset, int64_t row_stride, int64_t col_stride) {
+      const std::vector<double> got = testing::values((view + 1).astype(DType::F64));
+      const int64_t rows = view.shape()[0], cols = view.shape()[1];
+      ASSERT_EQ(got.size(), static_cast<size_t>(rows * cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          EXPECT_EQ(got[r * cols + c], offset + r * row_stride + c * col_stride + 1)
+              << dtype_name(dt) << " row " << r << " column " << c;
+        }
+      }
+    };
+    check(t, 0, 1, 6);
+    check(stepped, 6, 1, 12);
+    check(thirds, 0, 6, 3);
+    check(wide, 2, 6, 0);
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -538,10 +538,10 @@ void TileEvaluator::round_to_dtype(int k, DType dt, int64_t n) {
 void TileEvaluator::eval_index_leaf(int k, const Instr& in, int64_t begin, int64_t n) {
   const Shape& space = launch_.spaces[in.space];
   const jit::ViewParams& view = launch_.views[in.view];
-  if (in.op == OpKind::Arange && !space.empty() && view.strides.back() <= 1 &&
-      view.strides.back() >= 0) {
-    // Positions along a run step by 0 or 1 (an arange broadcast over rows or along them):
-    // each run is a constant or a count, with no offset per element.
+  if (in.op == OpKind::Arange && !space.empty()) {
+    // Positions along a run step by the view's last stride (0 for an arange broadcast along
+    // the run, 1 along it, any other through a transpose or a stepped slice): each run is
+    // its base plus a multiple of the step, with no offset per element.
     dispatch(register_class(in.dtype), [&](auto t) {
       using T = decltype(t);
       T* out = alloc<T>(k, n);
