@@ -5,7 +5,10 @@ Both engines run the same sentence encoder (BERT, masked mean pooling, L2 normal
 from the same model.safetensors at the shapes Kiln's benchmark uses, batch 8 x 64 tokens
 and 1 x 16, with the same token ids:
     ids[b][s] = 101 if s == 0, 102 if s == seq-1, else 1000 + ((b*seq + s)*37) % 29000
-and an all-ones attention mask. Each engine runs in a process of its own (no shared thread
+and an all-ones attention mask. Kiln is timed twice in its process: the eager forward
+(BM_MiniLM, recording every op on each call) and the same forward through kiln::compile
+(BM_MiniLMCompiled, replaying the recorded plan), the way an application serving requests
+of one shape would run it. Each engine runs in a process of its own (no shared thread
 pools) on 2 threads: ONNX Runtime with intra_op_num_threads=2, inter_op_num_threads=1,
 ORT_ENABLE_ALL and the CPU provider, on the graph tools/minilm_onnx.py builds; PyTorch eager
 with torch.set_num_threads(2) under torch.inference_mode(). Before timing, each engine's
@@ -203,23 +206,29 @@ def pick_python(given, module):
 
 
 def run_kiln(binary, model_dir, calls, notes):
-    """Kiln's side: build/bench/minilm_bench (same weights, same token ids), one process."""
+    """Kiln's side: build/bench/minilm_bench (same weights, same token ids), one process.
+    Returns {label: {(batch, seq): [ms, ...]}} for the eager forward (BM_MiniLM) and the
+    same forward through kiln::compile (BM_MiniLMCompiled)."""
     print(f"timing Kiln ({binary}) ...", file=sys.stderr, flush=True)
     env = dict(os.environ, KILN_MINILM_DIR=model_dir)
     # Only the whole forward: minilm_bench also times stages alone (BM_MiniLMEmbedding, in µs),
     # whose rows would otherwise be mixed into the same batch x seq.
-    proc = subprocess.run([binary, "--benchmark_filter=^BM_MiniLM/",
+    proc = subprocess.run([binary, "--benchmark_filter=^BM_MiniLM(Compiled)?/",
                            f"--benchmark_repetitions={calls}", "--benchmark_min_time=0.01",
                            "--benchmark_format=json"], env=env, stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         notes.append(f"Kiln: FAILED (exit {proc.returncode})")
         return {}
+    labels = {"BM_MiniLM": "Kiln eager (minilm_bench)",
+              "BM_MiniLMCompiled": "Kiln compiled (minilm_bench)"}
     times = {}
     for b in json.loads(proc.stdout)["benchmarks"]:
-        if b.get("run_type") != "iteration" or not b["run_name"].startswith("BM_MiniLM/"):
+        name, *shape = b["run_name"].split("/")
+        if b.get("run_type") != "iteration" or name not in labels:
             continue
-        batch, seq = (int(x) for x in b["run_name"].split("/")[1:3])
-        times.setdefault((batch, seq), []).append(b["real_time"])  # ms (the bench's unit)
+        batch, seq = (int(x) for x in shape[:2])
+        # ms (the bench's unit)
+        times.setdefault(labels[name], {}).setdefault((batch, seq), []).append(b["real_time"])
     return times
 
 
@@ -239,8 +248,9 @@ def driver_main(args):
     times, results, notes = {}, {}, []
     for _ in range(args.rounds):
         if args.kiln:
-            for shape, t in run_kiln(args.kiln, args.model_dir, args.calls, notes).items():
-                times.setdefault("Kiln (minilm_bench)", {}).setdefault(shape, []).extend(t)
+            for label, shapes in run_kiln(args.kiln, args.model_dir, args.calls, notes).items():
+                for shape, t in shapes.items():
+                    times.setdefault(label, {}).setdefault(shape, []).extend(t)
         for engine, (module, label) in ENGINES.items():
             if not pythons[engine]:
                 if not any(label in n for n in notes):

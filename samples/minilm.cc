@@ -9,20 +9,11 @@
 namespace kiln::samples {
 namespace {
 
-// Token ids padded with 0 to the longest row, and the mask (1 for a token, 0 for padding).
-void pad(const std::vector<std::vector<int64_t>>& rows, Tensor& ids, Tensor& mask) {
-  size_t longest = 0;
-  for (const auto& r : rows) longest = std::max(longest, r.size());
-  std::vector<int64_t> flat(rows.size() * longest, 0);
-  std::vector<float> keep(rows.size() * longest, 0.0f);
-  for (size_t b = 0; b < rows.size(); ++b) {
-    std::copy(rows[b].begin(), rows[b].end(), flat.begin() + b * longest);
-    std::fill_n(keep.begin() + b * longest, rows[b].size(), 1.0f);
-  }
-  const std::vector<int64_t> shape{static_cast<int64_t>(rows.size()),
-                                   static_cast<int64_t>(longest)};
-  ids = Tensor::from_vector(flat, shape);
-  mask = Tensor::from_vector(keep, shape);
+// "[2, 64]".
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
 }
 
 // [batch, tokens, hidden] -> [batch, heads, tokens, hidden / heads].
@@ -87,9 +78,30 @@ Tensor embed_tokens(const MiniLM& m, const Tensor& ids) {
   return layer_norm(x, m.w("embeddings.LayerNorm.weight"), m.w("embeddings.LayerNorm.bias"), m.eps);
 }
 
+PaddedRows pad_rows(const std::vector<std::vector<int64_t>>& rows) {
+  size_t longest = 0;
+  for (const auto& r : rows) longest = std::max(longest, r.size());
+  std::vector<int64_t> flat(rows.size() * longest, 0);
+  std::vector<float> keep(rows.size() * longest, 0.0f);
+  for (size_t b = 0; b < rows.size(); ++b) {
+    std::copy(rows[b].begin(), rows[b].end(), flat.begin() + b * longest);
+    std::fill_n(keep.begin() + b * longest, rows[b].size(), 1.0f);
+  }
+  const std::vector<int64_t> shape{static_cast<int64_t>(rows.size()),
+                                   static_cast<int64_t>(longest)};
+  return {Tensor::from_vector(flat, shape), Tensor::from_vector(keep, shape)};
+}
+
 Tensor embed_sentences(const MiniLM& m, const std::vector<std::vector<int64_t>>& rows) {
-  Tensor ids, mask;
-  pad(rows, ids, mask);
+  const PaddedRows padded = pad_rows(rows);
+  return embed_padded(m, padded.ids, padded.mask);
+}
+
+Tensor embed_padded(const MiniLM& m, const Tensor& ids, const Tensor& mask) {
+  if (ids.shape().size() != 2 || ids.shape() != mask.shape()) {
+    throw Error("all-MiniLM-L6-v2: ids " + shape_text(ids.shape()) + " and mask " +
+                shape_text(mask.shape()) + " must be [sentences, tokens], the same shape");
+  }
   const int64_t tokens = ids.shape()[1];
   Tensor x = embed_tokens(m, ids);
   // Padding keys get -1e9 before the softmax: exp underflows to exactly 0 for them.

@@ -27,9 +27,20 @@ MiniLM load_minilm(const std::string& dir);
 // position and token-type embeddings summed, then layer-normed.
 Tensor embed_tokens(const MiniLM& model, const Tensor& ids);
 
+// Token id rows padded with 0 to the longest: ids [rows, tokens] (I64) and a mask of the
+// same shape (F32: 1 for a token, 0 for padding).
+struct PaddedRows {
+  Tensor ids, mask;
+};
+PaddedRows pad_rows(const std::vector<std::vector<int64_t>>& rows);
+
+// The embeddings [rows, hidden] of padded rows: the padding is masked out of the attention
+// and of the mean. A function of tensors only, so kiln::compile can replay it for new ids
+// and masks of the same shape (bench/minilm_bench.cc, samples/sentence_embeddings.cc).
+Tensor embed_padded(const MiniLM& model, const Tensor& ids, const Tensor& mask);
+
 // The embeddings [sentences, hidden] of token id rows (BertTokenizer::encode), one row
-// per sentence. Rows of different lengths are padded; the padding is masked out of the
-// attention and of the mean.
+// per sentence: embed_padded of pad_rows.
 Tensor embed_sentences(const MiniLM& model, const std::vector<std::vector<int64_t>>& ids);
 
 }  // namespace kiln::samples

@@ -101,6 +101,19 @@ int main(int argc, char** argv) {
                 static_cast<long long>(embeddings.shape()[1]), ms,
                 static_cast<long long>(kiln::stats().kernels_launched));
     print_similarities(sentences, embeddings);
+    // The encoder through kiln::compile, as a server answering many requests would run it:
+    // the first call records it, the second replays the recording. Both must give the eager
+    // embeddings' bits.
+    const kiln::samples::PaddedRows padded = kiln::samples::pad_rows(ids);
+    kiln::Compiled encoder = kiln::compile([&model](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{kiln::samples::embed_padded(model, in[0], in[1])};
+    });
+    const std::vector<float> eager = embeddings.to_vector<float>();
+    bool identical = true;
+    for (int call = 0; call < 2; ++call) {
+      identical = identical && encoder({padded.ids, padded.mask})[0].to_vector<float>() == eager;
+    }
+    std::printf("compiled embeddings identical: %s\n", identical ? "yes" : "no");
     if (!save.empty()) {
       kiln::save_npy(save, embeddings);
       std::printf("saved the embeddings to %s\n", save.c_str());

@@ -12,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "samples/bert_tokenizer.h"
 #include "samples/llama.h"
+#include "samples/minilm.h"
 #include "samples/transformer_block.h"
 #include "tests/reference_util.h"
 #include "tests/test_util.h"
@@ -117,6 +118,7 @@ TEST_F(SentenceEmbeddingsTest, EveryEmbeddingElementMatchesTheNumpyForward) {
   testing::Result r = run(sample("sentence_embeddings") + " --model " + dir + " --save " + saved);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("most similar: [0] and [1]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("compiled embeddings identical: yes"), std::string::npos) << r.output;
   const Tensor got = load_npy(saved);
   const nlohmann::json want = reference();
   ASSERT_EQ(got.shape(), (std::vector<int64_t>{6, 384}));
@@ -134,6 +136,22 @@ TEST_F(SentenceEmbeddingsTest, EveryEmbeddingElementMatchesTheNumpyForward) {
   testing::Result missing = run(sample("sentence_embeddings") + " --model " + dir_.string());
   EXPECT_EQ(missing.exit_code, 1) << missing.output;
   EXPECT_NE(missing.output.find("fetch-minilm.sh"), std::string::npos) << missing.output;
+}
+
+// embed_padded refuses ids and a mask of different shapes before it reads a weight, and
+// says which shapes it got.
+TEST(MiniLMTest, IdsAndMaskOfDifferentShapesAreAClearError) {
+  const samples::PaddedRows padded = samples::pad_rows({{101, 7, 102}, {101, 102}});
+  EXPECT_EQ(padded.ids.shape(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(padded.mask.to_vector<float>(), (std::vector<float>{1, 1, 1, 1, 1, 0}));
+  EXPECT_EQ(padded.ids.to_vector<int64_t>(), (std::vector<int64_t>{101, 7, 102, 101, 102, 0}));
+  try {
+    samples::embed_padded(samples::MiniLM{}, padded.ids, Tensor::ones({2, 4}));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ids [2, 3] and mask [2, 4]"), std::string::npos)
+        << e.what();
+  }
 }
 
 // The Llama-style decoder of text_generation: every logit and cache element of a prefill
