@@ -15,6 +15,7 @@
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/matrix_operand.h"
+#include "runtime/cpu/row_reductions.h"
 #include "runtime/cpu/simd_math.h"
 #include "runtime/cpu/tile_evaluator.h"
 #include "runtime/thread_pool.h"
@@ -28,34 +29,6 @@ constexpr int64_t kKeyTile = 128;
 template <class T>
 using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// A row's max (NaN ignored, as std::max(running, x) does) and sum, each over 8 independent
-// lanes: a single running value serializes every step on its latency.
-template <class T>
-T row_max(const T* x, int64_t n) {
-  T lanes[8];
-  std::fill_n(lanes, 8, -std::numeric_limits<T>::infinity());
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    for (int l = 0; l < 8; ++l) lanes[l] = lanes[l] < x[j + l] ? x[j + l] : lanes[l];
-  }
-  for (; j < n; ++j) lanes[0] = lanes[0] < x[j] ? x[j] : lanes[0];
-  T m = lanes[0];
-  for (int l = 1; l < 8; ++l) m = m < lanes[l] ? lanes[l] : m;
-  return m;
-}
-
-template <class T>
-T row_sum(const T* x, int64_t n) {
-  T lanes[8] = {};
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    for (int l = 0; l < 8; ++l) lanes[l] += x[j + l];
-  }
-  for (; j < n; ++j) lanes[0] += x[j];
-  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-}
-
 // One key tile of the online softmax (simd_math.h's online_softmax_tile, which f32 uses):
 // per row, probabilities relative to the new running max, the factor alpha that rescales
 // the rows' earlier sums and accumulators, and the running max and sum brought up to date.
@@ -67,13 +40,13 @@ void softmax_tile(const T* in, T* out, int64_t rows, int64_t cols, T* max, T* su
     for (int64_t r = 0; r < rows; ++r) {
       const T* x = in + r * cols;
       T* y = out + r * cols;
-      const T new_max = std::max(max[r], row_max(x, cols));
+      const T new_max = std::max(max[r], row_max(x, cols, 1));
       // A row whose scores are all -inf so far keeps a max of -inf and subtracts 0, so no NaN
       // arises before its end (where 0 / 0 gives the composed form's NaN).
       const T base = std::isinf(new_max) && new_max < 0 ? T(0) : new_max;
       for (int64_t j = 0; j < cols; ++j) y[j] = std::exp(x[j] - base);
       alpha[r] = std::exp(max[r] - base);
-      sum[r] = sum[r] * alpha[r] + row_sum(y, cols);
+      sum[r] = sum[r] * alpha[r] + static_cast<T>(row_sum(y, cols, 1, [](T v) { return v; }));
       max[r] = new_max;
     }
   }

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "runtime/cpu/kernel_families.h"
+#include "runtime/cpu/row_reductions.h"
 #include "runtime/cpu/row_walk.h"
 #include "runtime/cpu/simd_math.h"
 #include "runtime/cpu/simd_row_norm.h"
@@ -16,40 +17,6 @@ namespace {
 using jit::KernelLaunch;
 using jit::KernelProgram;
 using ops::OpKind;
-
-// Sums over a row with eight independent accumulators, so the additions pipeline (and, for
-// unit stride, vectorize). f32 rows add in f32 within blocks of 512 elements and in double
-// across blocks: the error stays near double's while the work stays in SIMD registers.
-template <class T, class F>
-double row_sum(const T* x, int64_t n, int64_t stride, F&& term) {
-  double total = 0;
-  constexpr int64_t kBlock = 512;
-  for (int64_t begin = 0; begin < n; begin += kBlock) {
-    const int64_t end = std::min(n, begin + kBlock);
-    T acc[8] = {};
-    int64_t k = begin;
-    for (; k + 8 <= end; k += 8) {
-      for (int j = 0; j < 8; ++j) acc[j] += term(x[(k + j) * stride]);
-    }
-    for (; k < end; ++k) acc[0] += term(x[k * stride]);
-    total += static_cast<double>((acc[0] + acc[1]) + (acc[2] + acc[3])) +
-             static_cast<double>((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  }
-  return total;
-}
-
-template <class T>
-T row_max(const T* x, int64_t n, int64_t stride) {
-  T acc[8];
-  std::fill_n(acc, 8, -std::numeric_limits<T>::infinity());
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8) {
-    for (int j = 0; j < 8; ++j)
-      acc[j] = x[(k + j) * stride] > acc[j] ? x[(k + j) * stride] : acc[j];
-  }
-  for (; k < n; ++k) acc[0] = x[k * stride] > acc[0] ? x[k * stride] : acc[0];
-  return *std::max_element(acc, acc + 8);
-}
 
 // One row of a row norm: `x` holds the row (contiguous), `y` receives the result.
 template <class T>
