@@ -97,6 +97,12 @@ Tensor embed_sentences(const MiniLM& m, const std::vector<std::vector<int64_t>>&
   return embed_padded(m, padded.ids, padded.mask);
 }
 
+Compiled compile_embed_padded(const MiniLM& model) {
+  return compile([&model](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{embed_padded(model, in[0], in[1])};
+  });
+}
+
 Tensor embed_padded(const MiniLM& m, const Tensor& ids, const Tensor& mask) {
   if (ids.shape().size() != 2 || ids.shape() != mask.shape()) {
     throw Error("all-MiniLM-L6-v2: ids " + shape_text(ids.shape()) + " and mask " +

@@ -39,6 +39,11 @@ PaddedRows pad_rows(const std::vector<std::vector<int64_t>>& rows);
 // and masks of the same shape (bench/minilm_bench.cc, samples/sentence_embeddings.cc).
 Tensor embed_padded(const MiniLM& model, const Tensor& ids, const Tensor& mask);
 
+// embed_padded through kiln::compile: called with {ids, mask}, it returns {embeddings},
+// recording once per shape and replaying after. It reads `model` whenever it records, so
+// the model must outlive it.
+Compiled compile_embed_padded(const MiniLM& model);
+
 // The embeddings [sentences, hidden] of token id rows (BertTokenizer::encode), one row
 // per sentence: embed_padded of pad_rows.
 Tensor embed_sentences(const MiniLM& model, const std::vector<std::vector<int64_t>>& ids);

@@ -105,9 +105,7 @@ int main(int argc, char** argv) {
     // the first call records it, the second replays the recording. Both must give the eager
     // embeddings' bits.
     const kiln::samples::PaddedRows padded = kiln::samples::pad_rows(ids);
-    kiln::Compiled encoder = kiln::compile([&model](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{kiln::samples::embed_padded(model, in[0], in[1])};
-    });
+    kiln::Compiled encoder = kiln::samples::compile_embed_padded(model);
     const std::vector<float> eager = embeddings.to_vector<float>();
     bool identical = true;
     for (int call = 0; call < 2; ++call) {

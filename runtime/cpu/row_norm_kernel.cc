@@ -1,7 +1,6 @@
 // Row norm kernels: softmax, log_softmax, layer_norm and rms_norm along one axis.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <type_traits>
 
 #include "runtime/cpu/kernel_families.h"
