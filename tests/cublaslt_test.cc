@@ -244,6 +244,15 @@ Tensor randn(std::vector<int64_t> shape, uint64_t seed, DType dt = DType::F32) {
   return Tensor::randn(std::move(shape), seed, dt).eval();
 }
 
+// A vector operand drops its dimension from the product (numpy's rule), batched or not: the
+// generated kernel computes these (asking once read past the product's batch dimensions).
+TEST(CublasLtEligibility, AVectorOperandIsLeftToTheGeneratedKernel) {
+  expect_not_taken(matmul(randn({3, 4}, 40), randn({4}, 41)), "operand b is a vector");
+  expect_not_taken(matmul(randn({4}, 42), randn({4, 5}, 43)), "operand a is a vector");
+  expect_not_taken(matmul(randn({2, 3, 4}, 44), randn({4}, 45)), "operand b is a vector");
+  expect_not_taken(matmul(randn({4}, 46), randn({2, 4, 5}, 47)), "operand a is a vector");
+}
+
 TEST(CublasLtEligibility, ReluOfMatmulPlusBiasIsOneCallWithTheReluBiasEpilogue) {
   const Tensor x = randn({5, 16}, 1), w = randn({16, 8}, 2), b = randn({8}, 3);
   const Planned p = plan_of(relu(matmul(x, w) + b));

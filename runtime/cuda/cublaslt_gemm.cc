@@ -339,6 +339,14 @@ uint64_t cublaslt_gemm_calls() { return calls.load(std::memory_order_relaxed); }
 absl::StatusOr<CublasLtGemm> cublaslt_gemm(const KernelProgram& p, const KernelLaunch& launch) {
   calls.fetch_add(1, std::memory_order_relaxed);
   if (p.anchor != jit::AnchorKind::kMatmul) return ineligible("not a matmul");
+  // A matrix times a vector (or a vector times a matrix, batched or not) drops the vector's
+  // dimension from the product, so the product's batch dimensions are not the matrix's: the
+  // generated kernel computes it.
+  for (int space = 1; space <= 2; ++space) {
+    if (launch.spaces[space].size() < 2) {
+      return ineligible(absl::StrCat(space == 1 ? "operand a" : "operand b", " is a vector"));
+    }
+  }
   absl::StatusOr<KilnMatrix> a = operand_matrix(p, launch, 0);
   if (!a.ok()) return a.status();
   absl::StatusOr<KilnMatrix> b = operand_matrix(p, launch, 1);
