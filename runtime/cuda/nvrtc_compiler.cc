@@ -11,6 +11,9 @@
 namespace kiln::runtime::cuda {
 namespace {
 
+// What nvrtc_options() says, one option each (nvrtc_compiler.h says why --fmad=false).
+constexpr const char* kOptions[] = {"--std=c++17", "-default-device", "--fmad=false"};
+
 // The few NVRTC entry points Kiln uses, with the C signatures of nvrtc.h (no CUDA headers
 // needed to build Kiln).
 using nvrtcResult = int;
@@ -127,9 +130,11 @@ absl::StatusOr<std::string> compile(const std::string& source, const std::string
   }
   const std::string arch_option =
       absl::StrCat("--gpu-architecture=", ptx ? "compute_" : "sm_", arch);
+  std::vector<const char*> options = {arch_option.c_str()};
+  for (const char* option : kOptions) options.push_back(option);
   // -Xptxas -v only adds the report to the log: the cubin is the one compile_to_cubin gives.
-  const char* options[] = {arch_option.c_str(), "--std=c++17", "-default-device", "-Xptxas", "-v"};
-  const nvrtcResult compiled = api.compile(prog, ptxas_log != nullptr ? 5 : 3, options);
+  if (ptxas_log != nullptr) options.insert(options.end(), {"-Xptxas", "-v"});
+  const nvrtcResult compiled = api.compile(prog, static_cast<int>(options.size()), options.data());
   size_t log_size = 0;
   api.log_size(prog, &log_size);
   std::string log(log_size, '\0');
@@ -157,6 +162,12 @@ absl::StatusOr<std::string> compile(const std::string& source, const std::string
 }
 
 }  // namespace
+
+std::string nvrtc_options() {
+  std::string joined;
+  for (const char* option : kOptions) absl::StrAppend(&joined, joined.empty() ? "" : " ", option);
+  return joined;
+}
 
 absl::StatusOr<std::string> compile_to_cubin(const std::string& source, const std::string& name,
                                              int arch) {

@@ -14,6 +14,13 @@ absl::Status nvrtc_available();
 // "13.0" for the loaded NVRTC.
 absl::StatusOr<std::string> nvrtc_version();
 
+// The options every kernel is compiled with besides its architecture, as one string (part of
+// the cubin cache's key). They include --fmad=false: NVRTC would otherwise contract a
+// multiply and an add of two ops into one fused multiply-add, which rounds once, so a fused
+// chain would differ from the same ops run one kernel each ("fusion never changes a result",
+// docs/contracts.md). A kernel that wants an FMA (a matmul's accumulation) writes fmaf.
+std::string nvrtc_options();
+
 // Compiles `source` (a kernel module named `name`) to a cubin for sm_<arch> (e.g. 80, 90).
 // On a compile error the message holds NVRTC's log.
 absl::StatusOr<std::string> compile_to_cubin(const std::string& source, const std::string& name,

@@ -14,7 +14,7 @@ std::vector<absl::StatusOr<CubinCache::Result>> compile_in_parallel(
   parallel_for(static_cast<int64_t>(kernels.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const KernelSource& k = kernels[i];
-      results[i] = cache.get(cubin_key(k.source, arch, version, ""),
+      results[i] = cache.get(cubin_key(k.source, arch, version, nvrtc_options()),
                              [&] { return compile_to_cubin(k.source, k.name, arch); });
     }
   });

@@ -67,8 +67,8 @@ std::string tiled_matmul_f32(const KernelWriter& w) {
   absl::StrAppend(&s, "      const int tr = (threadIdx.x >> 4) * 4, tc = (threadIdx.x & 15) * 4;\n",
                   "      #pragma unroll\n      for (int kk = 0; kk < 16; ++kk) {\n",
                   "        #pragma unroll\n        for (int x = 0; x < 4; ++x) {\n",
-                  "          #pragma unroll\n          for (int y = 0; y < 4; ++y) acc[x][y] += "
-                  "tile_a[tr + x][kk] * tile_b[kk][tc + y];\n        }\n      }\n");
+                  "          #pragma unroll\n          for (int y = 0; y < 4; ++y) acc[x][y] = "
+                  "fmaf(tile_a[tr + x][kk], tile_b[kk][tc + y], acc[x][y]);\n        }\n      }\n");
   // Where in the 64x64 tile accumulator acc[x][y] of this thread belongs.
   const std::string row = "(threadIdx.x >> 4) * 4 + x", col = "(threadIdx.x & 15) * 4 + y";
   // The accumulators go through shared memory, so the epilogue is written once (not once
