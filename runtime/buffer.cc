@@ -17,14 +17,18 @@ namespace {
 std::atomic<bool> poison{false};
 std::atomic<int64_t> allocations_before_failure{-1};  // test hook; -1: never fail
 
-// Test hook: counts down to an injected failure.
-bool injected_failure() {
+}  // namespace
+
+bool injected_allocation_failure() {
   int64_t left = allocations_before_failure.load();
   while (left >= 0) {
     if (allocations_before_failure.compare_exchange_weak(left, left - 1)) return left == 0;
   }
   return false;
 }
+
+namespace {
+
 constexpr size_t kAlign = 64;
 
 // Buffer versions: never 0 (which callers use for "no version"), never reused.
@@ -98,7 +102,7 @@ void set_poison_new_buffers(bool on) { poison = on; }
 void set_fail_allocation_after(int64_t allocations) { allocations_before_failure = allocations; }
 
 Buffer::Buffer(int64_t nbytes) : nbytes_(nbytes), version_(next_version()) {
-  if (injected_failure()) {
+  if (injected_allocation_failure()) {
     throw Error(absl::StrCat("out of memory allocating ", nbytes, " bytes on cpu (injected)"));
   }
   const size_t size = BlockCache::size_class(static_cast<size_t>(nbytes));

@@ -71,6 +71,10 @@ void set_poison_new_buffers(bool on);
 // it off.
 void set_fail_allocation_after(int64_t allocations);
 
+// Whether the allocation being made now is the one set_fail_allocation_after chose (counting
+// it down): every allocator of buffers, the CPU's and each GPU's, asks before allocating.
+bool injected_allocation_failure();
+
 }  // namespace kiln::runtime
 
 #endif  // KILN_RUNTIME_BUFFER_H_

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kiln/error.h"
+#include "runtime/buffer.h"
 
 namespace kiln::runtime::cuda {
 
@@ -28,6 +29,10 @@ size_t DeviceAllocator::size_class(size_t bytes) {
 }
 
 DeviceAllocator::Block DeviceAllocator::allocate(size_t bytes) {
+  if (injected_allocation_failure()) {
+    throw Error(absl::StrCat("out of memory allocating ", bytes, " bytes on ", device_name_,
+                             " (injected)"));
+  }
   const size_t size = size_class(bytes);
   {
     std::lock_guard<std::mutex> lock(mutex_);
