@@ -175,6 +175,7 @@ TEST(CustomKernel, BadDefinitionsAndCallsAreRejectedWithTheReason) {
 // A CPU-only kernel: no CUDA source and no launch rule. It runs on the CPU, renders as a
 // comment, and cannot be recorded on a CUDA device.
 TEST(CustomKernel, CpuOnlyKernelsNeedNoCudaSource) {
+  testing::DefaultDevice cpu({DeviceType::CPU, 0});  // where such a kernel runs
   KernelFunction def = cumsum_definition();
   def.name = "test_cpu_only_cumsum";
   def.cuda.clear();

@@ -131,7 +131,9 @@ TEST(Matmul, SixteenBitOperandsMatchTheWidenedProduct) {
             << "linear element " << i << ", call " << call;
       }
     }
-    EXPECT_GT(runtime::cpu::packed_weight_stats().hits, hits) << "the weight was never kept";
+    if (default_device().type == DeviceType::CPU) {  // the CPU GEMM core's packed weights
+      EXPECT_GT(runtime::cpu::packed_weight_stats().hits, hits) << "the weight was never kept";
+    }
   }
 }
 

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -229,6 +230,9 @@ TEST(NcclLibrary, IsFoundAndEveryEntryPointResolves) {
 // header's version: the two are one release, so the pin speaks for the library.
 TEST(NcclLibrary, TheHeadersLibraryHasTheHeadersVersion) {
 #if defined(KILN_NCCL_HEADER) && defined(KILN_NCCL_HEADER_LIBRARY)
+  if (!std::filesystem::exists(KILN_NCCL_HEADER_LIBRARY)) {  // a build carried elsewhere
+    GTEST_SKIP() << "the build machine's " << KILN_NCCL_HEADER_LIBRARY << " is not here";
+  }
   const NcclApi api = rc::load_nccl_api({KILN_NCCL_HEADER_LIBRARY});
   ASSERT_TRUE(api.status.ok()) << api.status.message();
   int version = 0;

@@ -933,8 +933,8 @@ const std::map<OpKind, Builder>& builders() {
     }
     m[OpKind::Custom] = custom_programs;
     m[OpKind::CustomKernel] = custom_kernel_programs;
-    for (OpKind op : {OpKind::AllReduce, OpKind::AllGather, OpKind::ReduceScatter,
-                      OpKind::Broadcast}) {
+    for (OpKind op :
+         {OpKind::AllReduce, OpKind::AllGather, OpKind::ReduceScatter, OpKind::Broadcast}) {
       m[op] = [op](Inputs& in) { return collective_programs(op, in); };
     }
     return m;
@@ -1079,16 +1079,6 @@ std::vector<Device> devices_present() {
   return devices;
 }
 
-// Sets the default device (where new tensors live) for a scope.
-class DefaultDevice {
- public:
-  explicit DefaultDevice(Device d) : saved_(default_device()) { set_default_device(d); }
-  ~DefaultDevice() { set_default_device(saved_); }
-
- private:
-  Device saved_;
-};
-
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -1113,7 +1103,7 @@ TEST_F(OpCatalogTest, EveryOpMatchesTheReferenceOnEveryDevice) {
   std::vector<OpCases> reference_cases;
   std::vector<std::vector<Expected>> expected;
   {
-    DefaultDevice cpu({DeviceType::CPU, 0});
+    testing::DefaultDevice cpu({DeviceType::CPU, 0});
     reference_cases = build_catalog_cases();
     for (const OpCases& c : reference_cases) {
       expected.emplace_back();
@@ -1125,7 +1115,7 @@ TEST_F(OpCatalogTest, EveryOpMatchesTheReferenceOnEveryDevice) {
   size_t programs = 0;
   for (const Device d : devices_present()) {
     names.push_back(device_name(d));
-    DefaultDevice device(d);
+    testing::DefaultDevice device(d);
     std::vector<OpCases> cases =
         d.type == DeviceType::CPU ? reference_cases : build_catalog_cases();
     ASSERT_EQ(cases.size(), expected.size());
@@ -1162,7 +1152,7 @@ struct EmulatedCase {
 TEST_F(OpCatalogTest, EveryOpMatchesTheReferenceInTheCudaEmulation) {
   SCOPED_TRACE("KILN_TEST_SEED=" + std::to_string(testing::test_seed()));
   const auto start = std::chrono::steady_clock::now();
-  DefaultDevice cpu({DeviceType::CPU, 0});
+  testing::DefaultDevice cpu({DeviceType::CPU, 0});
   const std::vector<OpCases> cases = build_catalog_cases();
   std::vector<std::vector<Expected>> expected(cases.size());
   std::vector<EmulatedCase> planned;

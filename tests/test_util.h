@@ -44,6 +44,36 @@ class ScopedEnv {
 };
 
 // A fresh seed per test run (KILN_TEST_SEED pins it); tests print it with SCOPED_TRACE.
+// Sets the default device (where new tensors live) for a scope: a test of the CPU path
+// holds it on the CPU when the suite runs on a GPU (KILN_DEVICE=cuda).
+class DefaultDevice {
+ public:
+  explicit DefaultDevice(Device d) : saved_(default_device()) { set_default_device(d); }
+  ~DefaultDevice() { set_default_device(saved_); }
+  DefaultDevice(const DefaultDevice&) = delete;
+  DefaultDevice& operator=(const DefaultDevice&) = delete;
+
+ private:
+  Device saved_;
+};
+
+// How many buffers a tensor made from host data (Tensor::from_vector) takes once evaluated:
+// its host buffer, and on a GPU also its copy there.
+inline int64_t buffers_per_host_tensor() {
+  return default_device().type == DeviceType::CPU ? 1 : 2;
+}
+
+// Whether every matmul runs one GEMM code, whatever its operands' layout and its epilogue, so
+// that the same product has the same bits in any plan: on the CPU (its GEMM core), and on a
+// GPU with KILN_CUBLASLT=0. Otherwise cuBLASLt computes the products it can take and Kiln's
+// generated kernel the others (a strided view, an epilogue cuBLASLt lacks), and their sums
+// run in different orders.
+inline bool matmuls_run_one_gemm() {
+  const char* cublaslt = std::getenv("KILN_CUBLASLT");
+  return default_device().type == DeviceType::CPU ||
+         (cublaslt != nullptr && std::string(cublaslt) == "0");
+}
+
 inline uint64_t test_seed() {
   if (const char* env = std::getenv("KILN_TEST_SEED")) return std::strtoull(env, nullptr, 10);
   static const uint64_t seed = std::random_device{}();
