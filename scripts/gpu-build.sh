@@ -3,8 +3,13 @@
 # which has no package registry. Release build with libstdc++ and libgcc linked statically
 # and GoogleTest static; the other shared libraries the binaries need (Abseil, Highway,
 # Google Benchmark, zlib) are copied into build-gpu/lib, which gpu-check.sh puts on
-# LD_LIBRARY_PATH. Carry `build-gpu` with the device call (it must stay under 64 MiB):
-#   run(command="scripts/gpu-check.sh", carry=["build-gpu"], timeout_s=600)
+# LD_LIBRARY_PATH. Carry what gpu-check.sh runs with the device call (all of build-gpu is
+# over the 64 MiB a call carries), and link the source folder the tests were built in:
+#   run(command='[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; };
+#                scripts/gpu-check.sh',
+#       carry=["build-gpu/tests/kiln_tests", "build-gpu/bench/gpu_bench",
+#              "build-gpu/bench/compile_bench", "build-gpu/kiln", "build-gpu/lib",
+#              "build-gpu/samples/eager_demo"], timeout_s=600)
 # which takes about 450 s of the session's 900 s (GPU_CHECK_QUICK=1: about 210 s). Build and
 # run the CPU tests first: a lent GPU's time is for what only it can check.
 set -euo pipefail
@@ -13,12 +18,13 @@ scripts/install-deps.sh
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCH=ON \
   -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
 cmake --build build-gpu -j"$(nproc)" --target kiln_tests kiln_tool gpu_bench compile_bench \
-  soak_bench mlp_inference transformer_block
+  soak_bench mlp_inference transformer_block eager_demo
 mkdir -p build-gpu/lib
 for bin in build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/bench/compile_bench \
-  build-gpu/kiln; do
+  build-gpu/kiln build-gpu/samples/eager_demo; do
   ldd "$bin" | awk '/=> \// {print $3}' | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux)' |
     while read -r lib; do cp -Lu "$lib" build-gpu/lib/; done
 done
-strip build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/bench/compile_bench build-gpu/kiln
+strip build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/bench/compile_bench build-gpu/kiln \
+  build-gpu/samples/eager_demo
 du -sh build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/lib

@@ -2,22 +2,29 @@
 # Run ON THE LENT GPU MACHINE, in one device call, after scripts/gpu-build.sh here:
 #   run(command="scripts/gpu-check.sh", carry=["build-gpu"], timeout_s=600)
 # A lent GPU gives a command at most 600 s, and a session 900 s of device time with the
-# machine's start counted, so the steps share a budget of about 450 s (GPU_CHECK_BUDGET),
-# which leaves time to rerun a part. The quick steps come first, so that a run cut short
-# still says the most:
-#   info         the GPU and `kiln info`
-#   smoke        the op tests on the GPU with KILN_CUDA_SYNC=1 (a faulting kernel is named)
+# machine's start counted, so the steps share a budget (GPU_CHECK_BUDGET, default 400 s),
+# which leaves time to rerun a part. GPU_CHECK_STEPS names the steps to run (default: all,
+# in this order); GPU_CHECK_QUICK=1 runs the first four only:
+#   info         the GPU, the CUDA libraries found, and `kiln info`
+#   tests        the whole suite with KILN_DEVICE=cuda and KILN_CUDA_SYNC=1 (a faulting
+#                kernel is named), in GPU_CHECK_SHARDS processes at once (gtest sharding, one
+#                disk cache), so that NVRTC's cold compiles use every core; left out: the
+#                tests that run the tool and samples by their build paths, and the CPU-only
+#                checks of generated code (host emulation, NVRTC machine code), which CI runs
+#   differential the differential test's random programs, in as many slices at once
+#   tests-generated, differential-generated  the same with KILN_CUBLASLT=0: every matmul runs Kiln's generated kernel
+#                (tensor-core mma for f16/bf16), which cuBLASLt otherwise replaces
 #   bench-quick  Kiln's GPU benchmarks at small sizes
 #   torch-quick  the same workloads in PyTorch eager and torch.compile, with the copy and
 #                cuBLAS ceilings, at small sizes
-#   (GPU_CHECK_QUICK=1 stops here, after about 210 s)
-#   tests        the rest of the suite with KILN_DEVICE=cuda (the tests that run the tool and
-#                samples by their build paths, and the host emulation of kernels, left out)
-#   bench, torch the benchmarks at full size
+#   bench, torch the benchmarks at full size (bench-generated: Kiln's with KILN_CUBLASLT=0)
 #   compile      the NVRTC compile benchmark (every core)
+#   memcheck     the kernel families' tests under compute-sanitizer's memcheck: an access
+#                out of bounds in a generated kernel, on the hardware
 # A step's limit is its own or what is left of the budget, whichever is less; a step with
 # under 10 s left is skipped. Each step prints its summary as it ends; the logs are kept
-# under $OUT (or ./gpu-check-out), the summaries in summary.txt, repeated at the end.
+# under $OUT (or ./gpu-check-out), the summaries in summary.txt, repeated at the end; the
+# steps' logs end up in one archive, logs.tar.gz (a device call brings back at most 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
 out=${OUT:-gpu-check-out}
@@ -25,25 +32,111 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/build-gpu/lib:${LD_LIBRARY_PATH:-}"
 # Outside $OUT: thousands of cubins would come back with the logs.
 export KILN_CACHE_DIR="${TMPDIR:-/tmp}/kiln-gpu-check-cache"
-quick=${GPU_CHECK_QUICK:-}
-budget=${GPU_CHECK_BUDGET:-450}
+if [[ -n ${GPU_CHECK_QUICK:-} ]]; then
+  steps=${GPU_CHECK_STEPS:-info tests bench-quick torch-quick}
+else
+  steps=${GPU_CHECK_STEPS:-info tests differential tests-generated differential-generated bench-quick torch-quick bench bench-generated torch compile memcheck}
+fi
+budget=${GPU_CHECK_BUDGET:-400}
+shards=${GPU_CHECK_SHARDS:-12}
+shard_dir="${TMPDIR:-/tmp}/kiln-gpu-check-shards"
+# GPU_CHECK_DEVICE=cpu tries the script's own steps on a machine without a GPU.
+device=${GPU_CHECK_DEVICE:-cuda}
+
+differential='Differential.RandomProgramsMatchTheReferenceEvaluator'
+not_on_gpu="ToolTest.*:SamplesTest.*:SentenceEmbeddingsTest.*:DebugOutput.*:InstallTest.*:*Emulat*"
+not_on_gpu+=":MachineCode.*:CudaCodegen.*:$differential"
+
+# The driver, NVRTC and cuBLASLt: Kiln opens libcuda.so.1, libnvrtc.so.13 and
+# libcublasLt.so.13 by name, and where the dynamic linker's cache lacks one (a driver mounted
+# under /usr/local/nvidia, a toolkit under /usr/local/cuda-13.0, PyTorch's wheels), its
+# folder goes on LD_LIBRARY_PATH.
+for lib in libcuda.so.1 libnvrtc.so.13 libcublasLt.so.13; do
+  ldconfig -p 2>/dev/null | grep -q "$lib" && continue
+  found=$(find /usr/local/nvidia /usr/local/cuda* /usr/lib /opt -name "$lib" -print -quit 2>/dev/null)
+  [[ -n $found ]] && LD_LIBRARY_PATH="$(dirname "$found"):$LD_LIBRARY_PATH"
+done
+export LD_LIBRARY_PATH
+# NCCL, for the tests of Kiln's collectives on one GPU: PyTorch's wheel has one.
+if [[ -z ${KILN_NCCL_LIBRARY:-} ]]; then
+  found=$(find /usr/local/cuda* /usr/lib /opt -name libnccl.so.2 -print -quit 2>/dev/null)
+  [[ -n $found ]] && export KILN_NCCL_LIBRARY=$found
+fi
+
+# The test suite in $shards processes at once, for step NAME, with the settings VAR=VALUE
+# given: each shard's log in $shard_dir/NAME.
+sharded_tests() {
+  local name=$1 pids=() i rc=0
+  shift
+  rm -rf "${shard_dir:?}/$name" && mkdir -p "$shard_dir/$name"
+  # Cut off by the step's limit, the shards stop too.
+  trap 'kill "${pids[@]}" 2>/dev/null; exit 124' TERM
+  for ((i = 0; i < shards; i++)); do
+    env GTEST_TOTAL_SHARDS="$shards" GTEST_SHARD_INDEX="$i" KILN_DEVICE="$device" \
+      KILN_CUDA_SYNC=1 "$@" build-gpu/tests/kiln_tests --gtest_filter="-$not_on_gpu" \
+      >"$shard_dir/$name/$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || rc=1; done
+  return $rc
+}
+# The differential test's 3000 random programs, each compiling its kernels with NVRTC, in
+# $shards processes at once (KILN_DIFFERENTIAL_SLICE), for step NAME with VAR=VALUE given.
+sliced_differential() {
+  local name=$1 pids=() i rc=0
+  shift
+  rm -rf "${shard_dir:?}/$name" && mkdir -p "$shard_dir/$name"
+  trap 'kill "${pids[@]}" 2>/dev/null; exit 124' TERM
+  for ((i = 0; i < shards; i++)); do
+    env KILN_DIFFERENTIAL_SLICE="$i/$shards" KILN_DEVICE="$device" "$@" \
+      build-gpu/tests/kiln_tests --gtest_filter="$differential" >"$shard_dir/$name/$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || rc=1; done
+  return $rc
+}
+# `timeout` runs programs, not shell functions: the tests steps call this script again.
+if [[ ${1:-} == --sharded-tests ]]; then
+  shift
+  sharded_tests "$@"
+  exit
+fi
+if [[ ${1:-} == --sliced-differential ]]; then
+  shift
+  sliced_differential "$@"
+  exit
+fi
+
 summary="$out/summary.txt"
 : >"$summary"
 
-smoke_tests='Elementwise.*:Reduction.*:NN.*:Gemm.*:Matmul.*:Attention.*:CompileTest.*:KernelCount.*'
-not_on_gpu='ToolTest.*:SamplesTest.*:DebugOutput.*:InstallTest.*:CudaEmulationTest.*'
+# Step NAME's shard logs as one, and what they say together: tests passed, skipped and
+# failed, and in a shard that was cut off, the test it had started.
+summarize_tests() {
+  local name=$1 log="$out/$1.txt" f
+  for f in "$shard_dir/$name"/*.log; do
+    echo "#### shard $(basename "$f" .log)"
+    cat "$f"
+  done >"$log"
+  grep -h '^differential:' "$log"
+  awk '/^\[  PASSED  \]/ {passed += $4} /^\[  SKIPPED \] [0-9]/ {skipped += $4}
+       END {print "passed " passed+0 ", skipped " skipped+0}' "$log"
+  grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | grep -v ' ms)$' | sort -u | head -40
+  grep -E '^\[  SKIPPED \] [A-Za-z]' "$log" | grep -v ' ms)$' | sort -u | head -20
+  for f in "$shard_dir/$name"/*.log; do
+    grep -q '^\[==========\] .* ran' "$f" ||
+      echo "shard $(basename "$f" .log) cut off in: $(grep -E '^\[ RUN ' "$f" | tail -1)"
+  done
+}
 
 # The lines of step NAME's log worth reading.
 summarize() {
   local log="$out/$1.txt"
   case $1 in
     info) cat "$log" ;;
-    smoke | tests)
-      grep -E '^\[  (PASSED|FAILED) |tests? ran' "$log" | tail -15
-      # Where a run that was cut off stopped.
-      grep -E '^\[ RUN ' "$log" | tail -1 | sed 's/^/last started: /'
-      ;;
+    tests* | differential*) summarize_tests "$1" ;;
     compile) grep median "$log" ;;
+    memcheck) grep -E '^\[  (PASSED|FAILED) |ERROR SUMMARY|Invalid|out of bounds' "$log" | head -20 ;;
     *) tail -16 "$log" ;;
   esac
 }
@@ -53,6 +146,7 @@ summarize() {
 step() {
   local name=$1 limit=$2
   shift 2
+  [[ " $steps " == *" $name "* ]] || return 0
   local left=$((budget - SECONDS))
   if ((left < 10)); then
     echo "== $name: skipped (${left} s of the ${budget} s budget left) ==" | tee -a "$summary"
@@ -73,20 +167,26 @@ step() {
   } | tee -a "$summary"
 }
 
-step info 20 bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+step info 30 bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH KILN_NCCL_LIBRARY=${KILN_NCCL_LIBRARY:-}"; nproc
   build-gpu/kiln info'
-step smoke 90 env KILN_DEVICE=cuda KILN_CUDA_SYNC=1 build-gpu/tests/kiln_tests \
-  --gtest_filter="$smoke_tests"
-step bench-quick 40 env KILN_DEVICE=cuda build-gpu/bench/gpu_bench --quick
+step tests 150 "$0" --sharded-tests tests
+step differential 150 "$0" --sliced-differential differential
+# The generated matmul kernels (tensor-core mma for f16/bf16) where cuBLASLt would take them.
+step tests-generated 150 "$0" --sharded-tests tests-generated KILN_CUBLASLT=0
+step differential-generated 150 "$0" --sliced-differential differential-generated KILN_CUBLASLT=0
+step bench-quick 40 env KILN_DEVICE=$device build-gpu/bench/gpu_bench --quick
 step torch-quick 60 python3 bench/gpu_torch_bench.py --quick
-if [[ -z $quick ]]; then
-  step tests 120 env KILN_DEVICE=cuda build-gpu/tests/kiln_tests \
-    --gtest_filter="-$not_on_gpu:$smoke_tests"
-  step bench 50 env KILN_DEVICE=cuda build-gpu/bench/gpu_bench
-  step torch 50 python3 bench/gpu_torch_bench.py
-  step compile 20 build-gpu/bench/compile_bench --benchmark_repetitions=3 \
-    --benchmark_report_aggregates_only=true
-fi
+step bench 60 env KILN_DEVICE=$device build-gpu/bench/gpu_bench
+step bench-generated 60 env KILN_DEVICE=$device KILN_CUBLASLT=0 build-gpu/bench/gpu_bench
+step torch 120 python3 bench/gpu_torch_bench.py
+step compile 20 build-gpu/bench/compile_bench --benchmark_repetitions=3 \
+  --benchmark_report_aggregates_only=true
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+step memcheck 120 env KILN_DEVICE=$device "${sanitizer:-compute-sanitizer}" --tool memcheck \
+  --error-exitcode 3 build-gpu/tests/kiln_tests \
+  --gtest_filter='Elementwise.*:Reduction.*:NN.*:NN/*:Attention.*:Matmul.*:Gemm.*:View.*:Take*:Embedding.*:UpdateSlice.*:Concat.*:Cumsum.*:Topk.*:ScanSelect.*:Triangle.*:TransformerBlock.*'
 
+(cd "$out" && tar -czf logs.tar.gz --remove-files $(ls ./*.txt | grep -v summary.txt))
 echo "---- summary (${SECONDS} s) ----"
 cat "$summary"
