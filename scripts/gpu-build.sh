@@ -10,8 +10,9 @@
 #       carry=["build-gpu/tests/kiln_tests", "build-gpu/bench/gpu_bench",
 #              "build-gpu/bench/compile_bench", "build-gpu/kiln", "build-gpu/lib",
 #              "build-gpu/samples/eager_demo"], timeout_s=600)
-# which takes about 450 s of the session's 900 s (GPU_CHECK_QUICK=1: about 210 s). Build and
-# run the CPU tests first: a lent GPU's time is for what only it can check.
+# All of its steps take about 270 s on an H200 (2026-12-04; docs/cuda.md), plus the
+# machine's start (1 to 3 minutes of the session's 900 s). Build and run the CPU tests
+# first: a lent GPU's time is for what only it can check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
