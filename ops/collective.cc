@@ -97,8 +97,9 @@ absl::StatusOr<ValueType> infer_collective(OpKind op, const std::vector<ValueTyp
       int64_t& extent = out.shape[static_cast<size_t>(*axis)];
       if (op == OpKind::AllGather) {
         if (extent > std::numeric_limits<int64_t>::max() / size) {
-          return op_error(op, in, absl::StrCat("axis ", *axis, " would hold more than 2^63 "
-                                               "elements over ", size, " ranks"));
+          return op_error(op, in,
+                          absl::StrCat("axis ", *axis, " would hold more than 2^63 elements over ",
+                                       size, " ranks"));
         }
         extent *= size;
       } else if (extent % size != 0) {

@@ -188,8 +188,8 @@ int default_worker_count() {
   const int cores = usable_cores();
   if (cores < machine) return cores;  // bound by the launcher: these cores are its own
   int local_ranks = 1;
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
-                           "SLURM_NTASKS_PER_NODE"}) {
+  for (const char* name :
+       {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
     const char* text = std::getenv(name);
     int value = 0;
     if (text != nullptr && absl::SimpleAtoi(text, &value) && value > 1) local_ranks = value;

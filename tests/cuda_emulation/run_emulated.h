@@ -121,10 +121,10 @@ inline std::vector<std::shared_ptr<runtime::Buffer>> run_emulated_plan(
     if (pk.program->anchor == jit::AnchorKind::kCollective) {  // no kernel: the host's part
       const ops::ValueType in{pk.launch.spaces[1], pk.program->anchor_dtype};
       const ops::ValueType out{pk.launch.spaces[0], pk.program->anchor_dtype};
-      distributed_runtime::run_host_collective(ops::collective_call(
-          pk.program->anchor_op, pk.program->anchor_attrs, in, out,
-          ins.empty() ? nullptr : reinterpret_cast<const void*>(ins[0]),
-          reinterpret_cast<void*>(outs[0])));
+      distributed_runtime::run_host_collective(
+          ops::collective_call(pk.program->anchor_op, pk.program->anchor_attrs, in, out,
+                               ins.empty() ? nullptr : reinterpret_cast<const void*>(ins[0]),
+                               reinterpret_cast<void*>(outs[0])));
       continue;
     }
     std::vector<double> params;
