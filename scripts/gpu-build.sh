@@ -26,6 +26,6 @@ for bin in build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/bench/
   ldd "$bin" | awk '/=> \// {print $3}' | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux)' |
     while read -r lib; do cp -Lu "$lib" build-gpu/lib/; done
 done
-strip build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/bench/compile_bench build-gpu/kiln \
-  build-gpu/samples/eager_demo
+strip build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/bench/compile_bench \
+  build-gpu/kiln build-gpu/samples/eager_demo
 du -sh build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/lib

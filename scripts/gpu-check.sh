@@ -12,8 +12,9 @@
 #                tests that run the tool and samples by their build paths, and the CPU-only
 #                checks of generated code (host emulation, NVRTC machine code), which CI runs
 #   differential the differential test's random programs, in as many slices at once
-#   tests-generated, differential-generated  the same with KILN_CUBLASLT=0: every matmul runs Kiln's generated kernel
-#                (tensor-core mma for f16/bf16), which cuBLASLt otherwise replaces
+#   tests-generated, differential-generated  the same with KILN_CUBLASLT=0: every matmul
+#                runs Kiln's generated kernel (tensor-core mma for f16/bf16), which
+#                cuBLASLt otherwise replaces
 #   bench-quick  Kiln's GPU benchmarks at small sizes
 #   torch-quick  the same workloads in PyTorch eager and torch.compile, with the copy and
 #                cuBLAS ceilings, at small sizes
@@ -35,7 +36,8 @@ export KILN_CACHE_DIR="${TMPDIR:-/tmp}/kiln-gpu-check-cache"
 if [[ -n ${GPU_CHECK_QUICK:-} ]]; then
   steps=${GPU_CHECK_STEPS:-info tests bench-quick torch-quick}
 else
-  steps=${GPU_CHECK_STEPS:-info tests differential tests-generated differential-generated bench-quick torch-quick bench bench-generated torch compile memcheck}
+  all="info tests differential tests-generated differential-generated bench-quick torch-quick"
+  steps=${GPU_CHECK_STEPS:-$all bench bench-generated torch compile memcheck}
 fi
 budget=${GPU_CHECK_BUDGET:-400}
 shards=${GPU_CHECK_SHARDS:-12}
@@ -53,7 +55,8 @@ not_on_gpu+=":MachineCode.*:CudaCodegen.*:$differential"
 # folder goes on LD_LIBRARY_PATH.
 for lib in libcuda.so.1 libnvrtc.so.13 libcublasLt.so.13; do
   ldconfig -p 2>/dev/null | grep -q "$lib" && continue
-  found=$(find /usr/local/nvidia /usr/local/cuda* /usr/lib /opt -name "$lib" -print -quit 2>/dev/null)
+  found=$(find /usr/local/nvidia /usr/local/cuda* /usr/lib /opt -name "$lib" -print -quit \
+    2>/dev/null)
   [[ -n $found ]] && LD_LIBRARY_PATH="$(dirname "$found"):$LD_LIBRARY_PATH"
 done
 export LD_LIBRARY_PATH
@@ -136,7 +139,9 @@ summarize() {
     info) cat "$log" ;;
     tests* | differential*) summarize_tests "$1" ;;
     compile) grep median "$log" ;;
-    memcheck) grep -E '^\[  (PASSED|FAILED) |ERROR SUMMARY|Invalid|out of bounds' "$log" | head -20 ;;
+    memcheck)
+      grep -E '^\[  (PASSED|FAILED) |ERROR SUMMARY|Invalid|out of bounds' "$log" | head -20
+      ;;
     *) tail -16 "$log" ;;
   esac
 }
@@ -167,7 +172,8 @@ step() {
   } | tee -a "$summary"
 }
 
-step info 30 bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+step info 30 bash -c 'nvidia-smi --format=csv \
+    --query-gpu=name,memory.total,driver_version,clocks.max.sm
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH KILN_NCCL_LIBRARY=${KILN_NCCL_LIBRARY:-}"; nproc
   build-gpu/kiln info'
 step tests 150 "$0" --sharded-tests tests
@@ -182,10 +188,13 @@ step bench-generated 60 env KILN_DEVICE=$device KILN_CUBLASLT=0 build-gpu/bench/
 step torch 120 python3 bench/gpu_torch_bench.py
 step compile 20 build-gpu/bench/compile_bench --benchmark_repetitions=3 \
   --benchmark_report_aggregates_only=true
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+sanitizer=$(command -v compute-sanitizer ||
+  ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+families='Elementwise.*:Reduction.*:NN.*:NN/*:Attention.*:Matmul.*:Gemm.*:View.*:Take*:Embedding.*'
+families+=':UpdateSlice.*:Concat.*:Cumsum.*:Topk.*:ScanSelect.*:Triangle.*:TransformerBlock.*'
 step memcheck 120 env KILN_DEVICE=$device "${sanitizer:-compute-sanitizer}" --tool memcheck \
   --error-exitcode 3 build-gpu/tests/kiln_tests \
-  --gtest_filter='Elementwise.*:Reduction.*:NN.*:NN/*:Attention.*:Matmul.*:Gemm.*:View.*:Take*:Embedding.*:UpdateSlice.*:Concat.*:Cumsum.*:Topk.*:ScanSelect.*:Triangle.*:TransformerBlock.*'
+  --gtest_filter="$families"
 
 (cd "$out" && tar -czf logs.tar.gz --remove-files $(ls ./*.txt | grep -v summary.txt))
 echo "---- summary (${SECONDS} s) ----"
