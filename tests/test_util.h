@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "runtime/cuda/cublaslt.h"
 
 namespace kiln::testing {
 
@@ -43,7 +44,6 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-// A fresh seed per test run (KILN_TEST_SEED pins it); tests print it with SCOPED_TRACE.
 // Sets the default device (where new tensors live) for a scope: a test of the CPU path
 // holds it on the CPU when the suite runs on a GPU (KILN_DEVICE=cuda).
 class DefaultDevice {
@@ -69,11 +69,11 @@ inline int64_t buffers_per_host_tensor() {
 // generated kernel the others (a strided view, an epilogue cuBLASLt lacks), and their sums
 // run in different orders.
 inline bool matmuls_run_one_gemm() {
-  const char* cublaslt = std::getenv("KILN_CUBLASLT");
   return default_device().type == DeviceType::CPU ||
-         (cublaslt != nullptr && std::string(cublaslt) == "0");
+         runtime::cuda::cublaslt_disabled_by_environment();
 }
 
+// A fresh seed per test run (KILN_TEST_SEED pins it); tests print it with SCOPED_TRACE.
 inline uint64_t test_seed() {
   if (const char* env = std::getenv("KILN_TEST_SEED")) return std::strtoull(env, nullptr, 10);
   static const uint64_t seed = std::random_device{}();
