@@ -66,47 +66,35 @@ if [[ -z ${KILN_NCCL_LIBRARY:-} ]]; then
   [[ -n $found ]] && export KILN_NCCL_LIBRARY=$found
 fi
 
-# The test suite in $shards processes at once, for step NAME, with the settings VAR=VALUE
-# given: each shard's log in $shard_dir/NAME.
-sharded_tests() {
-  local name=$1 pids=() i rc=0
-  shift
+# kiln_tests in $shards processes at once, for step NAME, with the settings VAR=VALUE given,
+# each process's log in $shard_dir/NAME. HOW splits the work: "shards" gives each process a
+# gtest shard of the suite (KILN_CUDA_SYNC=1: a faulting kernel is named); "slices" gives
+# each a slice of the differential test's 3000 random programs (KILN_DIFFERENTIAL_SLICE).
+in_processes() {
+  local name=$1 how=$2 pids=() i rc=0 filter split
+  shift 2
   rm -rf "${shard_dir:?}/$name" && mkdir -p "$shard_dir/$name"
-  # Cut off by the step's limit, the shards stop too.
+  # Cut off by the step's limit, the processes stop too.
   trap 'kill "${pids[@]}" 2>/dev/null; exit 124' TERM
   for ((i = 0; i < shards; i++)); do
-    env GTEST_TOTAL_SHARDS="$shards" GTEST_SHARD_INDEX="$i" KILN_DEVICE="$device" \
-      KILN_CUDA_SYNC=1 "$@" build-gpu/tests/kiln_tests --gtest_filter="-$not_on_gpu" \
-      >"$shard_dir/$name/$i.log" 2>&1 &
-    pids+=($!)
-  done
-  for i in "${pids[@]}"; do wait "$i" || rc=1; done
-  return $rc
-}
-# The differential test's 3000 random programs, each compiling its kernels with NVRTC, in
-# $shards processes at once (KILN_DIFFERENTIAL_SLICE), for step NAME with VAR=VALUE given.
-sliced_differential() {
-  local name=$1 pids=() i rc=0
-  shift
-  rm -rf "${shard_dir:?}/$name" && mkdir -p "$shard_dir/$name"
-  trap 'kill "${pids[@]}" 2>/dev/null; exit 124' TERM
-  for ((i = 0; i < shards; i++)); do
-    env KILN_DIFFERENTIAL_SLICE="$i/$shards" KILN_DEVICE="$device" "$@" \
-      build-gpu/tests/kiln_tests --gtest_filter="$differential" >"$shard_dir/$name/$i.log" 2>&1 &
+    if [[ $how == shards ]]; then
+      filter="-$not_on_gpu"
+      split=(GTEST_TOTAL_SHARDS="$shards" GTEST_SHARD_INDEX="$i" KILN_CUDA_SYNC=1)
+    else
+      filter=$differential
+      split=(KILN_DIFFERENTIAL_SLICE="$i/$shards")
+    fi
+    env "${split[@]}" KILN_DEVICE="$device" "$@" build-gpu/tests/kiln_tests \
+      --gtest_filter="$filter" >"$shard_dir/$name/$i.log" 2>&1 &
     pids+=($!)
   done
   for i in "${pids[@]}"; do wait "$i" || rc=1; done
   return $rc
 }
 # `timeout` runs programs, not shell functions: the tests steps call this script again.
-if [[ ${1:-} == --sharded-tests ]]; then
+if [[ ${1:-} == --in-processes ]]; then
   shift
-  sharded_tests "$@"
-  exit
-fi
-if [[ ${1:-} == --sliced-differential ]]; then
-  shift
-  sliced_differential "$@"
+  in_processes "$@"
   exit
 fi
 
@@ -176,11 +164,12 @@ step info 30 bash -c 'nvidia-smi --format=csv \
     --query-gpu=name,memory.total,driver_version,clocks.max.sm
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH KILN_NCCL_LIBRARY=${KILN_NCCL_LIBRARY:-}"; nproc
   build-gpu/kiln info'
-step tests 150 "$0" --sharded-tests tests
-step differential 150 "$0" --sliced-differential differential
+step tests 150 "$0" --in-processes tests shards
+step differential 150 "$0" --in-processes differential slices
 # The generated matmul kernels (tensor-core mma for f16/bf16) where cuBLASLt would take them.
-step tests-generated 150 "$0" --sharded-tests tests-generated KILN_CUBLASLT=0
-step differential-generated 150 "$0" --sliced-differential differential-generated KILN_CUBLASLT=0
+step tests-generated 150 "$0" --in-processes tests-generated shards KILN_CUBLASLT=0
+step differential-generated 150 "$0" --in-processes differential-generated slices \
+  KILN_CUBLASLT=0
 step bench-quick 40 env KILN_DEVICE=$device build-gpu/bench/gpu_bench --quick
 step torch-quick 60 python3 bench/gpu_torch_bench.py --quick
 step bench 60 env KILN_DEVICE=$device build-gpu/bench/gpu_bench
