@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "kiln/kiln.h"
+#include "runtime/cache_dir.h"
 #include "runtime/cpu/simd_math.h"
 #include "runtime/cuda/cubin_cache.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -140,7 +141,7 @@ int info() {
               nvrtc.ok() ? nvrtc->c_str() : std::string(nvrtc.status().message()).c_str());
   std::printf("CPU SIMD target: %s, %u threads\n", kiln::runtime::cpu::simd_target_name(),
               std::thread::hardware_concurrency());
-  const std::string where = kiln::runtime::cuda::default_cache_dir();
+  const std::string where = kiln::runtime::default_cache_dir();
   std::printf("kernel cache: %s (KILN_CACHE_DIR)\n", where.c_str());
   return 0;
 }

@@ -1,7 +1,9 @@
 // Pointwise kernels, and the epilogue every anchored kernel ends with: space 0 over tiles,
-// each tile stored to every output.
+// each tile stored to every output. A large pointwise kernel the code generator compiles
+// runs as one compiled loop instead (compiled_pointwise.h).
 #include <algorithm>
 
+#include "runtime/cpu/compiled_pointwise.h"
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/tile_evaluator.h"
 #include "runtime/thread_pool.h"
@@ -11,6 +13,9 @@ namespace kiln::runtime::cpu {
 void run_pointwise(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                    const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
                    const std::vector<double>& params, const void* anchor) {
+  if (anchor == nullptr && run_compiled_pointwise(program, launch, inputs, outputs, params)) {
+    return;
+  }
   run_pointwise_range(program, launch, inputs, outputs, params, anchor, 0, 0,
                       ops::numel(launch.spaces[0]));
 }

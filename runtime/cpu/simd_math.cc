@@ -9,6 +9,7 @@
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "runtime/cpu/simd_math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::runtime::cpu {
@@ -69,114 +70,16 @@ void DivScalarImpl(const float* in, float s, float* out, size_t n) {
   apply(in, out, n, [s](auto d, auto x) HWY_ATTR { return hn::Div(x, hn::Set(d, s)); });
 }
 
-// c[0] + c[1] x + c[2] x^2 + ..., by Horner's rule.
-template <class D, class V, size_t N>
-HWY_INLINE V polynomial(D d, V x, const float (&c)[N]) {
-  V y = hn::Set(d, c[N - 1]);
-  for (size_t i = N - 1; i-- > 0;) y = hn::MulAdd(y, x, hn::Set(d, c[i]));
-  return y;
-}
-
-// exp with libm's special values: inf past the overflow threshold, NaN stays NaN.
-template <class D, class V>
-HWY_INLINE V exp_kernel(D d, V x) {
-  const V y = hn::Exp(d, hn::Min(x, hn::Set(d, 89.0f)));
-  const V inf_or_y = hn::IfThenElse(hn::Gt(x, hn::Set(d, 88.72283f)), hn::Inf(d), y);
-  return hn::IfThenElse(hn::IsNaN(x), x, inf_or_y);
-}
-
-// erf(x) for |x| <= 1 as x + x Q(x^2): a relative least-squares fit whose float coefficients
-// were chosen one at a time (rounding each before fitting the rest), 1.5e-9 relative error.
-// The x + x Q form keeps erf's leading 2/sqrt(pi) out of a rounded coefficient.
-template <class D, class V>
-HWY_INLINE V erf_small(D d, V x) {
-  static constexpr float kQ[] = {1.283791661e-01f,  -3.761262596e-01f, 1.128358245e-01f,
-                                 -2.685364336e-02f, 5.187962670e-03f,  -8.006793214e-04f,
-                                 7.842288323e-05f};
-  return hn::MulAdd(x, polynomial(d, hn::Mul(x, x), kQ), x);
-}
-
-// exp(-(hi + lo)) for hi >= 0 and |lo| <= ulp(hi) / 2: Highway's Exp, built from the same
-// hn::impl pieces, with lo taken off the reduced argument (|r| <= ln2 / 2), where subtracting
-// it rounds far less than forming hi + lo would.
-template <class D, class V>
-HWY_INLINE V exp_of_negative_sum(D d, V hi, V lo) {
-  hn::impl::ExpImpl<float> impl;
-  const V x = hn::Neg(hi);
-  // q = round(x / ln2): x <= 0, and the conversion truncates.
-  const auto q =
-      impl.ToInt32(d, hn::MulAdd(x, hn::Set(d, 1.442695040888963407f), hn::Set(d, -0.5f)));
-  const V r = hn::Sub(impl.ExpReduce(d, x, q), lo);
-  const V y = impl.LoadExpShortRange(d, hn::Add(impl.ExpPoly(d, r), hn::Set(d, 1.0f)), q);
-  return hn::IfThenElseZero(hn::Ge(x, hn::Set(d, -104.0f)), y);  // Highway's Exp's bound
-}
-
-// c[0] + c[1] x + ... with c = near where `near` is set and c = far elsewhere.
-template <class D, class M, class V, size_t N>
-HWY_INLINE V polynomial2(D d, M near, V x, const float (&c_near)[N], const float (&c_far)[N]) {
-  auto coefficient = [&](size_t i) HWY_ATTR {
-    return hn::IfThenElse(near, hn::Set(d, c_near[i]), hn::Set(d, c_far[i]));
-  };
-  V y = coefficient(N - 1);
-  for (size_t i = N - 1; i-- > 0;) y = hn::MulAdd(y, x, coefficient(i));
-  return y;
-}
-
-// erfc(u) for u in [0.5, 10.5] as exp(-u^2) F(u), returned as F(u) with exp(-u^2) in *scale:
-// gelu multiplies x / 2 in before the scale, since in the other order a subnormal erfc
-// (u > 9.2) would round before being multiplied by up to 7.
-// F = erfc(u) exp(u^2) is a polynomial in u - 1.2499 below u = 2 and 1/u times one in
-// 1/u - 0.29999 above (F ~ 1 / (u sqrt(pi)) there), fitted for relative error with float
-// coefficients chosen one at a time (2.5e-9 and 7e-11). The centers make the constant terms
-// floats to 1e-10 and the near argument exact (Sterbenz) for u >= 0.625.
-// u^2 is held as hi + lo, since rounding it to one float would cost up to 6e-6 relative in
-// exp at u = 10. Dekker's product splits u into 12-bit halves, so it is exact without an FMA
-// (SSE4 has none).
-template <class D, class V>
-HWY_INLINE V erfc_tail(D d, V u, V* scale) {
-  static constexpr float kNear[] = {3.678350151e-01f,  -2.088342607e-01f, 1.068042889e-01f,
-                                    -5.022299662e-02f, 2.201412618e-02f,  -9.086810984e-03f,
-                                    3.553528106e-03f,  -1.309636049e-03f, 4.718439304e-04f,
-                                    -1.919286588e-04f, 6.093657794e-05f};
-  static constexpr float kFar[] = {5.416343808e-01f, -1.345986426e-01f, -1.355893016e-01f,
-                                   2.080755979e-01f, -8.154173195e-02f, -1.584955156e-01f,
-                                   3.416547179e-01f, -2.654441297e-01f, -1.950137019e-01f,
-                                   8.680285811e-01f, -9.511135817e-01f};
-  const auto near = hn::Lt(u, hn::Set(d, 2.0f));
-  const V inv_u = hn::Div(hn::Set(d, 1.0f), u);
-  const V w = hn::IfThenElse(near, hn::Sub(u, hn::Set(d, 1.249942064e+00f)),
-                             hn::Sub(inv_u, hn::Set(d, 2.999912500e-01f)));
-  const V p = polynomial2(d, near, w, kNear, kFar);
-  const V f = hn::IfThenElse(near, p, hn::Mul(p, inv_u));
-  const hn::RebindToUnsigned<D> du;
-  const V u_hi = hn::And(u, hn::BitCast(d, hn::Set(du, 0xFFFFF000u)));
-  const V u_lo = hn::Sub(u, u_hi);
-  const V hi = hn::Mul(u, u);
-  const V lo =
-      hn::Add(hn::Add(hn::Sub(hn::Mul(u_hi, u_hi), hi), hn::Mul(hn::Add(u_hi, u_hi), u_lo)),
-              hn::Mul(u_lo, u_lo));
-  *scale = exp_of_negative_sum(d, hi, lo);
-  return f;
-}
-
 void ExpImpl(const float* in, float* out, size_t n) {
-  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return exp_kernel(d, x); });
+  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return exp_vec(d, x); });
 }
 
 void LogImpl(const float* in, float* out, size_t n) {
-  apply(in, out, n, [](auto d, auto x) HWY_ATTR {
-    const auto inf = hn::Inf(d);
-    const auto zero = hn::Zero(d);
-    auto y = hn::Log(d, hn::Max(x, hn::Set(d, std::numeric_limits<float>::denorm_min())));
-    y = hn::IfThenElse(hn::Eq(x, zero), hn::Neg(inf), y);
-    y = hn::IfThenElse(hn::Eq(x, inf), inf, y);
-    return hn::IfThenElse(hn::Or(hn::Lt(x, zero), hn::IsNaN(x)), hn::NaN(d), y);
-  });
+  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return log_vec(d, x); });
 }
 
 void TanhImpl(const float* in, float* out, size_t n) {
-  apply(in, out, n,
-        [](auto d, auto x) HWY_ATTR { return hn::IfThenElse(hn::IsNaN(x), x, hn::Tanh(d, x)); });
+  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return tanh_vec(d, x); });
 }
 
 void SinImpl(const float* in, float* out, size_t n) {
@@ -187,95 +90,28 @@ void CosImpl(const float* in, float* out, size_t n) {
   apply(in, out, n, [](auto d, auto x) HWY_ATTR { return hn::Cos(d, x); });
 }
 
-// 1 / (1 + exp(-x)) and x / (1 + exp(-x)), the functors' formulas, so the special values
-// come out the same: sigmoid(-inf) = 0, silu(-inf) = -inf / inf = NaN.
 void SigmoidImpl(const float* in, float* out, size_t n) {
-  apply(in, out, n, [](auto d, auto x) HWY_ATTR {
-    const auto one = hn::Set(d, 1.0f);
-    return hn::Div(one, hn::Add(one, exp_kernel(d, hn::Neg(x))));
-  });
+  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return sigmoid_vec(d, x); });
 }
 
 void SiluImpl(const float* in, float* out, size_t n) {
-  apply(in, out, n, [](auto d, auto x) HWY_ATTR {
-    return hn::Div(x, hn::Add(hn::Set(d, 1.0f), exp_kernel(d, hn::Neg(x))));
-  });
+  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return silu_vec(d, x); });
 }
 
 void ErfImpl(const float* in, float* out, size_t n) {
-  apply(in, out, n, [](auto d, auto x) HWY_ATTR {
-    const auto one = hn::Set(d, 1.0f);
-    const auto a = hn::Abs(x);
-    // Past 10.5 erfc is below every float, so the clamp also gives erf(+-inf) = +-1.
-    hn::Vec<decltype(d)> scale;
-    const auto tail = erfc_tail(d, hn::Min(hn::Max(a, one), hn::Set(d, 10.5f)), &scale);
-    const auto large = hn::CopySign(hn::NegMulAdd(tail, scale, one), x);
-    const auto y = hn::IfThenElse(hn::Lt(a, one), erf_small(d, x), large);
-    return hn::IfThenElse(hn::IsNaN(x), x, y);
-  });
+  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return erf_vec(d, x); });
 }
 
-// The functor's 0.5 x erfc(-x / sqrt(2)), with erfc(-t) taken where each form is accurate:
-// erfc(|t|) for t < -0.5 (so x near -10 keeps its tiny result), 1 + erf(t) near zero, and
-// 2 - erfc(t) for t >= 1. gelu(-inf) = -inf * 0 = NaN, as in the functor.
 void GeluImpl(const float* in, float* out, size_t n) {
-  apply(in, out, n, [](auto d, auto x) HWY_ATTR {
-    const auto one = hn::Set(d, 1.0f);
-    const auto half_x = hn::Mul(hn::Set(d, 0.5f), x);
-    const auto t = hn::Mul(x, hn::Set(d, 0.70710678118654752440f));
-    hn::Vec<decltype(d)> scale;
-    const auto tail =
-        erfc_tail(d, hn::Min(hn::Max(hn::Abs(t), hn::Set(d, 0.5f)), hn::Set(d, 10.5f)), &scale);
-    auto y = hn::Mul(half_x, hn::Add(one, erf_small(d, t)));
-    y = hn::IfThenElse(hn::Lt(t, hn::Set(d, -0.5f)), hn::Mul(hn::Mul(half_x, tail), scale), y);
-    const auto two_minus_tail = hn::NegMulAdd(tail, scale, hn::Set(d, 2.0f));
-    return hn::IfThenElse(hn::Ge(t, one), hn::Mul(half_x, two_minus_tail), y);
-  });
+  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return gelu_vec(d, x); });
 }
 
-// log1p(x) = log(u) + (x - (u - 1)) / u with u = 1 + x: the second term is what rounding
-// 1 + x lost. 1.4 ulp, where Highway's Log1p (log(u) x / (u - 1)) has 2.5.
 void Log1pImpl(const float* in, float* out, size_t n) {
-  apply(in, out, n, [](auto d, auto x) HWY_ATTR {
-    const auto one = hn::Set(d, 1.0f);
-    const auto inf = hn::Inf(d);
-    const auto u = hn::Add(x, one);
-    auto y = hn::Add(hn::Log(d, u), hn::Div(hn::Sub(x, hn::Sub(u, one)), u));
-    y = hn::IfThenElse(hn::Eq(x, hn::Set(d, -1.0f)), hn::Neg(inf), y);
-    y = hn::IfThenElse(hn::Eq(x, inf), inf, y);
-    y = hn::IfThenElse(hn::Eq(x, hn::Zero(d)), x, y);  // keeps -0
-    return hn::IfThenElse(hn::Or(hn::Lt(x, hn::Set(d, -1.0f)), hn::IsNaN(x)), hn::NaN(d), y);
-  });
-}
-
-// Highway's exp reduction (x = q ln2 + r, p = e^r - 1, from hn::impl), reassembled as
-// e^x - 1 = 2^q (p + (1 - 2^-q)): for q in [-1, 24] the constant is exact and the one
-// rounding of the sum is relative to the result. (Highway's Expm1 computes 2^q (p + 1) - 1,
-// 3.4 ulp near x = 0.35.) Other q: 2^q (p + 1) - 1, where the -1 dominates or vanishes.
-template <class D, class V>
-HWY_INLINE V expm1_kernel(D d, V x) {
-  hn::impl::ExpImpl<float> impl;
-  const hn::Rebind<int32_t, D> di;
-  const V one = hn::Set(d, 1.0f);
-  const V xc = hn::Min(hn::Max(x, hn::Set(d, -88.0f)), hn::Set(d, 89.0f));
-  const V half_away = hn::Or(hn::Set(d, 0.5f), hn::And(xc, hn::Set(d, -0.0f)));
-  const auto q = impl.ToInt32(d, hn::MulAdd(xc, hn::Set(d, 1.442695040888963407f), half_away));
-  const V p = impl.ExpPoly(d, impl.ExpReduce(d, xc, q));
-  const auto exact =
-      hn::RebindMask(d, hn::And(hn::Gt(q, hn::Set(di, -2)), hn::Lt(q, hn::Set(di, 25))));
-  const auto q_exact = hn::Min(hn::Max(q, hn::Set(di, -1)), hn::Set(di, 24));
-  const V c = hn::IfThenElse(exact, hn::Sub(one, impl.Pow2I(d, hn::Neg(q_exact))), one);
-  return hn::Add(impl.LoadExpShortRange(d, hn::Add(p, c), q),
-                 hn::IfThenZeroElse(exact, hn::Set(d, -1.0f)));
+  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return log1p_vec(d, x); });
 }
 
 void Expm1Impl(const float* in, float* out, size_t n) {
-  apply(in, out, n, [](auto d, auto x) HWY_ATTR {
-    auto y = expm1_kernel(d, x);
-    y = hn::IfThenElse(hn::Gt(x, hn::Set(d, 88.72283f)), hn::Inf(d), y);
-    // x - 0 would turn -0 into +0; NaN stays NaN.
-    return hn::IfThenElse(hn::Or(hn::Eq(x, hn::Zero(d)), hn::IsNaN(x)), x, y);
-  });
+  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return expm1_vec(d, x); });
 }
 
 // Whether powf(a, b) needs a case the vector formula leaves out: a zero, infinite or NaN

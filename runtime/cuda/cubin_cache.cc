@@ -3,7 +3,6 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -133,15 +132,6 @@ absl::StatusOr<CubinCache::Result> CubinCache::get(
   std::lock_guard<std::mutex> lock(mutex_);
   memory_.emplace(key, result.cubin);
   return result;
-}
-
-std::string default_cache_dir() {
-  if (const char* dir = std::getenv("KILN_CACHE_DIR"); dir != nullptr && *dir != '\0') return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
-    return absl::StrCat(xdg, "/kiln");
-  }
-  const char* home = std::getenv("HOME");
-  return absl::StrCat(home != nullptr ? home : ".", "/.cache/kiln");
 }
 
 std::string cubin_key(const std::string& source, int arch, const std::string& nvrtc_version,

@@ -54,9 +54,6 @@ class CubinCache {
   absl::flat_hash_map<std::string, std::string> memory_;
 };
 
-// The default directory: KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
-std::string default_cache_dir();
-
 // The cache key of a kernel: source, arch, NVRTC version and options, unambiguously joined.
 std::string cubin_key(const std::string& source, int arch, const std::string& nvrtc_version,
                       const std::string& options);

@@ -21,6 +21,7 @@
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
 #include "runtime/atomic_file.h"
+#include "runtime/cache_dir.h"
 #include "runtime/cuda/cubin_cache.h"
 #include "runtime/cuda/cublaslt_matmul.h"
 #include "runtime/cuda/cuda_renderer.h"
@@ -282,7 +283,7 @@ class CudaDevice {
   }
 
   static CubinCache& cubin_cache() {
-    static CubinCache* cache = new CubinCache(default_cache_dir(), int64_t{1} << 30);
+    static CubinCache* cache = new CubinCache(runtime::default_cache_dir(), int64_t{1} << 30);
     return *cache;
   }
 

@@ -1,0 +1,51 @@
+// Pointwise kernels compiled to one loop: the CPU code generator.
+//
+// The tile evaluator computes a fused kernel one instruction at a time over a tile, so every
+// value makes a round trip through memory. For a large pointwise kernel, this writes the
+// kernel as C++ instead: one loop over vectors in which each instruction is a line, values
+// stay in registers, and each input is read and each output written once. The machine's C++
+// compiler builds it (host_compiler.h). The math is Kiln's own (simd_math-inl.h, the
+// evaluator's), so a compiled kernel computes the same bits as the evaluator.
+//
+// Compiled: kernels without an anchor whose values are all f32, built from loads (each
+// contiguous, or one value broadcast), scalar parameters, and the unary and binary ops the
+// generator knows (compiled_pointwise.cc). Everything else, and every kernel when no
+// compiler can be run, goes through the tile evaluator. A kernel is compiled when it covers
+// at least KILN_CPU_JIT_MIN_ELEMENTS positions (default 1048576): below that, the
+// compiler's second would not pay for itself.
+#ifndef KILN_RUNTIME_CPU_COMPILED_POINTWISE_H_
+#define KILN_RUNTIME_CPU_COMPILED_POINTWISE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "jit/fusion/kernel_ir.h"
+#include "runtime/buffer.h"
+
+namespace kiln::runtime::cpu {
+
+// The C++ source of `program` as a compiled pointwise kernel, or nullopt when the generator
+// does not compile it. Depends on the program alone, never on sizes.
+std::optional<std::string> compiled_pointwise_source(const jit::KernelProgram& program);
+
+// The name of the function the source defines.
+inline constexpr char kCompiledPointwiseSymbol[] = "kiln_compiled_pointwise";
+
+// Runs the kernel through its compiled loop when it is compiled (building it on first use)
+// and this launch suits it; false when the caller must use the tile evaluator.
+bool run_compiled_pointwise(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                            const std::vector<const Buffer*>& inputs,
+                            const std::vector<Buffer*>& outputs, const std::vector<double>& params);
+
+// The smallest kernel (positions) compiled: KILN_CPU_JIT_MIN_ELEMENTS unless a test set it.
+int64_t compiled_pointwise_min_elements();
+// For tests: compile kernels of at least `elements` positions (-1: back to the environment).
+void set_compiled_pointwise_min_elements(int64_t elements);
+// How many kernel launches in this process ran a compiled loop.
+int64_t compiled_pointwise_runs();
+
+}  // namespace kiln::runtime::cpu
+
+#endif  // KILN_RUNTIME_CPU_COMPILED_POINTWISE_H_

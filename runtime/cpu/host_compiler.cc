@@ -1,0 +1,209 @@
+#include "runtime/cpu/host_compiler.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "hwy/targets.h"
+#include "jit/graph/env_options.h"
+#include "runtime/atomic_file.h"
+#include "runtime/cache_dir.h"
+
+extern char** environ;  // NOLINT: POSIX declares it nowhere else
+
+namespace kiln::runtime::cpu {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string compiler() {
+  const char* cxx = std::getenv("KILN_CXX");
+  return cxx != nullptr && *cxx != '\0' ? cxx : "c++";
+}
+
+// The instruction set to build for: the best x86-64 level whose Highway target the CPU
+// runs, so that a compiled kernel uses the same vectors as the executor's dispatched loops
+// (hwy::SupportedTargets() is what HWY_DYNAMIC_DISPATCH chooses from). Highway's x86 targets
+// also require AES and carry-less multiply, which the levels leave out: without them its
+// static target falls back to 128-bit SSSE3. Other CPUs build for the compiler's default.
+std::string instruction_set_flag() {
+#if defined(__x86_64__)
+  const int64_t targets = hwy::SupportedTargets();
+  if ((targets & HWY_AVX3) != 0) return "-march=x86-64-v4 -maes -mpclmul";
+  if ((targets & HWY_AVX2) != 0) return "-march=x86-64-v3 -maes -mpclmul";
+  if ((targets & HWY_SSE4) != 0) return "-march=x86-64-v2 -maes -mpclmul";
+#endif
+  return "";
+}
+
+// A file name for `key`: its checksum and length (the .key file beside it decides).
+std::string file_stem(const std::string& key) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(key.data()), static_cast<uInt>(key.size()));
+  return absl::StrFormat("%08x_%zu", static_cast<uint32_t>(crc), key.size());
+}
+
+std::string read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Runs `argv` with its output into `log_path`; returns the exit status (-1: not started).
+int run_process(const std::vector<std::string>& argv, const std::string& log_path) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// A name no other process or thread writing into the same folder uses.
+std::string temporary_suffix() {
+  return absl::StrCat(".tmp.", getpid(), ".",
+                      std::hash<std::thread::id>{}(std::this_thread::get_id()));
+}
+
+// Builds `source` into `library` (renamed into place only on success).
+absl::Status build_library(const std::string& source, const std::string& source_path,
+                           const std::string& library) {
+  absl::Status written =
+      write_file_atomically(source_path, [&](std::ostream& out) { out << source; });
+  if (!written.ok()) return written;
+  const std::string temporary = library + temporary_suffix();
+  const std::string log = temporary + ".log";
+  std::vector<std::string> argv = {compiler()};
+  for (absl::string_view flag : absl::StrSplit(host_compiler_flags(), ' ', absl::SkipEmpty())) {
+    argv.emplace_back(flag);
+  }
+  argv.insert(argv.end(), {"-o", temporary, source_path});
+  const auto start = std::chrono::steady_clock::now();
+  const int status = run_process(argv, log);
+  const std::string output = read_whole_file(log);
+  std::error_code ignored;
+  fs::remove(log, ignored);
+  if (status != 0) {
+    fs::remove(temporary, ignored);
+    std::vector<absl::string_view> lines =
+        absl::StrSplit(absl::StripTrailingAsciiWhitespace(output), '\n', absl::SkipEmpty());
+    if (lines.size() > 12) lines.resize(12);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "compiled CPU kernel: `", absl::StrJoin(argv, " "), "` ",
+        status < 0 ? "could not be run (set KILN_CXX to a C++ compiler, or KILN_CPU_JIT=0)"
+                   : absl::StrCat("exited with status ", status),
+        lines.empty() ? "" : ":\n", absl::StrJoin(lines, "\n")));
+  }
+  fs::rename(temporary, library, ignored);
+  if (ignored) {
+    fs::remove(temporary, ignored);
+    return absl::InternalError(absl::StrCat("compiled CPU kernel: cannot move the library to ",
+                                            library, ": ", ignored.message()));
+  }
+  if (jit::env_options().log_level >= 1) {
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "kiln: compiled CPU kernel %s in %.0f ms\n", library.c_str(), ms);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> load_function(const std::string& library, const std::string& symbol) {
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);  // kept for the process
+  if (handle == nullptr) {
+    return absl::InternalError(absl::StrCat("compiled CPU kernel: dlopen: ", dlerror()));
+  }
+  void* function = dlsym(handle, symbol.c_str());
+  if (function == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("compiled CPU kernel: ", library, " has no function ", symbol));
+  }
+  return function;
+}
+
+// Loads the library for `key`, building it first when the cache holds none that matches.
+absl::StatusOr<void*> load_or_build(const std::string& key, const std::string& source,
+                                    const std::string& symbol) {
+  const std::string dir = absl::StrCat(default_cache_dir(), "/cpu");
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("compiled CPU kernel: cannot create ", dir, ": ", error.message()));
+  }
+  const std::string stem = absl::StrCat(dir, "/", file_stem(key));
+  const std::string library = stem + ".so", key_path = stem + ".key";
+  if (!(fs::exists(library, error) && read_whole_file(key_path) == key)) {
+    absl::Status built = build_library(source, stem + ".cc", library);
+    if (!built.ok()) return built;
+    built = write_file_atomically(key_path, [&](std::ostream& out) { out << key; });
+    if (!built.ok()) return built;
+  }
+  return load_function(library, symbol);
+}
+
+}  // namespace
+
+bool host_compiler_enabled() {
+  static const bool enabled = [] {
+    const char* jit = std::getenv("KILN_CPU_JIT");
+    return jit == nullptr || std::string_view(jit) != "0";
+  }();
+  return enabled;
+}
+
+const std::string& host_compiler_flags() {
+  // -ffp-contract=off: a product and a sum stay two roundings, as in the executor's
+  // op-at-a-time loops, so a compiled kernel computes the same bits.
+  static const std::string flags = absl::StrCat(
+      "-std=c++17 -O2 -fPIC -shared -fno-exceptions -ffp-contract=off -w ", instruction_set_flag());
+  return flags;
+}
+
+absl::StatusOr<void*> compiled_function(const std::string& source, const std::string& symbol) {
+  static std::mutex mutex;
+  static auto* loaded = new absl::flat_hash_map<std::string, absl::StatusOr<void*>>();
+  const std::string key =
+      absl::StrCat("compiler=", compiler(), "\nflags=", host_compiler_flags(), "\n", source);
+  std::lock_guard<std::mutex> lock(mutex);  // one build at a time; loads are quick
+  if (auto it = loaded->find(key); it != loaded->end()) return it->second;
+  absl::StatusOr<void*> function = load_or_build(key, source, symbol);
+  loaded->emplace(key, function);
+  return function;
+}
+
+}  // namespace kiln::runtime::cpu

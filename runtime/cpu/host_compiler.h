@@ -1,0 +1,37 @@
+// Compiles generated C++ into machine code for the CPU Kiln runs on, with the machine's own
+// C++ compiler (the CPU counterpart of NVRTC): the source goes to a file, the compiler
+// builds a shared library from it, and the library is loaded with dlopen.
+//
+// Compiled libraries are kept across processes under <cache dir>/cpu/ (runtime/cache_dir.h),
+// named by a checksum of the key (source, compiler, flags), next to the source they came
+// from; a key is compiled once per machine and loaded once per process. A library is only
+// renamed into place once the compiler succeeded, so a failed or interrupted build never
+// leaves a file that a later process would load.
+//
+// Environment: KILN_CPU_JIT=0 turns compiled CPU kernels off (the tile evaluator runs
+// everything); KILN_CXX names the compiler (default: c++ on the PATH).
+#ifndef KILN_RUNTIME_CPU_HOST_COMPILER_H_
+#define KILN_RUNTIME_CPU_HOST_COMPILER_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace kiln::runtime::cpu {
+
+// Whether compiled CPU kernels may be used (KILN_CPU_JIT is not "0").
+bool host_compiler_enabled();
+
+// The compiler flags every compiled kernel is built with, the instruction set among them
+// (chosen from the CPU present, e.g. -march=x86-64-v3 where it has AVX2 and FMA). Part of
+// the cache key.
+const std::string& host_compiler_flags();
+
+// The address of extern "C" function `symbol` in `source` compiled for this machine. An
+// error names the compiler, its command and its first lines of output; a source that once
+// failed in this process is not compiled again.
+absl::StatusOr<void*> compiled_function(const std::string& source, const std::string& symbol);
+
+}  // namespace kiln::runtime::cpu
+
+#endif  // KILN_RUNTIME_CPU_HOST_COMPILER_H_
