@@ -150,9 +150,22 @@ HWY_INLINE V log_vec(D d, V x) {
   return hn::IfThenElse(hn::Or(hn::Lt(x, zero), hn::IsNaN(x)), hn::NaN(d), y);
 }
 
+// tanh(x) = x P(x^2) / Q(x^2) on [-9, 9], a rational fit for relative error (6.6e-9 before
+// rounding the coefficients to floats), and +-1 past 9, where tanh rounds to 1. In floats
+// 4.6 ulps at most with FMA and 5.7 without (tests/scalar_math_test.cc). One division and
+// nine multiply-adds, where Highway's Tanh spends an expm1 and a division: the 8-op chain
+// benchmark went from 12.4 to 7.4 ms with it. Odd, so tanh(-0) = -0.
 template <class D, class V>
 HWY_INLINE V tanh_vec(D d, V x) {
-  return hn::IfThenElse(hn::IsNaN(x), x, hn::Tanh(d, x));
+  static constexpr float kP[] = {1.000000000e+00f, 1.308401078e-01f,  3.103956580e-03f,
+                                 1.115431223e-05f, -2.022524548e-08f, 5.277958973e-11f,
+                                 -8.488739225e-14f};
+  static constexpr float kQ[] = {1.000000000e+00f, 4.641733766e-01f, 2.449518070e-02f,
+                                 2.546145697e-04f};
+  const V c = hn::Min(hn::Max(x, hn::Set(d, -9.0f)), hn::Set(d, 9.0f));
+  const V t = hn::Mul(c, c);
+  const V y = hn::Div(hn::Mul(c, polynomial(d, t, kP)), polynomial(d, t, kQ));
+  return hn::IfThenElse(hn::IsNaN(x), x, y);
 }
 
 // 1 / (1 + exp(-x)) and x / (1 + exp(-x)), the functors' formulas, so the special values
