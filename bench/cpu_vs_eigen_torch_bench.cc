@@ -1,5 +1,6 @@
 // The CPU device against Eigen and libtorch eager on the same work, in one run:
-// an 8-op elementwise chain over 16M floats, softmax and layer_norm over 4096x4096 (and
+// two 8-op elementwise chains over 16M floats (one input with exp and tanh; two inputs
+// with abs, divide and relu), softmax and layer_norm over 4096x4096 (and
 // Kiln's bf16 versions), row and column sums, and relu(x @ w + b) at 1024^3. Run:
 // build/bench/cpu_vs_eigen_torch_bench (bench/RESULTS.md).
 #include <benchmark/benchmark.h>
@@ -40,6 +41,26 @@ void BM_Chain8_Eigen(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kChain * 8);
 }
 BENCHMARK(BM_Chain8_Eigen)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// z = relu(|x * 0.5 - y| / (y * y + 1) - x): mul sub abs mul add div sub relu, two inputs.
+// Bound by memory more than by math (three 64 MB streams).
+void BM_Chain8TwoInputs_Kiln(benchmark::State& state) {
+  Tensor x = Tensor::rand({kChain}, 1).eval();
+  Tensor y = Tensor::rand({kChain}, 2).eval();
+  for (auto _ : state) kiln::relu(kiln::abs(x * 0.5 - y) / (y * y + 1.0) - x).eval();
+  state.SetBytesProcessed(state.iterations() * kChain * 12);
+}
+BENCHMARK(BM_Chain8TwoInputs_Kiln)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Chain8TwoInputs_Eigen(benchmark::State& state) {
+  Eigen::ArrayXf x = Eigen::ArrayXf::Random(kChain), y = Eigen::ArrayXf::Random(kChain), z(kChain);
+  for (auto _ : state) {
+    z = ((x * 0.5f - y).abs() / (y * y + 1.0f) - x).max(0.0f);
+    benchmark::DoNotOptimize(z.data());
+  }
+  state.SetBytesProcessed(state.iterations() * kChain * 12);
+}
+BENCHMARK(BM_Chain8TwoInputs_Eigen)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_Softmax_Kiln(benchmark::State& state) {
   Tensor x = Tensor::randn({kRows, kCols}, 2).eval();
