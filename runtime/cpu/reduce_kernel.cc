@@ -8,6 +8,7 @@
 
 #include "ops/scalar_math.h"
 #include "runtime/cpu/kernel_families.h"
+#include "runtime/cpu/simd_column_sum.h"
 #include "runtime/cpu/tile_evaluator.h"
 #include "runtime/thread_pool.h"
 
@@ -67,6 +68,9 @@ std::optional<ColumnBlock> column_block(const jit::ReductionAxes& dims, const Sh
   return block;
 }
 
+// Positions of whole rows a column-sum task evaluates at once (64 KiB of floats).
+constexpr int64_t kColumnSumRun = 16384;
+
 // Floating sums of a column block: an output's inputs lie a row apart, so rather than scatter
 // each element into its output, a task adds whole rows of a chunk of columns into double
 // accumulators (which vectorize and stay in cache). When outer blocks × column chunks are too
@@ -92,14 +96,20 @@ void sum_column_block(const KernelProgram& program, const KernelLaunch& launch,
       const int64_t cw = std::min(width, inner - c0);
       const int64_t r0 = split * rows_per_split, r1 = std::min(rows, r0 + rows_per_split);
       double* acc = partial.data() + t * width;
-      // Whole rows (cw == inner) are evaluated several to a tile.
-      const int64_t per_run = cw == inner ? std::max<int64_t>(1, kTile / inner) : 1;
+      // Whole rows (cw == inner) are evaluated several to a run (a plain load reads them
+      // in place), so that the accumulators stay in registers across several rows.
+      const int64_t per_run = cw == inner ? std::max<int64_t>(1, kColumnSumRun / inner) : 1;
       for (int64_t r = r0; r < r1; r += per_run) {
         const int64_t n = std::min(per_run, r1 - r);
         ev.run(1, (o * rows + r) * inner + c0, cw == inner ? n * inner : cw);
         ev.visit(operand, [&](auto* v) {
-          for (int64_t i = 0; i < n; ++i) {
-            for (int64_t j = 0; j < cw; ++j) acc[j] += static_cast<double>(v[i * inner + j]);
+          if constexpr (std::is_same_v<std::remove_const_t<std::remove_pointer_t<decltype(v)>>,
+                                       float>) {
+            simd_add_rows_to_doubles(v, n, inner, cw, acc);
+          } else {
+            for (int64_t i = 0; i < n; ++i) {
+              for (int64_t j = 0; j < cw; ++j) acc[j] += static_cast<double>(v[i * inner + j]);
+            }
           }
         });
       }
