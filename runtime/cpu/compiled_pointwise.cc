@@ -276,6 +276,7 @@ bool run_compiled_pointwise(const KernelProgram& program, const jit::KernelLaunc
     load_pointers.push_back(inputs[in.input]->as<float>() + launch.views[in.view].offset);
   }
   std::vector<float*> output_pointers;
+  output_pointers.reserve(outputs.size());
   for (Buffer* out : outputs) output_pointers.push_back(out->as<float>());
   std::vector<float> float_params(params.size());
   for (size_t k = 0; k < params.size(); ++k) float_params[k] = static_cast<float>(params[k]);
