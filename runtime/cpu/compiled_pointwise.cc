@@ -177,6 +177,7 @@ int64_t environment_min_elements() {
 
 std::atomic<int64_t> min_elements_override{-1};
 std::atomic<int64_t> runs{0};
+thread_local bool last_ran_compiled = false;
 
 // The compiled function of `program`, compiling it on first use; null when the generator
 // does not compile it or the compiler failed (said once on stderr).
@@ -260,10 +261,13 @@ void set_compiled_pointwise_min_elements(int64_t elements) { min_elements_overri
 
 int64_t compiled_pointwise_runs() { return runs.load(); }
 
+bool last_kernel_ran_compiled_loop() { return last_ran_compiled; }
+
 bool run_compiled_pointwise(const KernelProgram& program, const jit::KernelLaunch& launch,
                             const std::vector<const Buffer*>& inputs,
                             const std::vector<Buffer*>& outputs,
                             const std::vector<double>& params) {
+  last_ran_compiled = false;
   if (!host_compiler_enabled() || program.anchor != jit::AnchorKind::kNone) return false;
   const int64_t total = ops::numel(launch.spaces[0]);
   if (total == 0 || total < compiled_pointwise_min_elements()) return false;
@@ -286,6 +290,7 @@ bool run_compiled_pointwise(const KernelProgram& program, const jit::KernelLaunc
              std::min(total, t1 * kTile));
   });
   ++runs;
+  last_ran_compiled = true;
   return true;
 }
 

@@ -45,6 +45,9 @@ int64_t compiled_pointwise_min_elements();
 void set_compiled_pointwise_min_elements(int64_t elements);
 // How many kernel launches in this process ran a compiled loop.
 int64_t compiled_pointwise_runs();
+// Whether this thread's last run_compiled_pointwise call ran the compiled loop (KILN_LOG=2
+// says so on the kernel's line).
+bool last_kernel_ran_compiled_loop();
 
 }  // namespace kiln::runtime::cpu
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "jit/graph/env_options.h"
 #include "runtime/backend.h"
+#include "runtime/cpu/compiled_pointwise.h"
 #include "runtime/cpu/kernel_executor.h"
 #include "runtime/stats_counters.h"
 
@@ -100,8 +101,12 @@ class CpuBackend final : public Backend {
                                   static_cast<double>(plan.node_bytes[l.outputs[0]]) / s * 1e-9)
                 : absl::StrFormat("%.2f GB/s %.2f GFLOP/s", traffic_bytes(plan, k) / s * 1e-9,
                                   flops(*pk.program, l) / s * 1e-9);
-        std::fprintf(stderr, "kiln:   kernel %s nodes [%s] %s %.3f ms %s\n",
-                     pk.program->name.c_str(), absl::StrJoin(nodes, " ").c_str(),
+        // "(C++ loop)": the kernel ran as a compiled loop (docs/cpu_codegen.md).
+        const bool loop =
+            pk.program->anchor == jit::AnchorKind::kNone && cpu::last_kernel_ran_compiled_loop();
+        std::fprintf(stderr, "kiln:   kernel %s%s nodes [%s] %s %.3f ms %s\n",
+                     pk.program->name.c_str(), loop ? " (C++ loop)" : "",
+                     absl::StrJoin(nodes, " ").c_str(),
                      pk.compiled_here && args.plan_built_now ? "compiled" : "cache-hit", s * 1e3,
                      rates.c_str());
       }
