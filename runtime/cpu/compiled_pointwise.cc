@@ -191,7 +191,8 @@ CompiledPointwise function_for(const KernelProgram& program) {
   }
   CompiledPointwise function = nullptr;
   if (std::optional<std::string> source = compiled_pointwise_source(program)) {
-    absl::StatusOr<void*> compiled = compiled_function(*source, kCompiledPointwiseSymbol);
+    absl::StatusOr<void*> compiled =
+        compiled_function(kSimdMathInlSource, *source, kCompiledPointwiseSymbol);
     if (compiled.ok()) {
       function = reinterpret_cast<CompiledPointwise>(*compiled);
     } else {
@@ -247,8 +248,10 @@ std::optional<std::string> compiled_pointwise_source(const KernelProgram& progra
   }
   const std::string program_text = absl::StrReplaceAll(program.to_string(), {{"\n", "\n// "}});
   return absl::StrCat("// Kiln compiled CPU kernel ", program.name,
-                      " (runtime/cpu/compiled_pointwise.cc): the loop of\n// ", program_text, "\n",
-                      kSimdMathInlSource, absl::StrReplaceAll(kKernelTemplate, {{"$BODY", body}}));
+                      " (runtime/cpu/compiled_pointwise.cc): the loop of\n// ", program_text,
+                      "\n// Built with the executor's vector math (runtime/cpu/simd_math-inl.h) "
+                      "included first.\n",
+                      absl::StrReplaceAll(kKernelTemplate, {{"$BODY", body}}));
 }
 
 int64_t compiled_pointwise_min_elements() {

@@ -12,7 +12,7 @@
 // generator knows (compiled_pointwise.cc). Everything else, and every kernel when no
 // compiler can be run, goes through the tile evaluator. A kernel is compiled when it covers
 // at least KILN_CPU_JIT_MIN_ELEMENTS positions (default 1048576): below that, the
-// compiler's second would not pay for itself.
+// first build (a fraction of a second, once per machine) would not pay for itself.
 #ifndef KILN_RUNTIME_CPU_COMPILED_POINTWISE_H_
 #define KILN_RUNTIME_CPU_COMPILED_POINTWISE_H_
 

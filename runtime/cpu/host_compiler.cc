@@ -100,20 +100,20 @@ std::string temporary_suffix() {
                       std::hash<std::thread::id>{}(std::this_thread::get_id()));
 }
 
-// Builds `source` into `library` (renamed into place only on success).
-absl::Status build_library(const std::string& source, const std::string& source_path,
-                           const std::string& library) {
-  absl::Status written =
-      write_file_atomically(source_path, [&](std::ostream& out) { out << source; });
-  if (!written.ok()) return written;
-  const std::string temporary = library + temporary_suffix();
-  const std::string log = temporary + ".log";
+// The compiler's arguments: its name and the flags every build shares.
+std::vector<std::string> compiler_command() {
   std::vector<std::string> argv = {compiler()};
   for (absl::string_view flag : absl::StrSplit(host_compiler_flags(), ' ', absl::SkipEmpty())) {
     argv.emplace_back(flag);
   }
-  argv.insert(argv.end(), {"-o", temporary, source_path});
-  const auto start = std::chrono::steady_clock::now();
+  return argv;
+}
+
+// Runs the compiler with `argv` into `temporary`, then renames it to `target`. An error
+// names the command and the compiler's first lines of output.
+absl::Status run_compiler(const std::vector<std::string>& argv, const std::string& temporary,
+                          const std::string& target) {
+  const std::string log = temporary + ".log";
   const int status = run_process(argv, log);
   const std::string output = read_whole_file(log);
   std::error_code ignored;
@@ -129,16 +129,62 @@ absl::Status build_library(const std::string& source, const std::string& source_
                    : absl::StrCat("exited with status ", status),
         lines.empty() ? "" : ":\n", absl::StrJoin(lines, "\n")));
   }
-  fs::rename(temporary, library, ignored);
+  fs::rename(temporary, target, ignored);
   if (ignored) {
     fs::remove(temporary, ignored);
-    return absl::InternalError(absl::StrCat("compiled CPU kernel: cannot move the library to ",
-                                            library, ": ", ignored.message()));
+    return absl::InternalError(absl::StrCat("compiled CPU kernel: cannot move the output to ",
+                                            target, ": ", ignored.message()));
   }
+  return absl::OkStatus();
+}
+
+// The prelude's header in `dir`, precompiled beside it (`.gch`) on first use: GCC reads the
+// precompiled form whenever its flags match, which cuts each kernel's build from about 0.8 s
+// to 0.2 s; any other compiler, or a failed precompile, just parses the header.
+absl::StatusOr<std::string> prelude_header(const std::string& dir, const std::string& prelude) {
+  const std::string key =
+      absl::StrCat("compiler=", compiler(), "\nflags=", host_compiler_flags(), "\n", prelude);
+  const std::string header = absl::StrCat(dir, "/prelude_", file_stem(key), ".h");
+  std::error_code error;
+  if (!fs::exists(header, error)) {
+    absl::Status written =
+        write_file_atomically(header, [&](std::ostream& out) { out << prelude; });
+    if (!written.ok()) return written;
+  }
+  const std::string precompiled = header + ".gch";
+  if (!fs::exists(precompiled, error)) {
+    std::vector<std::string> argv = compiler_command();
+    std::erase(argv, std::string("-shared"));
+    const std::string temporary = precompiled + temporary_suffix();
+    argv.insert(argv.end(), {"-x", "c++-header", "-o", temporary, header});
+    (void)run_compiler(argv, temporary, precompiled);  // without it, builds are only slower
+  }
+  return header;
+}
+
+// Builds `source` (with `prelude`'s header included first, when there is one) into
+// `library`, renamed into place only on success.
+absl::Status build_library(const std::string& dir, const std::string& prelude,
+                           const std::string& source, const std::string& source_path,
+                           const std::string& library) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> argv = compiler_command();
+  if (!prelude.empty()) {
+    absl::StatusOr<std::string> header = prelude_header(dir, prelude);
+    if (!header.ok()) return header.status();
+    argv.insert(argv.end(), {"-include", *header});
+  }
+  absl::Status written =
+      write_file_atomically(source_path, [&](std::ostream& out) { out << source; });
+  if (!written.ok()) return written;
+  const std::string temporary = library + temporary_suffix();
+  argv.insert(argv.end(), {"-o", temporary, source_path});
+  absl::Status built = run_compiler(argv, temporary, library);
+  if (!built.ok()) return built;
   if (jit::env_options().log_level >= 1) {
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "kiln: compiled CPU kernel %s in %.0f ms\n", library.c_str(), ms);
+    std::fprintf(stderr, "kiln: compiled CPU kernel %s in %.0f ms\n", source_path.c_str(), ms);
   }
   return absl::OkStatus();
 }
@@ -157,8 +203,8 @@ absl::StatusOr<void*> load_function(const std::string& library, const std::strin
 }
 
 // Loads the library for `key`, building it first when the cache holds none that matches.
-absl::StatusOr<void*> load_or_build(const std::string& key, const std::string& source,
-                                    const std::string& symbol) {
+absl::StatusOr<void*> load_or_build(const std::string& key, const std::string& prelude,
+                                    const std::string& source, const std::string& symbol) {
   const std::string dir = absl::StrCat(default_cache_dir(), "/cpu");
   std::error_code error;
   fs::create_directories(dir, error);
@@ -169,7 +215,7 @@ absl::StatusOr<void*> load_or_build(const std::string& key, const std::string& s
   const std::string stem = absl::StrCat(dir, "/", file_stem(key));
   const std::string library = stem + ".so", key_path = stem + ".key";
   if (!(fs::exists(library, error) && read_whole_file(key_path) == key)) {
-    absl::Status built = build_library(source, stem + ".cc", library);
+    absl::Status built = build_library(dir, prelude, source, stem + ".cc", library);
     if (!built.ok()) return built;
     built = write_file_atomically(key_path, [&](std::ostream& out) { out << key; });
     if (!built.ok()) return built;
@@ -195,14 +241,15 @@ const std::string& host_compiler_flags() {
   return flags;
 }
 
-absl::StatusOr<void*> compiled_function(const std::string& source, const std::string& symbol) {
+absl::StatusOr<void*> compiled_function(const std::string& prelude, const std::string& source,
+                                        const std::string& symbol) {
   static std::mutex mutex;
   static auto* loaded = new absl::flat_hash_map<std::string, absl::StatusOr<void*>>();
-  const std::string key =
-      absl::StrCat("compiler=", compiler(), "\nflags=", host_compiler_flags(), "\n", source);
+  const std::string key = absl::StrCat("compiler=", compiler(), "\nflags=", host_compiler_flags(),
+                                       "\nprelude=", prelude.size(), "\n", prelude, source);
   std::lock_guard<std::mutex> lock(mutex);  // one build at a time; loads are quick
   if (auto it = loaded->find(key); it != loaded->end()) return it->second;
-  absl::StatusOr<void*> function = load_or_build(key, source, symbol);
+  absl::StatusOr<void*> function = load_or_build(key, prelude, source, symbol);
   loaded->emplace(key, function);
   return function;
 }

@@ -3,8 +3,8 @@
 // builds a shared library from it, and the library is loaded with dlopen.
 //
 // Compiled libraries are kept across processes under <cache dir>/cpu/ (runtime/cache_dir.h),
-// named by a checksum of the key (source, compiler, flags), next to the source they came
-// from; a key is compiled once per machine and loaded once per process. A library is only
+// named by a checksum of the key (prelude, source, compiler, flags), next to the source they
+// came from; a key is compiled once per machine and loaded once per process. A library is only
 // renamed into place once the compiler succeeded, so a failed or interrupted build never
 // leaves a file that a later process would load.
 //
@@ -27,10 +27,13 @@ bool host_compiler_enabled();
 // the cache key.
 const std::string& host_compiler_flags();
 
-// The address of extern "C" function `symbol` in `source` compiled for this machine. An
-// error names the compiler, its command and its first lines of output; a source that once
-// failed in this process is not compiled again.
-absl::StatusOr<void*> compiled_function(const std::string& source, const std::string& symbol);
+// The address of extern "C" function `symbol` in `source` compiled for this machine, with
+// `prelude` (a header's text, shared by many sources; may be empty) included before it. The
+// prelude is written once to <cache dir>/cpu/prelude_<checksum>.h and precompiled beside it,
+// so each source only pays for its own lines. An error names the compiler, its command and
+// its first lines of output; a source that once failed in this process is not compiled again.
+absl::StatusOr<void*> compiled_function(const std::string& prelude, const std::string& source,
+                                        const std::string& symbol);
 
 }  // namespace kiln::runtime::cpu
 
