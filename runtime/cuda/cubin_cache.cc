@@ -10,8 +10,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "runtime/atomic_file.h"
+#include "runtime/cache_dir.h"
 
 namespace kiln::runtime::cuda {
 namespace {
@@ -47,8 +47,7 @@ CubinCache::CubinCache(std::string dir, int64_t max_bytes)
 
 std::string CubinCache::path_for(const std::string& key) const {
   // File names come from a stable checksum of the key; the key inside the file decides.
-  const uint32_t name = checksum(key, "");
-  return absl::StrFormat("%s/%08x_%zu.cubin", dir_, name, key.size());
+  return absl::StrCat(dir_, "/", cache_file_stem(key), ".cubin");
 }
 
 std::optional<std::string> CubinCache::read_file(const std::string& key) const {
