@@ -66,7 +66,7 @@ TEST(Gemm, MatchesDoubleSumsForEveryLayoutAndEdgeSize) {
   std::mt19937 rng(std::random_device{}());
   // Sizes around the inner tile (6 rows, 2 vectors of columns), the row block (72) and the
   // depth slice (256).
-  const int64_t ms[] = {1, 5, 6, 7, 71, 73, 150};
+  const int64_t ms[] = {1, 5, 6, 7, 12, 13, 23, 71, 73, 150};  // 6- and 12-row tiles
   const int64_t ns[] = {1, 7, 16, 17, 33, 65};
   const int64_t ks[] = {1, 3, 255, 257, 520};
   for (int64_t m : ms) {

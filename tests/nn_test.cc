@@ -144,6 +144,7 @@ TEST(NN, LinearBiasInEveryEpilogueMatchesTheReference) {
   };
   const std::vector<Case> cases = {
       {"bias only (stored by the core)", linear(x, w, b)},
+      {"batches whose rows are apart (one product each)", linear(x.slice(1, 0, 150), w, b)},
       {"bias then gelu (applied by the core)", gelu(linear(x, w, b))},
       {"gelu of the product, no bias", gelu(product)},
       {"bias, relu, then residual", relu(linear(x, w, b)) + residual},

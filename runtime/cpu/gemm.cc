@@ -12,8 +12,9 @@
 //   (kDepth × kPanel floats: 24 KiB with AVX2, 48 KiB with AVX-512) is read from L1 or L2.
 //   A k of 384 (MiniLM's hidden size) is one slice: at m = 512 and 4096 that measured 5-8%
 //   faster than slices of 256, whose C tiles are stored and read back once more.
-// - The inner kernel keeps a kRows × kPanel tile of C in 12 vector registers and does 12
-//   FMAs per loaded A element pair, the register budget of AVX2's 16 registers.
+// - The inner kernel keeps a kRows × kPanel tile of C in vector registers (12 rows, 24
+//   registers, with AVX-512's 32; 6 rows, 12 registers, with AVX2's 16) and does 2 FMAs
+//   per broadcast A element.
 // - gemm.h's GemmEpilogue: a bias row is added as the last slice's tiles are stored, and the
 //   caller's elementwise steps (an activation, a residual add) run over each task's block
 //   of C once it is finished (still in that core's L2), so a linear layer's epilogue needs
@@ -42,7 +43,17 @@ namespace kiln::runtime::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr int64_t kRows = 6;       // rows of C per inner-kernel tile
+// Rows of C per inner-kernel tile: the C tile (kRows × 2 vectors) lives in registers beside
+// the two B vectors and an A broadcast. AVX-512's 32 registers hold 12 rows (24
+// accumulators), which halves the B panel read per FMA against 6 rows; AVX2's and SSE's 16
+// hold 6 (12 accumulators). On a 2-core Xeon with two 512-bit FMA units, 12 rows took
+// MiniLM's linears from 9-13% behind ONNX Runtime's MLAS to level with it at k = 384
+// (bench/RESULTS.md, thirteenth session).
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr int64_t kRows = 12;
+#else
+constexpr int64_t kRows = 6;
+#endif
 constexpr int64_t kRowBlock = 72;  // rows of C per task at most (a multiple of kRows)
 constexpr int64_t kDepth = 384;    // the k slice an A block and a panel slice cover
 constexpr int64_t kTasksPerCore = 4;
@@ -117,7 +128,7 @@ void pack_a_strips(const E* data, int64_t row_stride, int64_t col_stride, int64_
     float* dst = packed + s * k * kRows;
     const int64_t strip_rows = std::min(kRows, m - s * kRows);
     const E* src = data + s * kRows * row_stride;
-    if (col_stride == 1 && strip_rows == kRows) {  // six rows read side by side
+    if (col_stride == 1 && strip_rows == kRows) {  // the strip's rows read side by side
       for (int64_t d = 0; d < k; ++d) {
         for (int64_t r = 0; r < kRows; ++r) dst[d * kRows + r] = widen(src, r * row_stride + d);
       }
@@ -161,19 +172,26 @@ HWY_INLINE void tile_kernel(int64_t depth, const float* HWY_RESTRICT a, int64_t 
   const hn::ScalableTag<float> d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   using V = hn::Vec<decltype(d)>;
+  // In place, rows are reached from four group pointers (rows 3g, 3g + 1, 3g + 2 at offsets
+  // 0, lda and 2·lda, which x86 addresses as base + lda·4 and base + lda·8) that advance one
+  // float per step: a pointer per row would need more general registers than there are, and
+  // the compiler spilled them (a reload per broadcast, perf of MiniLM's 512 × 1536 × 384).
+  const float* a_group[4];
+  for (int g = 0; g < 4; ++g) a_group[g] = kInPlaceA ? a + 3 * g * lda : a + 3 * g;
   constexpr int64_t kStep = kInPlaceA ? 1 : kRows;
-  const float* a_row[kRows];
-  for (int i = 0; i < R; ++i) a_row[i] = kInPlaceA ? a + i * lda : a + i;
+  const int64_t row_step = kInPlaceA ? lda : 1;
   V c00 = hn::Zero(d), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   V c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  V c60 = c00, c61 = c00, c70 = c00, c71 = c00, c80 = c00, c81 = c00;
+  V c90 = c00, c91 = c00, c100 = c00, c101 = c00, c110 = c00, c111 = c00;
 #pragma GCC unroll 4
   for (int64_t p = 0; p < depth; ++p) {
     const V b0 = hn::LoadU(d, pb), b1 = hn::LoadU(d, pb + lanes);
-#define KILN_GEMM_ROW(i)                               \
-  if constexpr (R > i) {                               \
-    const V a_value = hn::Set(d, a_row[i][p * kStep]); \
-    c##i##0 = hn::MulAdd(a_value, b0, c##i##0);        \
-    c##i##1 = hn::MulAdd(a_value, b1, c##i##1);        \
+#define KILN_GEMM_ROW(i)                                              \
+  if constexpr (R > i) {                                              \
+    const V a_value = hn::Set(d, a_group[i / 3][(i % 3) * row_step]); \
+    c##i##0 = hn::MulAdd(a_value, b0, c##i##0);                       \
+    c##i##1 = hn::MulAdd(a_value, b1, c##i##1);                       \
   }
     KILN_GEMM_ROW(0)
     KILN_GEMM_ROW(1)
@@ -181,8 +199,15 @@ HWY_INLINE void tile_kernel(int64_t depth, const float* HWY_RESTRICT a, int64_t 
     KILN_GEMM_ROW(3)
     KILN_GEMM_ROW(4)
     KILN_GEMM_ROW(5)
+    KILN_GEMM_ROW(6)
+    KILN_GEMM_ROW(7)
+    KILN_GEMM_ROW(8)
+    KILN_GEMM_ROW(9)
+    KILN_GEMM_ROW(10)
+    KILN_GEMM_ROW(11)
 #undef KILN_GEMM_ROW
     pb += 2 * lanes;
+    for (const float*& group : a_group) group += kStep;
   }
   const bool full = cols == 2 * lanes;
   const V bias0 = bias != nullptr && full ? hn::LoadU(d, bias) : hn::Zero(d);
@@ -208,28 +233,29 @@ HWY_INLINE void tile_kernel(int64_t depth, const float* HWY_RESTRICT a, int64_t 
   if constexpr (R > 3) store_row(c + 3 * ldc, c30, c31);
   if constexpr (R > 4) store_row(c + 4 * ldc, c40, c41);
   if constexpr (R > 5) store_row(c + 5 * ldc, c50, c51);
+  if constexpr (R > 6) store_row(c + 6 * ldc, c60, c61);
+  if constexpr (R > 7) store_row(c + 7 * ldc, c70, c71);
+  if constexpr (R > 8) store_row(c + 8 * ldc, c80, c81);
+  if constexpr (R > 9) store_row(c + 9 * ldc, c90, c91);
+  if constexpr (R > 10) store_row(c + 10 * ldc, c100, c101);
+  if constexpr (R > 11) store_row(c + 11 * ldc, c110, c111);
 }
 
-template <bool kInPlaceA>
+// Dispatches a tile of `rows` <= kRows rows to the kernel compiled for that many (the
+// last strip of a matrix may be short).
+template <bool kInPlaceA, int R = kRows>
 void run_tile(int64_t rows, int64_t depth, const float* a, int64_t lda, const float* pb, float* c,
               int64_t ldc, int64_t cols, bool accumulate, const float* bias) {
-  switch (rows) {
-    case 1:
-      return tile_kernel<1, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate, bias);
-    case 2:
-      return tile_kernel<2, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate, bias);
-    case 3:
-      return tile_kernel<3, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate, bias);
-    case 4:
-      return tile_kernel<4, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate, bias);
-    case 5:
-      return tile_kernel<5, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate, bias);
-    default:
-      return tile_kernel<6, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate, bias);
+  if constexpr (R > 1) {
+    if (rows < R) {
+      return run_tile<kInPlaceA, R - 1>(rows, depth, a, lda, pb, c, ldc, cols, accumulate, bias);
+    }
   }
+  tile_kernel<R, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate, bias);
 }
 
 int64_t PanelWidthImpl() { return panel_width(); }
+int64_t RowTileImpl() { return kRows; }
 
 // Packs all of B into `packed` (panels × k × panel width floats), on all cores.
 void PackImpl(int64_t k, int64_t n, const GemmOperand& b, float* packed) {
@@ -260,17 +286,22 @@ void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float
     return;
   }
   const int64_t w = panel_width(), panels = ceil_div(n, w);
-  // Tasks: row blocks × runs of panels, about kTasksPerCore per core so cores stay even.
-  // Row blocks of even size (a multiple of kRows), so no core is left with a short one.
-  const int64_t row_blocks = ceil_div(m, kRowBlock);
-  const int64_t block_rows = ceil_div(ceil_div(m, row_blocks), kRows) * kRows;
-  const int64_t wanted = ceil_div(kTasksPerCore * worker_count(), row_blocks);
+  const int64_t strips = ceil_div(m, kRows);
+  // Tasks: row blocks × runs of panels, about kTasksPerCore per core. parallel_for gives each
+  // core one contiguous range of tasks, so the cores stay even only if the tasks do: block b
+  // holds strips [b * strips / row_blocks, (b + 1) * strips / row_blocks), and when there
+  // are several blocks their count is a multiple of the cores (m = 512 in blocks of 72 rows
+  // was 7 × 72 + 8 rows: one core did 30% more than the other).
+  const int64_t workers = worker_count();
+  int64_t row_blocks = ceil_div(strips, kRowBlock / kRows);
+  if (row_blocks > 1) row_blocks = std::min(strips, ceil_div(row_blocks, workers) * workers);
+  auto block_start = [&](int64_t b) { return std::min(m, b * strips / row_blocks * kRows); };
+  const int64_t wanted = ceil_div(kTasksPerCore * workers, row_blocks);
   const int64_t per_run = ceil_div(panels, std::clamp<int64_t>(wanted, 1, panels));
   const int64_t runs = ceil_div(panels, per_run);
   // An f32 A with contiguous rows is read in place; any other A is packed (and widened)
   // once, shared by every task (a task's A block is read from it per panel run).
   const bool in_place = a.col_stride == 1 && a.element == GemmElement::kF32;
-  const int64_t strips = ceil_div(m, kRows);
   ScratchFloats a_packed(in_place ? 0 : strips * kRows * k);
   float* ap = a_packed.data();
   if (!in_place) {
@@ -283,7 +314,7 @@ void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float
   const auto* a_f32 = static_cast<const float*>(a.data);
   parallel_for(row_blocks * runs, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t i0 = (t / runs) * block_rows, rows = std::min(block_rows, m - i0);
+      const int64_t i0 = block_start(t / runs), rows = block_start(t / runs + 1) - i0;
       if (rows <= 0) continue;
       const int64_t p0 = (t % runs) * per_run, p1 = std::min(panels, p0 + per_run);
       for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
@@ -323,6 +354,7 @@ HWY_AFTER_NAMESPACE();
 namespace kiln::runtime::cpu {
 
 HWY_EXPORT(PanelWidthImpl);
+HWY_EXPORT(RowTileImpl);
 HWY_EXPORT(PackImpl);
 HWY_EXPORT(GemmImpl);
 
@@ -348,6 +380,11 @@ PackedGemmB pack_gemm_b(int64_t k, int64_t n, const GemmOperand& b) {
   HWY_DYNAMIC_DISPATCH(PackImpl)(k, n, b, storage->data());
   if (keep) keep_packed_weight(key, storage);
   return PackedGemmB(storage, k, n);
+}
+
+int64_t gemm_row_tile() {
+  static const int64_t rows = HWY_DYNAMIC_DISPATCH(RowTileImpl)();
+  return rows;
 }
 
 void gemm_f32(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, int64_t ldc,

@@ -67,6 +67,12 @@ struct GemmEpilogue {
   std::function<void(float* values, int64_t row, int64_t col, int64_t n)> finish;
 };
 
+// The rows of C the core's inner kernel computes at once on this CPU (12 with AVX-512, 6
+// otherwise). A caller that cuts a product into row chunks should cut at multiples of it:
+// a chunk of 256 rows on AVX-512 ends in a 4-row tile, which reads B at a third of the
+// rate per FMA.
+int64_t gemm_row_tile();
+
 // C (m × n, row stride ldc, f32) = A (m × k) · B, overwriting C, then `epilogue`; k = 0
 // gives zeros (plus the epilogue).
 void gemm_f32(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, int64_t ldc,

@@ -83,8 +83,8 @@ HWY_INLINE V polynomial2(D d, M near, V x, const float (&c_near)[N], const float
 // coefficients chosen one at a time (2.5e-9 and 7e-11). The centers make the constant terms
 // floats to 1e-10 and the near argument exact (Sterbenz) for u >= 0.625.
 // u^2 is held as hi + lo, since rounding it to one float would cost up to 6e-6 relative in
-// exp at u = 10. Dekker's product splits u into 12-bit halves, so it is exact without an FMA
-// (SSE4 has none).
+// exp at u = 10: lo = u·u - hi exactly, by one FMA where the target has it, else by Dekker's
+// product, which splits u into 12-bit halves (SSE4 has no FMA); both give the same bits.
 template <class D, class V>
 HWY_INLINE V erfc_tail(D d, V u, V* scale) {
   static constexpr float kNear[] = {3.678350151e-01f,  -2.088342607e-01f, 1.068042889e-01f,
@@ -96,18 +96,30 @@ HWY_INLINE V erfc_tail(D d, V u, V* scale) {
                                    3.416547179e-01f, -2.654441297e-01f, -1.950137019e-01f,
                                    8.680285811e-01f, -9.511135817e-01f};
   const auto near = hn::Lt(u, hn::Set(d, 2.0f));
-  const V inv_u = hn::Div(hn::Set(d, 1.0f), u);
-  const V w = hn::IfThenElse(near, hn::Sub(u, hn::Set(d, 1.249942064e+00f)),
-                             hn::Sub(inv_u, hn::Set(d, 2.999912500e-01f)));
-  const V p = polynomial2(d, near, w, kNear, kFar);
-  const V f = hn::IfThenElse(near, p, hn::Mul(p, inv_u));
+  const V near_w = hn::Sub(u, hn::Set(d, 1.249942064e+00f));
+  V f;
+  if (hn::AllTrue(d, near)) {
+    // Every lane below 2, as most of a GELU's vectors are: the near fit alone, with the
+    // same bits as the selects below would give, and no division (a 512-bit divide costs
+    // as much as the rest of this function on Intel cores).
+    f = polynomial(d, near_w, kNear);
+  } else {
+    const V inv_u = hn::Div(hn::Set(d, 1.0f), u);
+    const V w = hn::IfThenElse(near, near_w, hn::Sub(inv_u, hn::Set(d, 2.999912500e-01f)));
+    const V p = polynomial2(d, near, w, kNear, kFar);
+    f = hn::IfThenElse(near, p, hn::Mul(p, inv_u));
+  }
+  const V hi = hn::Mul(u, u);
+#if HWY_NATIVE_FMA
+  const V lo = hn::MulSub(u, u, hi);  // exact, as Dekker's product below
+#else
   const hn::RebindToUnsigned<D> du;
   const V u_hi = hn::And(u, hn::BitCast(d, hn::Set(du, 0xFFFFF000u)));
   const V u_lo = hn::Sub(u, u_hi);
-  const V hi = hn::Mul(u, u);
   const V lo =
       hn::Add(hn::Add(hn::Sub(hn::Mul(u_hi, u_hi), hi), hn::Mul(hn::Add(u_hi, u_hi), u_lo)),
               hn::Mul(u_lo, u_lo));
+#endif
   *scale = exp_of_negative_sum(d, hi, lo);
   return f;
 }
