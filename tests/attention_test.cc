@@ -315,24 +315,34 @@ TEST(Attention, EmptyValueRowsGiveAnEmptyResult) {
 TEST(Attention, HandWrittenFormFusesIntoOneKernel) {
   std::mt19937_64 rng(testing::test_seed() + 3);
   SCOPED_TRACE(testing::test_seed());
-  const int64_t b = 1, h = 4, sq = 256, sk = 256, d = 32;
+  const int64_t b = 2, h = 4, sq = 200, sk = 256, d = 32;
   const int64_t scores_bytes = b * h * sq * sk * 4;
-  for (bool divided_with_where : {false, true}) {
-    SCOPED_TRACE(divided_with_where ? "/ c and where(bool mask, s, -inf)" : "* c + float mask");
+  // The third form is BERT's padding mask: a key bias (keep - 1) · 1e9 that the kernel
+  // computes once per key row instead of once per score (over several query blocks and key
+  // tiles here).
+  enum class Form { kScaledPlusMask, kDividedWithWhere, kScaledPlusKeyBias };
+  for (Form form : {Form::kScaledPlusMask, Form::kDividedWithWhere, Form::kScaledPlusKeyBias}) {
+    const bool divided_with_where = form == Form::kDividedWithWhere;
+    const bool key_bias = form == Form::kScaledPlusKeyBias;
+    SCOPED_TRACE(divided_with_where ? "/ c and where(bool mask, s, -inf)"
+                 : key_bias         ? "* c + (keep - 1) * 1e9 over keys"
+                                    : "* c + float mask");
     const Shapes s = {{b, h, sq, d},
                       {b, h, sk, d},
                       {b, h, sk, d},
-                      divided_with_where ? std::vector<int64_t>{b, 1, 1, sk}
-                                         : std::vector<int64_t>{1, 1, sq, sk}};
-    const Operands o = make_operands(s, /*bool_mask=*/divided_with_where, rng);
+                      form == Form::kScaledPlusMask ? std::vector<int64_t>{1, 1, sq, sk}
+                                                    : std::vector<int64_t>{b, 1, 1, sk}};
+    const Operands o = make_operands(s, /*bool_mask=*/form != Form::kScaledPlusMask, rng);
     ASSERT_TRUE(o.tq.is_realized() && o.tk.is_realized() && o.tv.is_realized() &&
                 o.tmask.is_realized());
     Tensor scores = matmul(o.tq, o.tk.transpose(-2, -1));
+    const Tensor keep = key_bias ? o.tmask.astype(DType::F32) : Tensor();
     Tensor p = divided_with_where
                    ? softmax(where(o.tmask, scores / 4.0,
                                    scalar_like(scores, -std::numeric_limits<double>::infinity())),
                              -1)
-                   : softmax(scores * 0.2 + o.tmask, -1);
+               : key_bias ? softmax(scores * 0.2 + (keep - 1.0f) * 1e9f, -1)
+                          : softmax(scores * 0.2 + o.tmask, -1);
     Tensor out = matmul(p, o.tv);
     const std::string plan = explain_plan({out}, ExplainDetail::kPlan);
     const std::vector<std::string> kernels = kernel_lines(plan);

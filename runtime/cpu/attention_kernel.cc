@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "ops/attention.h"
 #include "runtime/cpu/gemm.h"
@@ -73,6 +74,94 @@ void divide_row(const T* in, T divisor, T* out, int64_t n) {
   }
 }
 
+// The score op split as (raw score [· c]) + X, where X is the same for every query row (a
+// padding mask's key bias, (mask - 1) · 1e9, or a per-head bias over keys) and c is an
+// optional constant factor: add(S, X) in either order, S the kAnchor or mul(kAnchor, kParam)
+// in either order, and X reading only loads whose view does not move along the query axis,
+// parameters, and elementwise ops of them. Such an X is computed once per task for a row of
+// keys and added to every query row, instead of once per score (MiniLM: the mask's sub and
+// mul over all 64 × 64 scores of each head). Only in f32 and f64 scores, where the kernel's
+// own multiply and add round as the evaluator's would (16-bit scores round after each op).
+struct QueryInvariantScore {
+  int addend = -1;  // X, or -1 when the score has no such form
+  int factor = -1;  // c's kParam instruction, or -1
+};
+
+QueryInvariantScore query_invariant_score(const jit::KernelProgram& program,
+                                          const jit::KernelLaunch& launch, int score) {
+  if (score < 0) return {};
+  const std::vector<jit::Instr>& instrs = program.instrs;
+  auto is = [&](int k, jit::InstrKind kind) { return k >= 0 && instrs[k].kind == kind; };
+  const jit::Instr& add = instrs[score];
+  if (add.kind != jit::InstrKind::kBinary || add.op != ops::OpKind::Add ||
+      (add.dtype != DType::F32 && add.dtype != DType::F64)) {
+    return {};
+  }
+  // Which operand is the raw score's side: the anchor, or the anchor times a parameter.
+  QueryInvariantScore split;
+  auto raw_side = [&](int k) {
+    if (is(k, jit::InstrKind::kAnchor)) return true;
+    const jit::Instr& mul = instrs[k];
+    if (mul.kind != jit::InstrKind::kBinary || mul.op != ops::OpKind::Mul ||
+        mul.dtype != add.dtype) {
+      return false;
+    }
+    const auto [a, b] = std::pair{mul.operands[0], mul.operands[1]};
+    if (is(a, jit::InstrKind::kAnchor) && is(b, jit::InstrKind::kParam)) split.factor = b;
+    if (is(b, jit::InstrKind::kAnchor) && is(a, jit::InstrKind::kParam)) split.factor = a;
+    return split.factor >= 0 && instrs[split.factor].dtype == add.dtype;
+  };
+  int addend = -1;
+  if (raw_side(add.operands[0])) {
+    addend = add.operands[1];
+  } else if (split.factor = -1; raw_side(add.operands[1])) {
+    addend = add.operands[0];
+  } else {
+    return {};
+  }
+  if (instrs[addend].dtype != add.dtype) return {};
+  const ops::Shape& space = launch.spaces[4];
+  if (space.size() < 2) return {};
+  const size_t query_dim = space.size() - 2;
+  std::vector<int> pending = {addend};
+  while (!pending.empty()) {
+    const jit::Instr& in = instrs[pending.back()];
+    pending.pop_back();
+    switch (in.kind) {
+      case jit::InstrKind::kLoad:
+        if (launch.views[in.view].strides[query_dim] != 0 && space[query_dim] != 1) return {};
+        break;
+      case jit::InstrKind::kParam:
+        break;
+      case jit::InstrKind::kUnary:
+      case jit::InstrKind::kBinary:
+      case jit::InstrKind::kWhere:
+      case jit::InstrKind::kCast:
+        for (int operand : in.operands) {
+          if (operand >= 0) pending.push_back(operand);
+        }
+        break;
+      default:  // the raw score, a position (arange, rand), a gather, a custom function
+        return {};
+    }
+  }
+  split.addend = addend;
+  return split;
+}
+
+// rows × cols scores += addend[j] in column j.
+template <class T>
+void add_to_rows(T* scores, const T* addend, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = scores + r * cols;
+    if constexpr (std::is_same_v<T, float>) {
+      simd_add(row, addend, row, static_cast<size_t>(cols));
+    } else {
+      for (int64_t j = 0; j < cols; ++j) row[j] += addend[j];
+    }
+  }
+}
+
 template <class T>
 using StridedMap = Eigen::Map<const RowMajor<T>, 0, Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>>;
 
@@ -113,6 +202,9 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
   const T scale = program.anchor_param >= 0 ? static_cast<T>(params[program.anchor_param]) : T(1);
   const int score = program.anchor_operands.size() > 3 ? program.anchor_operands[3] : -1;
   const bool causal = program.anchor_attrs.causal;
+  const QueryInvariantScore split = query_invariant_score(program, launch, score);
+  const T factor =
+      split.factor >= 0 ? static_cast<T>(params[program.instrs[split.factor].param]) : T(1);
   const int64_t row_blocks = (s.sq + kQueryBlock - 1) / kQueryBlock;
   parallel_for(s.batches * row_blocks, 1, [&](int64_t t0, int64_t t1) {
     TileEvaluator ev(program, launch, inputs, params, nullptr);
@@ -135,7 +227,11 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
         multiply(qs, block(k, kvb, j0, cols, s.d).transpose(), tile, cols);
         if (scale != T(1)) scale_values(tile, rows * cols, scale);
         const T* probs_in = tile;
-        if (score >= 0 && cols == s.sk) {  // the tile spans every key: rows are contiguous
+        if (split.addend >= 0) {  // X of the first query row's keys, added to every row
+          if (split.factor >= 0) scale_values(tile, rows * cols, factor);
+          ev.run_with_anchor(4, (b * s.sq + i0) * s.sk + j0, cols, tile);
+          add_to_rows(tile, ev.values<T>(split.addend), rows, cols);
+        } else if (score >= 0 && cols == s.sk) {  // the tile spans every key: rows are contiguous
           ev.run_with_anchor(4, (b * s.sq + i0) * s.sk, rows * cols, tile);
           probs_in = ev.values<T>(score);
         } else if (score >= 0) {

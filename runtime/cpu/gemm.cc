@@ -43,19 +43,30 @@ namespace kiln::runtime::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Rows of C per inner-kernel tile: the C tile (kRows × 2 vectors) lives in registers beside
-// the two B vectors and an A broadcast. AVX-512's 32 registers hold 12 rows (24
-// accumulators), which halves the B panel read per FMA against 6 rows; AVX2's and SSE's 16
-// hold 6 (12 accumulators). On a 2-core Xeon with two 512-bit FMA units, 12 rows took
-// MiniLM's linears from 9-13% behind ONNX Runtime's MLAS to level with it at k = 384
-// (bench/RESULTS.md, thirteenth session).
+// Rows of C per inner-kernel tile (kRows, a template parameter below): the C tile (kRows ×
+// 2 vectors) lives in registers beside the two B vectors and an A broadcast. AVX-512's 32
+// registers hold 12 rows (24 accumulators), which halves the B panel read per FMA against 6
+// rows; AVX2's and SSE's 16 hold 6 (12 accumulators). 12 rows are taken on Intel cores with
+// AVX-512 (two full 512-bit FMA units): on a 2-core Xeon they took MiniLM's linears from
+// 9-13% behind ONNX Runtime's MLAS to level with it at k = 384 (bench/RESULTS.md,
+// thirteenth session). AMD's Zen 4 runs 512-bit FMAs in 256-bit halves, and 12 rows
+// measured slower there (docs/cpu_gemm.md; that was before the group pointers of
+// tile_kernel, when the compiler spilled row pointers, and was not measured again), so AMD
+// cores keep 6.
+constexpr int64_t kRowBlock = 72;  // rows of C per task at most (a multiple of 6 and 12)
+
+// Whether this target has the registers for 12-row tiles, and whether to use them here.
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-constexpr int64_t kRows = 12;
+constexpr bool kHasTwelveRowTiles = true;
+bool twelve_row_tiles() {
+  static const bool intel = __builtin_cpu_is("intel");
+  return intel;
+}
 #else
-constexpr int64_t kRows = 6;
+constexpr bool kHasTwelveRowTiles = false;
+bool twelve_row_tiles() { return false; }
 #endif
-constexpr int64_t kRowBlock = 72;  // rows of C per task at most (a multiple of kRows)
-constexpr int64_t kDepth = 384;    // the k slice an A block and a panel slice cover
+constexpr int64_t kDepth = 384;  // the k slice an A block and a panel slice cover
 constexpr int64_t kTasksPerCore = 4;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -121,7 +132,7 @@ void pack_b_panels(const E* data, int64_t row_stride, int64_t col_stride, int64_
 // Packs strips [s0, s1) of A, kRows rows each, k-major over all of k, widened to f32: strip
 // s, depth d, row r at [s * k * kRows + d * kRows + r]; rows past m stay unset (the kernel
 // never reads them).
-template <class E>
+template <int64_t kRows, class E>
 void pack_a_strips(const E* data, int64_t row_stride, int64_t col_stride, int64_t m, int64_t k,
                    int64_t s0, int64_t s1, float* packed) {
   for (int64_t s = s0; s < s1; ++s) {
@@ -165,7 +176,7 @@ HWY_NOINLINE void store_partial_row(D d, float* HWY_RESTRICT row, V v0, V v1, in
 // slice of a product with a bias row).
 // A is read packed (row i, depth p at a[p * kRows + i], from pack_a_strips) or in place
 // (at a[i * lda + p], when its rows are contiguous: packing them would copy A for nothing).
-template <int R, bool kInPlaceA>
+template <int64_t kRows, int R, bool kInPlaceA>
 HWY_INLINE void tile_kernel(int64_t depth, const float* HWY_RESTRICT a, int64_t lda,
                             const float* HWY_RESTRICT pb, float* HWY_RESTRICT c, int64_t ldc,
                             int64_t cols, bool accumulate, const float* HWY_RESTRICT bias) {
@@ -243,19 +254,20 @@ HWY_INLINE void tile_kernel(int64_t depth, const float* HWY_RESTRICT a, int64_t 
 
 // Dispatches a tile of `rows` <= kRows rows to the kernel compiled for that many (the
 // last strip of a matrix may be short).
-template <bool kInPlaceA, int R = kRows>
+template <int64_t kRows, bool kInPlaceA, int R = kRows>
 void run_tile(int64_t rows, int64_t depth, const float* a, int64_t lda, const float* pb, float* c,
               int64_t ldc, int64_t cols, bool accumulate, const float* bias) {
   if constexpr (R > 1) {
     if (rows < R) {
-      return run_tile<kInPlaceA, R - 1>(rows, depth, a, lda, pb, c, ldc, cols, accumulate, bias);
+      return run_tile<kRows, kInPlaceA, R - 1>(rows, depth, a, lda, pb, c, ldc, cols, accumulate,
+                                               bias);
     }
   }
-  tile_kernel<R, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate, bias);
+  tile_kernel<kRows, R, kInPlaceA>(depth, a, lda, pb, c, ldc, cols, accumulate, bias);
 }
 
 int64_t PanelWidthImpl() { return panel_width(); }
-int64_t RowTileImpl() { return kRows; }
+int64_t RowTileImpl() { return twelve_row_tiles() ? 12 : 6; }
 
 // Packs all of B into `packed` (panels × k × panel width floats), on all cores.
 void PackImpl(int64_t k, int64_t n, const GemmOperand& b, float* packed) {
@@ -269,9 +281,10 @@ void PackImpl(int64_t k, int64_t n, const GemmOperand& b, float* packed) {
   });
 }
 
-// C = A · B, then `epilogue`, with B packed by PackImpl.
-void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float* bp, float* c,
-              int64_t ldc, const GemmEpilogue& epilogue) {
+// C = A · B, then `epilogue`, with B packed by PackImpl, in tiles of kRows rows.
+template <int64_t kRows>
+void gemm_in_tiles(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float* bp, float* c,
+                   int64_t ldc, const GemmEpilogue& epilogue) {
   if (m == 0 || n == 0) return;
   const float* bias = epilogue.bias;
   if (k == 0) {
@@ -307,7 +320,7 @@ void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float
   if (!in_place) {
     with_elements(a, [&](const auto* data) {
       parallel_for(strips, std::max<int64_t>(1, 8192 / (kRows * k)), [&](int64_t s0, int64_t s1) {
-        pack_a_strips(data, a.row_stride, a.col_stride, m, k, s0, s1, ap);
+        pack_a_strips<kRows>(data, a.row_stride, a.col_stride, m, k, s0, s1, ap);
       });
     });
   }
@@ -328,11 +341,12 @@ void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float
             const int64_t tile_rows = std::min(kRows, rows - r0);
             float* tile_c = c + (i0 + r0) * ldc + j0;
             if (in_place) {
-              run_tile<true>(tile_rows, depth, a_f32 + (i0 + r0) * a.row_stride + k0, a.row_stride,
-                             pb, tile_c, ldc, cols, k0 > 0, tile_bias);
+              run_tile<kRows, true>(tile_rows, depth, a_f32 + (i0 + r0) * a.row_stride + k0,
+                                    a.row_stride, pb, tile_c, ldc, cols, k0 > 0, tile_bias);
             } else {
-              run_tile<false>(tile_rows, depth, ap + ((i0 + r0) / kRows) * k * kRows + k0 * kRows,
-                              0, pb, tile_c, ldc, cols, k0 > 0, tile_bias);
+              run_tile<kRows, false>(tile_rows, depth,
+                                     ap + ((i0 + r0) / kRows) * k * kRows + k0 * kRows, 0, pb,
+                                     tile_c, ldc, cols, k0 > 0, tile_bias);
             }
           }
         }
@@ -344,6 +358,15 @@ void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float
       }
     }
   });
+}
+
+// C = A · B, then `epilogue`, with B packed by PackImpl.
+void GemmImpl(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const float* bp, float* c,
+              int64_t ldc, const GemmEpilogue& epilogue) {
+  if constexpr (kHasTwelveRowTiles) {
+    if (twelve_row_tiles()) return gemm_in_tiles<12>(m, n, k, a, bp, c, ldc, epilogue);
+  }
+  gemm_in_tiles<6>(m, n, k, a, bp, c, ldc, epilogue);
 }
 
 }  // namespace HWY_NAMESPACE

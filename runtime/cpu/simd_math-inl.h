@@ -64,17 +64,6 @@ HWY_INLINE V exp_of_negative_sum(D d, V hi, V lo) {
   return hn::IfThenElseZero(hn::Ge(x, hn::Set(d, -104.0f)), y);  // Highway's Exp's bound
 }
 
-// c[0] + c[1] x + ... with c = near where `near` is set and c = far elsewhere.
-template <class D, class M, class V, size_t N>
-HWY_INLINE V polynomial2(D d, M near, V x, const float (&c_near)[N], const float (&c_far)[N]) {
-  auto coefficient = [&](size_t i) HWY_ATTR {
-    return hn::IfThenElse(near, hn::Set(d, c_near[i]), hn::Set(d, c_far[i]));
-  };
-  V y = coefficient(N - 1);
-  for (size_t i = N - 1; i-- > 0;) y = hn::MulAdd(y, x, coefficient(i));
-  return y;
-}
-
 // erfc(u) for u in [0.5, 10.5] as exp(-u^2) F(u), returned as F(u) with exp(-u^2) in *scale:
 // gelu multiplies x / 2 in before the scale, since in the other order a subnormal erfc
 // (u > 9.2) would round before being multiplied by up to 7.
@@ -96,18 +85,15 @@ HWY_INLINE V erfc_tail(D d, V u, V* scale) {
                                    3.416547179e-01f, -2.654441297e-01f, -1.950137019e-01f,
                                    8.680285811e-01f, -9.511135817e-01f};
   const auto near = hn::Lt(u, hn::Set(d, 2.0f));
-  const V near_w = hn::Sub(u, hn::Set(d, 1.249942064e+00f));
-  V f;
-  if (hn::AllTrue(d, near)) {
-    // Every lane below 2, as most of a GELU's vectors are: the near fit alone, with the
-    // same bits as the selects below would give, and no division (a 512-bit divide costs
-    // as much as the rest of this function on Intel cores).
-    f = polynomial(d, near_w, kNear);
-  } else {
+  V f = polynomial(d, hn::Sub(u, hn::Set(d, 1.249942064e+00f)), kNear);
+  if (!hn::AllTrue(d, near)) {
+    // The far fit only for vectors that have a far lane: its division is the dearest
+    // instruction here (a 512-bit divide issues once per 10 cycles or so on Intel cores).
+    // Each fit is its own Horner chain of constants, which costs fewer instructions than
+    // one chain of per-lane selected coefficients would (their broadcasts and blends).
     const V inv_u = hn::Div(hn::Set(d, 1.0f), u);
-    const V w = hn::IfThenElse(near, near_w, hn::Sub(inv_u, hn::Set(d, 2.999912500e-01f)));
-    const V p = polynomial2(d, near, w, kNear, kFar);
-    f = hn::IfThenElse(near, p, hn::Mul(p, inv_u));
+    const V far = polynomial(d, hn::Sub(inv_u, hn::Set(d, 2.999912500e-01f)), kFar);
+    f = hn::IfThenElse(near, f, hn::Mul(far, inv_u));
   }
   const V hi = hn::Mul(u, u);
 #if HWY_NATIVE_FMA
