@@ -62,22 +62,28 @@ void expect_product(const TestMatrix& a, const TestMatrix& b, uint64_t b_version
   }
 }
 
+// Sizes around the inner tile (6 or 12 rows, 2 vectors of columns), the row block (72) and
+// the depth slice (384), with both tile heights where the CPU has the registers for 12 (each
+// forced in turn; elsewhere both runs take 6).
 TEST(Gemm, MatchesDoubleSumsForEveryLayoutAndEdgeSize) {
   std::mt19937 rng(std::random_device{}());
-  // Sizes around the inner tile (6 rows, 2 vectors of columns), the row block (72) and the
-  // depth slice (256).
-  const int64_t ms[] = {1, 5, 6, 7, 12, 13, 23, 71, 73, 150};  // 6- and 12-row tiles
+  const int64_t ms[] = {1, 5, 6, 7, 12, 13, 23, 71, 73, 150};
   const int64_t ns[] = {1, 7, 16, 17, 33, 65};
   const int64_t ks[] = {1, 3, 255, 257, 520};
-  for (int64_t m : ms) {
-    for (int64_t n : ns) {
-      const int64_t k = ks[rng() % std::size(ks)];
-      const bool a_columns = rng() % 2, b_columns = rng() % 2;
-      SCOPED_TRACE(testing::Message() << m << " x " << k << " x " << n << " A col-major "
-                                      << a_columns << " B col-major " << b_columns);
-      expect_product(random_matrix(rng, m, k, a_columns), random_matrix(rng, k, n, b_columns));
+  for (int rows : {6, 12}) {
+    set_gemm_row_tile_for_test(rows);
+    SCOPED_TRACE(testing::Message() << "tiles of " << rows << " rows where the CPU has them");
+    for (int64_t m : ms) {
+      for (int64_t n : ns) {
+        const int64_t k = ks[rng() % std::size(ks)];
+        const bool a_columns = rng() % 2, b_columns = rng() % 2;
+        SCOPED_TRACE(testing::Message() << m << " x " << k << " x " << n << " A col-major "
+                                        << a_columns << " B col-major " << b_columns);
+        expect_product(random_matrix(rng, m, k, a_columns), random_matrix(rng, k, n, b_columns));
+      }
     }
   }
+  set_gemm_row_tile_for_test(0);
 }
 
 // Empty operands may have no data at all (a zero-size buffer); neither is read. Both a

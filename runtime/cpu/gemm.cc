@@ -26,6 +26,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must follow foreach_target.h.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <type_traits>
@@ -37,6 +38,15 @@
 #include "runtime/cpu/packed_weight_cache.h"
 #include "runtime/cpu/scratch.h"
 #include "runtime/thread_pool.h"
+
+#ifndef KILN_GEMM_ROW_TILE_FOR_TEST_
+#define KILN_GEMM_ROW_TILE_FOR_TEST_
+namespace kiln::runtime::cpu {
+// set_gemm_row_tile_for_test's value (0: chosen by CPU); defined once, before the first
+// target's code (this file is compiled once per target).
+inline std::atomic<int> row_tile_for_test{0};
+}  // namespace kiln::runtime::cpu
+#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::runtime::cpu {
@@ -59,6 +69,7 @@ constexpr int64_t kRowBlock = 72;  // rows of C per task at most (a multiple of 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 constexpr bool kHasTwelveRowTiles = true;
 bool twelve_row_tiles() {
+  if (const int forced = row_tile_for_test.load(std::memory_order_relaxed)) return forced == 12;
   static const bool intel = __builtin_cpu_is("intel");
   return intel;
 }
@@ -405,10 +416,9 @@ PackedGemmB pack_gemm_b(int64_t k, int64_t n, const GemmOperand& b) {
   return PackedGemmB(storage, k, n);
 }
 
-int64_t gemm_row_tile() {
-  static const int64_t rows = HWY_DYNAMIC_DISPATCH(RowTileImpl)();
-  return rows;
-}
+int64_t gemm_row_tile() { return HWY_DYNAMIC_DISPATCH(RowTileImpl)(); }
+
+void set_gemm_row_tile_for_test(int rows) { row_tile_for_test.store(rows); }
 
 void gemm_f32(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, int64_t ldc,
               const GemmEpilogue& epilogue) {

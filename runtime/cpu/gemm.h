@@ -73,6 +73,11 @@ struct GemmEpilogue {
 // rate per FMA.
 int64_t gemm_row_tile();
 
+// For tests: 6 or 12 forces that tile height where the instruction set has the registers
+// for it (12 needs AVX-512), so both kernels are checked on one machine; 0 restores the
+// choice by CPU. Not for use while products run on other threads.
+void set_gemm_row_tile_for_test(int rows);
+
 // C (m × n, row stride ldc, f32) = A (m × k) · B, overwriting C, then `epilogue`; k = 0
 // gives zeros (plus the epilogue).
 void gemm_f32(int64_t m, const GemmOperand& a, const PackedGemmB& b, float* c, int64_t ldc,
