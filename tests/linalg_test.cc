@@ -90,14 +90,20 @@ TEST(Matmul, MixedDtypesPromote) {
 // bf16 and f16 matmuls read their operands in place and widen them as the GEMM core packs
 // them (a weight once: it stays packed). Every element against a long-double product of the
 // widened values, rounded once to the output dtype: an error over half an ulp of it (plus
-// f32 accumulation) fails. Covers plain, batched-broadcast and vector products, and linear's
+// f32 accumulation) fails. Covers plain, batched-broadcast (small batches a task each, and
+// batches that follow on as one product) and vector products, and linear's
 // [out, in] weight called three times (packed, kept, then found in the packed-weight cache)
 // against the reference evaluator within an ulp.
 TEST(Matmul, SixteenBitOperandsMatchTheWidenedProduct) {
   std::mt19937_64 rng(testing::test_seed());
   SCOPED_TRACE(testing::test_seed());
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
-      {{5, 70}, {70, 33}}, {{2, 3, 9, 17}, {17, 20}}, {{40}, {40, 13}}, {{7, 40}, {40}}};
+      {{5, 70}, {70, 33}},
+      {{2, 3, 9, 17}, {17, 20}},
+      {{40}, {40, 13}},
+      {{7, 40}, {40}},
+      // two batches of 100 rows over one B, large enough to run as one product of 200 rows
+      {{2, 100, 200}, {200, 120}}};
   for (DType dt : {DType::BF16, DType::F16}) {
     SCOPED_TRACE(std::string(dtype_name(dt)));
     const double ulp = dt == DType::BF16 ? 1.0 / 128 : 1.0 / 1024;
