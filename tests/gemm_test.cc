@@ -62,12 +62,13 @@ void expect_product(const TestMatrix& a, const TestMatrix& b, uint64_t b_version
   }
 }
 
-// Sizes around the inner tile (6 or 12 rows, 2 vectors of columns), the row block (72) and
+// Sizes around the inner tile (6 or 12 rows, 2 vectors of columns), the row block (72 to 264
+// rows by L2 size: 601 rows are several blocks on any CPU, 150 several where they are 72) and
 // the depth slice (384), with both tile heights where the CPU has the registers for 12 (each
 // forced in turn; elsewhere both runs take 6).
 TEST(Gemm, MatchesDoubleSumsForEveryLayoutAndEdgeSize) {
   std::mt19937 rng(std::random_device{}());
-  const int64_t ms[] = {1, 5, 6, 7, 12, 13, 23, 71, 73, 150};
+  const int64_t ms[] = {1, 5, 6, 7, 12, 13, 23, 71, 73, 150, 601};
   const int64_t ns[] = {1, 7, 16, 17, 33, 65};
   const int64_t ks[] = {1, 3, 255, 257, 520};
   for (int rows : {6, 12}) {
@@ -133,7 +134,7 @@ TEST(Gemm, BiasRowAndFinishingStepAreAppliedAsTheEpilogueWouldApplyThem) {
       values[j] = (std::fabs(values[j]) + 1.0f) + position;
     }
   };
-  for (int64_t m : {1, 7, 73, 150}) {
+  for (int64_t m : {1, 7, 73, 150, 601}) {
     for (int64_t columns : {1, 17, 33, 64}) {
       n = columns;
       for (int64_t k : {0, 3, 257, 520}) {

@@ -10,6 +10,8 @@
 #include <memory>
 #include <vector>
 
+#include "runtime/cpu/huge_page_allocator.h"
+
 namespace kiln::runtime::cpu {
 
 // How a GemmOperand's elements are stored. The core computes in f32 either way: 16-bit
@@ -41,14 +43,14 @@ struct GemmOperand {
 // (from the packed-weight cache when B was kept there).
 class PackedGemmB {
  public:
-  PackedGemmB(std::shared_ptr<const std::vector<float>> panels, int64_t k, int64_t n)
+  PackedGemmB(std::shared_ptr<const PackedFloats> panels, int64_t k, int64_t n)
       : panels_(std::move(panels)), k_(k), n_(n) {}
   const float* panels() const { return panels_->data(); }
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
 
  private:
-  std::shared_ptr<const std::vector<float>> panels_;
+  std::shared_ptr<const PackedFloats> panels_;
   int64_t k_, n_;
 };
 

@@ -26,7 +26,7 @@ struct PackedWeightKey {
   bool operator==(const PackedWeightKey&) const = default;
 };
 
-using PackedMatrix = std::shared_ptr<const std::vector<float>>;
+using PackedMatrix = std::shared_ptr<const PackedFloats>;
 
 // The packed form of `key`'s matrix when it is kept, else null; `*keep` then says whether
 // the caller should offer the one it packs (the matrix was seen before).
