@@ -274,8 +274,16 @@ HWY_INLINE void tile_kernel(int64_t depth, const float* HWY_RESTRICT a, int64_t 
   V c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   V c60 = c00, c61 = c00, c70 = c00, c71 = c00, c80 = c00, c81 = c00;
   V c90 = c00, c91 = c00, c100 = c00, c101 = c00, c110 = c00, c111 = c00;
+  // B is fetched kPrefetchSteps steps (6 KiB with AVX-512) ahead of its use: a model's
+  // weights come from memory, and the hardware's streamer, which starts afresh in every
+  // 4 KiB page, left the first tile of each panel waiting (MiniLM at 1 × 16 reads 42 MB of
+  // weights per forward; the prefetch took it 6% faster, 8 × 64 2%). Past the panel it
+  // fetches the next one's start, which comes next; prefetches never fault.
+  constexpr int64_t kPrefetchSteps = 48;
 #pragma GCC unroll 4
   for (int64_t p = 0; p < depth; ++p) {
+    __builtin_prefetch(pb + kPrefetchSteps * 2 * lanes, 0, 3);
+    __builtin_prefetch(pb + kPrefetchSteps * 2 * lanes + lanes, 0, 3);
     const V b0 = hn::LoadU(d, pb), b1 = hn::LoadU(d, pb + lanes);
 #define KILN_GEMM_ROW(i)                                              \
   if constexpr (R > i) {                                              \
