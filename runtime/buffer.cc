@@ -35,29 +35,35 @@ constexpr size_t kAlign = 64;
 std::atomic<uint64_t> last_version{0};
 uint64_t next_version() { return last_version.fetch_add(1) + 1; }
 
-// Freed blocks of 8 MiB and more are kept for reuse (bounded), because the C allocator
+// Freed blocks of 256 KiB and more are kept for reuse (bounded), because the C allocator
 // returns them to the OS and every new one would pay page faults and zeroing again: a
-// 64 MB output written each step costs more in the kernel than the arithmetic. (Caching
-// smaller blocks measured slower for a 4 MB matmul output; see bench/RESULTS.md.)
+// 64 MB output written each step costs more in the kernel than the arithmetic, and an eager
+// MiniLM forward at 8 × 64 took 340 page faults in its GEMMs' fresh 0.8-3 MB outputs.
+// (Blocks of 1-8 MiB were once measured slower cached, with the Eigen GEMM of the time; the
+// cache then handed out the oldest block of a size, now the most recently freed, which is
+// the one still in cache.)
 class BlockCache {
  public:
-  static constexpr size_t kMinCached = size_t{1} << 23;
+  static constexpr size_t kMinCached = size_t{1} << 18;
   static constexpr size_t kMaxCachedBytes = size_t{1} << 30;
 
-  // Cached sizes round up to whole MiB so blocks of similar tensors are shared.
+  // Sizes of 8 MiB and more round up to whole MiB so blocks of similar tensors are shared.
   static size_t size_class(size_t bytes) {
-    constexpr size_t kMiB = size_t{1} << 20;
+    constexpr size_t kMiB = size_t{1} << 20, kRoundedFrom = size_t{1} << 23;
     size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
     if (rounded == 0) rounded = kAlign;  // keep data() valid for empty tensors
-    if (rounded >= kMinCached) rounded = (rounded + kMiB - 1) / kMiB * kMiB;
+    if (rounded >= kRoundedFrom) rounded = (rounded + kMiB - 1) / kMiB * kMiB;
     return rounded;
   }
 
   void* take(size_t size) {
     if (size < kMinCached) return nullptr;
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = blocks_.find(size);
-    if (it == blocks_.end()) return nullptr;
+    // The last block of this size given back (a multimap inserts equal keys at the end of
+    // their range).
+    auto it = blocks_.upper_bound(size);
+    if (it == blocks_.begin() || std::prev(it)->first != size) return nullptr;
+    --it;
     void* block = it->second;
     blocks_.erase(it);
     cached_ -= size;
