@@ -202,10 +202,11 @@ std::vector<float> sweep_inputs() {
       // exp's overflow and clamps; log1p's pole; expm1's reduction steps
       88.72283f, past_overflow, 89.0f, -88.0f, -103.9f, -104.5f, -1.0f, above_minus_one,
       below_minus_one, 0.34657359f, -0.34657359f, 17.33f, -17.33f,
-      // erf and gelu where they change formula (|x| = 1, 2; x / sqrt(2) = +-0.5, +-1, +-2),
-      // clamp (10.5) and underflow
-      1.0f, 2.0f, -2.0f, 0.70710677f, -0.70710677f, 1.4142135f, -1.4142135f, 2.828427f, -2.828427f,
-      3.92f, -3.92f, 10.5f, -10.5f, 14.2f, -14.2f, 14.85f, -14.85f};
+      // erf and gelu where they change formula (|x| = 1, 3; x / sqrt(2) = 0, +-3, 3.9, and
+      // +-0.5, +-1, +-2, where they changed before 2026-12-05), clamp (10.5) and underflow
+      1.0f, 2.0f, -2.0f, 3.0f, -3.0f, 0.70710677f, -0.70710677f, 1.4142135f, -1.4142135f, 2.828427f,
+      -2.828427f, 4.2426405f, -4.2426405f, 5.5154328f, 5.5154333f, -5.5154328f, 3.92f, -3.92f,
+      10.5f, -10.5f, 14.2f, -14.2f, 14.85f, -14.85f};
   for (uint32_t bits = 0; bits < 0x7f800000u; bits += 8191) {
     x.push_back(std::bit_cast<float>(bits));
     x.push_back(-std::bit_cast<float>(bits));
