@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
     std::printf("  top-%lld, T=%.2f: \"%s\"  %.0f tokens/s\n", static_cast<long long>(top_k),
                 temperature, printable(sampled).c_str(), sampled_rate);
     std::printf("plans built by decode steps after the second: %lld\n",
-                static_cast<long long>(late_plans + sampled_late_plans));
+                static_cast<long long>(late_plans) + static_cast<long long>(sampled_late_plans));
     return 0;
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -55,7 +55,7 @@ Tensor Tensor::from_vector(const std::vector<T>& data, std::vector<int64_t> shap
   } else if (*count > 0) {
     std::memcpy(buffer->data(), data.data(), data.size() * sizeof(T));
   }
-  return jit::make_realized({std::move(shape), dt}, std::move(buffer), default_device());
+  return jit::make_realized({std::move(shape), dt}, buffer, default_device());
 }
 
 template <class T>

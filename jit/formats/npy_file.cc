@@ -263,7 +263,7 @@ namespace kiln {
 Tensor load_npy(const std::string& path) {
   absl::StatusOr<jit::NpyArray> array = jit::read_npy(path);
   if (!array.ok()) throw Error(absl::StrCat("[load_npy] ", array.status().message()));
-  return jit::make_realized(array->type, std::move(array->data), default_device());
+  return jit::make_realized(array->type, array->data, default_device());
 }
 
 void save_npy(const std::string& path, const Tensor& t) {
