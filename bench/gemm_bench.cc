@@ -1,4 +1,4 @@
-// The CPU GEMM against the libraries issue 13 named as candidates, on the same shapes in one
+// The CPU GEMM against the libraries considered in its place, on the same shapes in one
 // run: Kiln's `relu(linear(x, w, b))` through the public API (epilogue fused), Kiln's GEMM
 // core alone (runtime/cpu/gemm.h), OpenBLAS's cblas_sgemm and oneDNN's dnnl_sgemm. Both
 // weight layouts: PyTorch's [out, in] (B = wᵀ) and a pre-transposed [in, out].

@@ -1,6 +1,7 @@
-// Kiln on a GPU: the workloads of issue 4's bars, each timed as the median of repeated runs
-// after warm-up, with kiln::synchronize() around the timed region. Prints one line per
-// workload: name, median ms, and GB/s (bytes that must move) or TFLOP/s.
+// Kiln on a GPU: the workloads of the GPU performance targets (docs/contracts.md), each timed
+// as the median of repeated runs after warm-up, with kiln::synchronize() around the timed
+// region. Prints one line per workload: name, median ms, and GB/s (bytes that must move) or
+// TFLOP/s.
 // bench/gpu_torch_bench.py times the same workloads with PyTorch eager, torch.compile, a
 // device-to-device copy and cuBLAS; scripts/gpu-check.sh runs both.
 //   build-gpu/bench/gpu_bench [--quick]

@@ -2,7 +2,7 @@
 """The GPU bench's workloads in PyTorch eager and torch.compile, plus the two ceilings:
 a large device-to-device copy (bytes read + written) and cuBLAS (bf16 matmul).
 
-Run on the lent GPU by scripts/gpu-check.sh, beside build-gpu/bench/gpu_bench; medians of
+Run on a GPU machine by scripts/gpu-check.sh, beside build-gpu/bench/gpu_bench; medians of
 CUDA-event timings after warm-up, inputs from a seeded generator (never zeros).
     python3 bench/gpu_torch_bench.py [--quick]
 """

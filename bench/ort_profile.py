@@ -4,9 +4,9 @@ bench/kernel_times.py: which part of the forward each engine spends where.
 
     python bench/ort_profile.py /tmp/minilm.onnx [BATCH SEQ] [--runs 30]
 
-Builds the session as bench/minilm_compare.py does (2 intra-op threads, 1 inter-op thread,
-ORT_ENABLE_ALL, the CPU provider) with profiling on, feeds the benchmark's token ids, and
-prints the median over runs (the first 5 left out) of each operator type's summed kernel
+Builds the InferenceSession as bench/minilm_compare.py does (2 intra-op threads, 1 inter-op
+thread, ORT_ENABLE_ALL, the CPU provider) with profiling on, feeds the benchmark's token ids,
+and prints the median over runs (the first 5 left out) of each operator type's summed kernel
 time per run, and of the whole run. The graph comes from tools/minilm_onnx.py.
 onnxruntime is a comparison point only, never a Kiln dependency.
 """

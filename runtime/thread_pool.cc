@@ -25,7 +25,7 @@ thread_local bool inside_pool_job = false;
 
 // How long a worker polls for the next job, and a caller for its job's end, before
 // sleeping. The kernels of one sync come microseconds apart; a futex wake-up costs about as
-// much as a small kernel, and dominated batch-1 inference before workers spun (issue 13).
+// much as a small kernel, and dominated batch-1 inference before workers spun.
 // Short enough that an idle process stops using the cores at once.
 constexpr auto kSpin = std::chrono::microseconds(100);
 

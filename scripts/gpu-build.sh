@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# Run HERE (no GPU needed): builds what scripts/gpu-check.sh runs on a lent GPU machine,
-# which has no package registry. Release build with libstdc++ and libgcc linked statically
-# and GoogleTest static; the other shared libraries the binaries need (Abseil, Highway,
-# Google Benchmark, zlib) are copied into build-gpu/lib, which gpu-check.sh puts on
-# LD_LIBRARY_PATH. Carry what gpu-check.sh runs with the device call (all of build-gpu is
-# over the 64 MiB a call carries), and link the source folder the tests were built in:
-#   run(command='[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; };
-#                scripts/gpu-check.sh',
-#       carry=["build-gpu/tests/kiln_tests", "build-gpu/bench/gpu_bench",
-#              "build-gpu/bench/compile_bench", "build-gpu/kiln", "build-gpu/lib",
-#              "build-gpu/samples/eager_demo"], timeout_s=600)
-# All of its steps take about 270 s on an H200 (2026-12-04; docs/cuda.md), plus the
-# machine's start (1 to 3 minutes of the session's 900 s). Build and run the CPU tests
-# first: a lent GPU's time is for what only it can check.
+# Run on a build machine (no GPU needed): builds what scripts/gpu-check.sh runs on a GPU
+# machine, which may have no package registry. Release build with libstdc++ and libgcc
+# linked statically and GoogleTest static; the other shared libraries the binaries need
+# (Abseil, Highway, Google Benchmark, zlib) are copied into build-gpu/lib, which gpu-check.sh
+# puts on LD_LIBRARY_PATH. Copy the source tree and what gpu-check.sh runs to the GPU machine
+# (all of build-gpu is far larger): build-gpu/tests/kiln_tests, build-gpu/bench/gpu_bench,
+# build-gpu/bench/compile_bench, build-gpu/kiln, build-gpu/lib and
+# build-gpu/samples/eager_demo. There, link the source folder the tests were built in and run
+# the check:
+#   [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+#   scripts/gpu-check.sh
+# All of its steps take about 270 s on an H200 (2026-12-04; docs/cuda.md), within the
+# check's default budget of 400 s (GPU_CHECK_BUDGET). Build and run the CPU tests first: the
+# GPU machine is for what only it can check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

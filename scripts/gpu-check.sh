@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Run ON THE LENT GPU MACHINE, in one device call, after scripts/gpu-build.sh here:
-#   run(command="scripts/gpu-check.sh", carry=["build-gpu"], timeout_s=600)
-# A lent GPU gives a command at most 600 s, and a session 900 s of device time with the
-# machine's start counted, so the steps share a budget (GPU_CHECK_BUDGET, default 400 s),
-# which leaves time to rerun a part. GPU_CHECK_STEPS names the steps to run (default: all,
+# Run ON THE GPU MACHINE, after scripts/gpu-build.sh built build-gpu on a build machine (it
+# says what to copy over):
+#   scripts/gpu-check.sh
+# Each step has its own time limit (the second argument of its `step` line below, 20 to
+# 150 s), and the steps share a budget, GPU_CHECK_BUDGET (default 400 s), so that a whole
+# check ends within about that budget. GPU_CHECK_STEPS names the steps to run (default: all,
 # in this order); GPU_CHECK_QUICK=1 runs the first four only:
 #   info         the GPU, the CUDA libraries found, and `kiln info`
 #   tests        the whole suite with KILN_DEVICE=cuda and KILN_CUDA_SYNC=1 (a faulting
@@ -25,7 +26,7 @@
 # A step's limit is its own or what is left of the budget, whichever is less; a step with
 # under 10 s left is skipped. Each step prints its summary as it ends; the logs are kept
 # under $OUT (or ./gpu-check-out), the summaries in summary.txt, repeated at the end; the
-# steps' logs end up in one archive, logs.tar.gz (a device call brings back at most 8 files).
+# steps' logs end up in one archive, logs.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
 out=${OUT:-gpu-check-out}

@@ -103,7 +103,7 @@ class CudaBackendOnEmulatedDriver : public ::testing::Test {
   testing::EmulatedDriver& driver_ = testing::EmulatedDriver::get();
 };
 
-// Issue 14, bug 1: a row of 12,225 to 12,288 floats fits the 48 KiB that every launch may
+// A row of 12,225 to 12,288 floats fits the 48 KiB that every launch may
 // have, but not beside the kernel's static shared memory. The backend opts the kernel in
 // to the device's maximum, and keeps the row on chip; before, the launch failed, and so
 // did the graph that a compiled function falls back from.
@@ -155,7 +155,7 @@ TEST_F(CudaBackendOnEmulatedDriver, ARowCachedOnlyWhereTheDeviceHasTheSharedMemo
   expect_no_failed_calls();
 }
 
-// Issue 14, bug 2: a buffer is freed by whichever thread drops it last, which may have no
+// A buffer is freed by whichever thread drops it last, which may have no
 // current context. A block larger than the allocator's 4 GiB cache is freed at once (the
 // emulation reserves its memory without touching it).
 TEST_F(CudaBackendOnEmulatedDriver, ABufferDroppedOnAThreadWithNoContextIsFreed) {
@@ -171,7 +171,7 @@ TEST_F(CudaBackendOnEmulatedDriver, ABufferDroppedOnAThreadWithNoContextIsFreed)
   expect_no_failed_calls();
 }
 
-// Issue 14, bug 2: a buffer dropped on another thread while a graph is being captured is
+// A buffer dropped on another thread while a graph is being captured is
 // not freed until the capture ends. cuMemFree synchronizes the device, which invalidates a
 // capture under way on it (the emulation fails cuStreamEndCapture then, as the driver does).
 TEST_F(CudaBackendOnEmulatedDriver, ABufferDroppedDuringAnotherThreadsCaptureIsFreedAfterIt) {
@@ -221,7 +221,7 @@ struct Exchange {
   Planned planned;
 };
 
-// Issue 14, bug 3: a run on one GPU with an input on another copies the input over. Two
+// A run on one GPU with an input on another copies the input over. Two
 // threads doing that in opposite directions deadlocked when each held its GPU's stream
 // mutex while waiting for the other's. The emulation makes both threads meet with their
 // first context made current (which, in the old order, was with their own GPU's mutex
@@ -308,7 +308,7 @@ std::vector<std::vector<uint64_t>> launched_scalars(const std::vector<testing::E
   return scalars;
 }
 
-// Issue 14, bug 4: a compiled function whose scalars change every call (a step counter, a
+// A compiled function whose scalars change every call (a step counter, a
 // temperature) is captured once; each call's scalars are written into the graph's launches
 // in place. Scalars are compared bit for bit: a NaN is the same NaN (it used to re-capture
 // every call), and -0 is not 0 (it used to replay the graph of 0).
@@ -352,7 +352,7 @@ TEST_F(CudaBackendOnEmulatedDriver, ChangedScalarsUpdateTheGraphInPlaceWithoutRe
   expect_no_failed_calls();
 }
 
-// Issue 14, bug 6: a compiled plan's first call runs kernel by kernel, uncaptured (where a
+// A compiled plan's first call runs kernel by kernel, uncaptured (where a
 // failing kernel is named, and its modules are loaded before any capture); its second call
 // captures the graph, and later calls launch it.
 TEST_F(CudaBackendOnEmulatedDriver, ACompiledPlanRunsOnceUncapturedBeforeItIsCaptured) {
@@ -375,7 +375,7 @@ TEST_F(CudaBackendOnEmulatedDriver, ACompiledPlanRunsOnceUncapturedBeforeItIsCap
   expect_no_failed_calls();
 }
 
-// Issue 14, bug 6: with KILN_CUDA_SYNC=1 every launch is followed by a synchronize, so a
+// With KILN_CUDA_SYNC=1 every launch is followed by a synchronize, so a
 // kernel that faults (which the driver reports only at a later call) is named in the error.
 TEST_F(CudaBackendOnEmulatedDriver, WithKilnCudaSyncAFaultingKernelIsNamed) {
   // The device reads KILN_CUDA_SYNC when it is made, and this test's GPU is made here.
@@ -419,7 +419,7 @@ TEST_F(CudaBackendOnEmulatedDriver, WithKilnCudaSyncAFaultingKernelIsNamed) {
                          "cuStreamSynchronize failed", "an illegal memory access"});
 }
 
-// Issue 14, bug 5: a GPU whose attributes cannot be read is an error naming the attribute,
+// A GPU whose attributes cannot be read is an error naming the attribute,
 // never a device with guessed ones (an SM count of 1 capped every grid).
 TEST_F(CudaBackendOnEmulatedDriver, AnAttributeThatCannotBeReadIsAnErrorNamingIt) {
   const std::pair<int, const char*> attributes[] = {

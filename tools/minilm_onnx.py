@@ -167,7 +167,7 @@ def build_model(config, W):
 
 
 def make_session(path, threads=2):
-    """An ORT CPU session as the benchmark uses it (the check uses the same settings)."""
+    """An ORT CPU InferenceSession as the benchmark uses it (the check uses the same settings)."""
     import onnxruntime as ort
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads

@@ -3,7 +3,7 @@
 //
 // Nothing here runs without a GPU; CI checks what it can without one (every kernel's
 // source compiles, the parameter layouts, the allocator's policy), and scripts/gpu-check.sh
-// runs the whole suite on a lent GPU with KILN_DEVICE=cuda.
+// runs the whole suite on a GPU machine with KILN_DEVICE=cuda.
 #ifndef KILN_RUNTIME_CUDA_CUDA_BACKEND_H_
 #define KILN_RUNTIME_CUDA_CUDA_BACKEND_H_
 

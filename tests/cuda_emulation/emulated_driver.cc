@@ -590,7 +590,7 @@ CUresult kernel_node(const Function& f, const unsigned grid[3], const unsigned b
   const bool grid_ok = grid[0] >= 1 && grid[0] <= 0x7fffffffu && grid[1] >= 1 && grid[1] <= 65535 &&
                        grid[2] >= 1 && grid[2] <= 65535;
   if (!block_ok || !grid_ok || (params == nullptr && extra == nullptr)) return kInvalidValue;
-  // The driver's check that bug 1 of issue 14 failed: static and dynamic shared memory
+  // The driver's check that launches of long rows once failed: static and dynamic shared memory
   // together within 48 KiB, unless the kernel opted in to more.
   if (shared > static_cast<unsigned>(f.max_dynamic_shared)) return kInvalidValue;
   node->kernel = true;
