@@ -4,6 +4,8 @@
 #ifndef KILN_RUNTIME_ATOMIC_FILE_H_
 #define KILN_RUNTIME_ATOMIC_FILE_H_
 
+#include <sys/types.h>
+
 #include <functional>
 #include <ostream>
 #include <string>
@@ -12,9 +14,12 @@
 
 namespace kiln::runtime {
 
-// `write` streams the file's content; the stream's state after it decides success.
+// `write` streams the file's content; the stream's state after it decides success. `mode` is
+// the file's permission bits (less the umask), given to the temporary when it is created, so
+// the file never has wider ones: the kernel caches pass 0600 (runtime/cache_dir.h).
 absl::Status write_file_atomically(const std::string& path,
-                                   const std::function<void(std::ostream&)>& write);
+                                   const std::function<void(std::ostream&)>& write,
+                                   mode_t mode = 0666);
 
 }  // namespace kiln::runtime
 

@@ -142,7 +142,8 @@ int info() {
   std::printf("CPU SIMD target: %s, %u threads\n", kiln::runtime::cpu::simd_target_name(),
               std::thread::hardware_concurrency());
   const std::string where = kiln::runtime::default_cache_dir();
-  std::printf("kernel cache: %s (KILN_CACHE_DIR)\n", where.c_str());
+  std::printf("kernel cache: %s (KILN_CACHE_DIR)\n",
+              where.empty() ? "none, no home directory" : where.c_str());
   return 0;
 }
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "ops/op_catalog.h"
+#include "runtime/cache_dir.h"
 #include "runtime/cpu/host_compiler.h"
 #include "runtime/cpu/simd_math_inl_source.h"
 #include "runtime/cpu/tile_evaluator.h"
@@ -193,7 +194,7 @@ CompiledPointwise function_for(const KernelProgram& program) {
         compiled_function(kSimdMathInlSource, *source, kCompiledPointwiseSymbol);
     if (compiled.ok()) {
       function = reinterpret_cast<CompiledPointwise>(*compiled);
-    } else {
+    } else if (!reported_on_stderr(compiled.status())) {  // a refused cache file was said
       static std::once_flag said;
       std::call_once(said, [&] {
         std::fprintf(stderr, "kiln: %s; the tile evaluator runs such kernels instead\n",

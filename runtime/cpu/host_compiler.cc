@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,7 +74,7 @@ int run_process(const std::vector<std::string>& argv, const std::string& log_pat
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   std::vector<char*> args;
   args.reserve(argv.size() + 1);
@@ -105,10 +106,11 @@ std::vector<std::string> compiler_command() {
   return argv;
 }
 
-// Runs the compiler with `argv` into `temporary`, then renames it to `target`. An error
-// names the command and the compiler's first lines of output.
+// Runs the compiler with `argv` into `temporary`, gives it `mode` (the compiler makes it as
+// the umask says, often writable by the group), then renames it to `target`. An error names
+// the command and the compiler's first lines of output.
 absl::Status run_compiler(const std::vector<std::string>& argv, const std::string& temporary,
-                          const std::string& target) {
+                          const std::string& target, mode_t mode) {
   const std::string log = temporary + ".log";
   const int status = run_process(argv, log);
   const std::string output = read_whole_file(log);
@@ -125,6 +127,10 @@ absl::Status run_compiler(const std::vector<std::string>& argv, const std::strin
                    : absl::StrCat("exited with status ", status),
         lines.empty() ? "" : ":\n", absl::StrJoin(lines, "\n")));
   }
+  if (chmod(temporary.c_str(), mode) != 0) {
+    fs::remove(temporary, ignored);
+    return absl::InternalError(absl::StrCat("compiled CPU kernel: cannot chmod ", temporary));
+  }
   fs::rename(temporary, target, ignored);
   if (ignored) {
     fs::remove(temporary, ignored);
@@ -134,16 +140,31 @@ absl::Status run_compiler(const std::vector<std::string>& argv, const std::strin
   return absl::OkStatus();
 }
 
-// The prelude's header in `dir`, precompiled beside it (`.gch`) on first use: GCC reads the
+// Where compiled CPU kernels are kept: `root` is the cache's, `dir` its cpu/ folder.
+struct CacheFolder {
+  std::string root;
+  std::string dir;
+};
+
+// Whether `root`/cpu/`name` may be used: the compiler reads the file by its name, so the
+// check is on the file as it is now, in folders only this user can change.
+absl::Status check_cached_file(const CacheFolder& cache, const std::string& name) {
+  absl::StatusOr<FileDescriptor> file = open_trusted_file(cache.root, absl::StrCat("cpu/", name));
+  if (file.ok() || !absl::IsPermissionDenied(file.status())) return file.status();
+  return refuse_to_load(absl::StrCat(cache.dir, "/", name), file.status());
+}
+
+// The prelude's header in the cache, precompiled beside it (`.gch`) on first use: GCC reads the
 // precompiled form whenever its flags match, which cuts each kernel's build from about 0.8 s
-// to 0.2 s; any other compiler, or a failed precompile, just parses the header.
-absl::StatusOr<std::string> prelude_header(const std::string& dir, const std::string& prelude) {
-  const std::string header =
-      absl::StrCat(dir, "/prelude_", cache_file_stem(build_key(prelude)), ".h");
+// to 0.2 s; any other compiler, or a failed precompile, just parses the header. Both files are
+// checked like a library, since what they hold goes into every kernel built with them.
+absl::StatusOr<std::string> prelude_header(const CacheFolder& cache, const std::string& prelude) {
+  const std::string name = absl::StrCat("prelude_", cache_file_stem(build_key(prelude)), ".h");
+  const std::string header = absl::StrCat(cache.dir, "/", name);
   std::error_code error;
   if (!fs::exists(header, error)) {
-    absl::Status written =
-        write_file_atomically(header, [&](std::ostream& out) { out << prelude; });
+    absl::Status written = write_file_atomically(
+        header, [&](std::ostream& out) { out << prelude; }, 0600);
     if (!written.ok()) return written;
   }
   const std::string precompiled = header + ".gch";
@@ -152,29 +173,35 @@ absl::StatusOr<std::string> prelude_header(const std::string& dir, const std::st
     std::erase(argv, std::string("-shared"));
     const std::string temporary = precompiled + temporary_suffix();
     argv.insert(argv.end(), {"-x", "c++-header", "-o", temporary, header});
-    (void)run_compiler(argv, temporary, precompiled);  // without it, builds are only slower
+    (void)run_compiler(argv, temporary, precompiled, 0600);  // without it, only slower
+  }
+  if (absl::Status trusted = check_cached_file(cache, name); !trusted.ok()) return trusted;
+  if (fs::exists(precompiled, error)) {
+    if (absl::Status trusted = check_cached_file(cache, name + ".gch"); !trusted.ok()) {
+      return trusted;
+    }
   }
   return header;
 }
 
 // Builds `source` (with `prelude`'s header included first, when there is one) into
 // `library`, renamed into place only on success.
-absl::Status build_library(const std::string& dir, const std::string& prelude,
+absl::Status build_library(const CacheFolder& cache, const std::string& prelude,
                            const std::string& source, const std::string& source_path,
                            const std::string& library) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> argv = compiler_command();
   if (!prelude.empty()) {
-    absl::StatusOr<std::string> header = prelude_header(dir, prelude);
+    absl::StatusOr<std::string> header = prelude_header(cache, prelude);
     if (!header.ok()) return header.status();
     argv.insert(argv.end(), {"-include", *header});
   }
-  absl::Status written =
-      write_file_atomically(source_path, [&](std::ostream& out) { out << source; });
+  absl::Status written = write_file_atomically(
+      source_path, [&](std::ostream& out) { out << source; }, 0600);
   if (!written.ok()) return written;
   const std::string temporary = library + temporary_suffix();
   argv.insert(argv.end(), {"-o", temporary, source_path});
-  absl::Status built = run_compiler(argv, temporary, library);
+  absl::Status built = run_compiler(argv, temporary, library, 0700);
   if (!built.ok()) return built;
   if (jit::env_options().log_level >= 1) {
     const double ms =
@@ -184,11 +211,26 @@ absl::Status build_library(const std::string& dir, const std::string& prelude,
   return absl::OkStatus();
 }
 
-absl::StatusOr<void*> load_function(const std::string& library, const std::string& symbol) {
-  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);  // kept for the process
-  if (handle == nullptr) {
-    return absl::InternalError(absl::StrCat("compiled CPU kernel: dlopen: ", dlerror()));
+// Loads the library `name` from the cache after checking it (open_trusted_file), through the
+// descriptor that was checked, so that a file swapped in after the check is never what loads.
+absl::StatusOr<void*> load_function(const CacheFolder& cache, const std::string& name,
+                                    const std::string& symbol) {
+  const std::string library = absl::StrCat(cache.dir, "/", name);
+  absl::StatusOr<FileDescriptor> file = open_trusted_file(cache.root, absl::StrCat("cpu/", name));
+  if (absl::IsPermissionDenied(file.status())) return refuse_to_load(library, file.status());
+  if (!file.ok()) {
+    return absl::InternalError(absl::StrCat("compiled CPU kernel: ", file.status().message()));
   }
+  const std::string by_descriptor = absl::StrCat("/proc/self/fd/", file->get());
+  void* handle = dlopen(by_descriptor.c_str(), RTLD_NOW | RTLD_LOCAL);  // kept for the process
+  if (handle == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("compiled CPU kernel: dlopen of ", library, ": ", dlerror()));
+  }
+  // The descriptor stays open as long as the library stays loaded (for the process): dlopen
+  // knows a loaded library by the name it was opened under, and would take a later library
+  // opened under the same /proc/self/fd/<n> for this one.
+  (void)file->release();
   void* function = dlsym(handle, symbol.c_str());
   if (function == nullptr) {
     return absl::InternalError(
@@ -197,25 +239,46 @@ absl::StatusOr<void*> load_function(const std::string& library, const std::strin
   return function;
 }
 
+// The cache's cpu/ folder, created private when missing and checked: a folder someone else
+// could write is refused (said once on stderr), and so is running without a cache at all,
+// since a kernel is loaded from the file it was built into.
+absl::StatusOr<CacheFolder> cache_folder() {
+  CacheFolder cache{default_cache_dir(), ""};
+  if (cache.root.empty()) {
+    return absl::FailedPreconditionError(
+        "compiled CPU kernel: no cache folder (KILN_CACHE_DIR, XDG_CACHE_HOME and HOME are "
+        "unset and this user has no home directory)");
+  }
+  cache.dir = cache.root + "/cpu";
+  if (absl::Status made = create_private_directories(cache.dir); !made.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("compiled CPU kernel: ", made.message()));
+  }
+  absl::Status trusted = check_trusted_directory(cache.root, "cpu");
+  if (absl::IsPermissionDenied(trusted)) {
+    return refuse_to_load(absl::StrCat("compiled CPU kernels from ", cache.dir), trusted);
+  }
+  if (!trusted.ok())
+    return absl::InternalError(absl::StrCat("compiled CPU kernel: ", trusted.message()));
+  return cache;
+}
+
 // Loads the library for `key`, building it first when the cache holds none that matches.
 absl::StatusOr<void*> load_or_build(const std::string& key, const std::string& prelude,
                                     const std::string& source, const std::string& symbol) {
-  const std::string dir = absl::StrCat(default_cache_dir(), "/cpu");
+  absl::StatusOr<CacheFolder> cache = cache_folder();
+  if (!cache.ok()) return cache.status();
+  const std::string stem = cache_file_stem(key);
+  const std::string path_stem = absl::StrCat(cache->dir, "/", stem);
+  const std::string library = path_stem + ".so", key_path = path_stem + ".key";
   std::error_code error;
-  fs::create_directories(dir, error);
-  if (error) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("compiled CPU kernel: cannot create ", dir, ": ", error.message()));
-  }
-  const std::string stem = absl::StrCat(dir, "/", cache_file_stem(key));
-  const std::string library = stem + ".so", key_path = stem + ".key";
   if (!(fs::exists(library, error) && read_whole_file(key_path) == key)) {
-    absl::Status built = build_library(dir, prelude, source, stem + ".cc", library);
+    absl::Status built = build_library(*cache, prelude, source, path_stem + ".cc", library);
     if (!built.ok()) return built;
-    built = write_file_atomically(key_path, [&](std::ostream& out) { out << key; });
+    built = write_file_atomically(
+        key_path, [&](std::ostream& out) { out << key; }, 0600);
     if (!built.ok()) return built;
   }
-  return load_function(library, symbol);
+  return load_function(*cache, stem + ".so", symbol);
 }
 
 }  // namespace

@@ -6,7 +6,11 @@
 // named by a checksum of the key (prelude, source, compiler, flags), next to the source they
 // came from; a key is compiled once per machine and loaded once per process. A library is only
 // renamed into place once the compiler succeeded, so a failed or interrupted build never
-// leaves a file that a later process would load.
+// leaves a file that a later process would load. The cache is private (runtime/cache_dir.h):
+// a library is loaded only when it and the folders above it, up to the cache root, belong to
+// this user and no one else can write them, and it is loaded through the descriptor that was
+// checked. Otherwise, or with no cache folder at all, compiled_function fails and the caller
+// runs the kernel another way.
 //
 // Environment: KILN_CPU_JIT=0 turns compiled CPU kernels off (the tile evaluator runs
 // everything); KILN_CXX names the compiler (default: c++ on the PATH).

@@ -1,11 +1,14 @@
 #include "runtime/cuda/cubin_cache.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,6 +35,18 @@ void put(std::string& out, T value) {
   out.append(reinterpret_cast<const char*>(&value), sizeof value);
 }
 
+// The whole content of the open file `fd`; nullopt on a read error.
+std::optional<std::string> read_all(int fd) {
+  std::string data;
+  char chunk[1 << 16];
+  for (;;) {
+    const ssize_t got = ::read(fd, chunk, sizeof chunk);
+    if (got == 0) return data;
+    if (got < 0 && errno != EINTR) return std::nullopt;
+    if (got > 0) data.append(chunk, static_cast<size_t>(got));
+  }
+}
+
 template <class T>
 bool take(const std::string& in, size_t& pos, T& value) {
   if (in.size() - pos < sizeof value || pos > in.size()) return false;
@@ -52,9 +67,20 @@ std::string CubinCache::path_for(const std::string& key) const {
 
 std::optional<std::string> CubinCache::read_file(const std::string& key) const {
   if (dir_.empty()) return std::nullopt;
-  std::ifstream in(path_for(key), std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // A folder someone else can write is refused as a whole, said once for all its files.
+  if (absl::Status trusted = check_trusted_directory(dir_, ""); !trusted.ok()) {
+    if (absl::IsPermissionDenied(trusted)) (void)refuse_to_load("cubins from " + dir_, trusted);
+    return std::nullopt;
+  }
+  const std::string path = path_for(key);
+  absl::StatusOr<FileDescriptor> file = open_trusted_file(dir_, path.substr(dir_.size() + 1));
+  if (!file.ok()) {
+    if (absl::IsPermissionDenied(file.status())) (void)refuse_to_load(path, file.status());
+    return std::nullopt;
+  }
+  std::optional<std::string> bytes = read_all(file->get());  // the file that was checked
+  if (!bytes) return std::nullopt;
+  const std::string& data = *bytes;
   size_t pos = 0;
   if (data.size() < kHeaderFixed || std::memcmp(data.data(), kMagic, 8) != 0) return std::nullopt;
   pos = 8;
@@ -74,9 +100,12 @@ std::optional<std::string> CubinCache::read_file(const std::string& key) const {
 
 absl::Status CubinCache::write_file(const std::string& key, const std::string& cubin) const {
   if (dir_.empty()) return absl::OkStatus();
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir_, ": ", ec.message()));
+  if (absl::Status made = create_private_directories(dir_); !made.ok()) return made;
+  // Nothing is stored where it would not be read back: the cubin stays in memory.
+  if (absl::Status trusted = check_trusted_directory(dir_, ""); !trusted.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("not storing cubins in ", dir_, ": ", trusted.message()));
+  }
   std::string data(kMagic, 8);
   put(data, kCubinFormatVersion);
   put(data, static_cast<uint32_t>(key.size()));
@@ -84,9 +113,10 @@ absl::Status CubinCache::write_file(const std::string& key, const std::string& c
   put(data, static_cast<uint64_t>(cubin.size()));
   put(data, checksum(key, cubin));
   data += cubin;
-  absl::Status written = write_file_atomically(path_for(key), [&](std::ostream& out) {
-    out.write(data.data(), static_cast<std::streamsize>(data.size()));
-  });
+  absl::Status written = write_file_atomically(
+      path_for(key),
+      [&](std::ostream& out) { out.write(data.data(), static_cast<std::streamsize>(data.size())); },
+      0600);
   if (!written.ok()) return written;
   enforce_bound();
   return absl::OkStatus();

@@ -8,7 +8,10 @@
 // Files are written to a temporary name and renamed into place, so readers never see a torn
 // file even with several processes; a corrupt, truncated, foreign or other-version file is
 // ignored (and replaced by the next compile). The directory is bounded: past its size limit
-// the least recently written files are removed.
+// the least recently written files are removed. The directory is made 0700 and each file 0600.
+// Nothing is read from a directory or file that another user owns or that group or others can
+// write (said once on stderr), and nothing is written into such a directory: its kernels are
+// compiled and kept in memory only (runtime/cache_dir.h).
 #ifndef KILN_RUNTIME_CUDA_CUBIN_CACHE_H_
 #define KILN_RUNTIME_CUDA_CUBIN_CACHE_H_
 
@@ -36,7 +39,8 @@ class CubinCache {
     Source source;
   };
 
-  // The cubin for `key`, from memory, then disk, else from `compile` (stored in both).
+  // The cubin for `key`, from memory, then disk, else from `compile` (stored in both, or in
+  // memory alone when the directory is not trusted).
   absl::StatusOr<Result> get(const std::string& key,
                              const std::function<absl::StatusOr<std::string>()>& compile);
 
