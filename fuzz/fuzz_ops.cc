@@ -67,7 +67,7 @@ Tensor apply_random_op(FuzzedDataProvider& in, const std::vector<Tensor>& pool) 
   };
   const Tensor& a = pick();
   const int axis = in.ConsumeIntegralInRange<int>(-3, 3);
-  switch (in.ConsumeIntegralInRange<int>(0, 32)) {
+  switch (in.ConsumeIntegralInRange<int>(0, 33)) {
     case 0:
       return kiln::exp(a);
     case 1:
@@ -109,7 +109,7 @@ Tensor apply_random_op(FuzzedDataProvider& in, const std::vector<Tensor>& pool) 
     case 19:
       return a.slice(axis, in.ConsumeIntegralInRange<int64_t>(-5, 5),
                      in.ConsumeIntegralInRange<int64_t>(-5, 5),
-                     in.ConsumeIntegralInRange<int64_t>(0, 3));
+                     in.ConsumeIntegralInRange<int64_t>(-3, 3));  // 0 is an error
     case 20:
       return a.broadcast_to(small_shape(in));
     case 21:
@@ -130,6 +130,18 @@ Tensor apply_random_op(FuzzedDataProvider& in, const std::vector<Tensor>& pool) 
       return kiln::update_slice(a, pick(), axis, in.ConsumeIntegralInRange<int64_t>(-2, 6));
     case 28:
       return kiln::cumsum(a, axis);
+    case 32: {  // a write in place: a fresh cache whose only handle the write replaces
+      std::vector<int64_t> shape = a.shape();
+      if (!shape.empty()) shape[0] += in.ConsumeIntegralInRange<int64_t>(0, 3);
+      Tensor cache = Tensor::zeros(shape, a.dtype()).eval();
+      if (in.ConsumeBool()) {  // first a lazy constant's write, itself in place
+        std::vector<int64_t> row = shape;
+        if (!row.empty()) row[0] = 1;
+        cache = kiln::update_slice(cache, Tensor::full(row, 1.5, a.dtype()), 0,
+                                   in.ConsumeIntegralInRange<int64_t>(0, 3));
+      }
+      return kiln::update_slice(cache, a, 0, in.ConsumeIntegralInRange<int64_t>(0, 3));
+    }
     case 29: {  // k past the extent, bool x and 0-d x are errors
       kiln::TopK t =
           kiln::topk(a, in.ConsumeIntegralInRange<int64_t>(-1, 6), axis, in.ConsumeBool());

@@ -88,6 +88,7 @@ void evaluate_attention(const Attrs& attrs, const ValueType& out, const std::vec
   const AttentionShape s = attention_shape(in[0].type.shape, in[1].type.shape, in[2].type.shape);
   const DType dt = in[0].type.dtype;
   const bool has_mask = in.size() == 4;
+  const int64_t offset = causal_offset(attrs, s);
   std::vector<double> scores(s.sk), acc(s.dv);
   for (int64_t b = 0; b < s.batches; ++b) {
     const int64_t kvb = s.kv_batch(b);
@@ -103,7 +104,7 @@ void evaluate_attention(const Attrs& attrs, const ValueType& out, const std::vec
         if (has_mask) {
           score += load_double(*in[3].buffer, in[3].type.dtype, (b * s.sq + i) * s.sk + j);
         }
-        if (attrs.causal && j > i) score = -std::numeric_limits<double>::infinity();
+        if (attrs.causal && j > i + offset) score = -std::numeric_limits<double>::infinity();
         scores[j] = score;
         max = std::max(max, score);
       }

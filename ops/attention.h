@@ -1,8 +1,10 @@
 // scaled_dot_product_attention(q, k, v[, mask]): for each query row i of each batch and head,
 //   out[i] = Σ_j softmax_j(scale · q[i]·k[j] + mask[i, j]) v[j]
-// with key j left out (score -inf) for i < j when attrs.causal (top-left aligned, as
-// PyTorch's is_causal). What every layer shares about it: the shape rule with its errors, the
-// sizes kernels iterate over, and the reference evaluation.
+// with key j left out (score -inf) for j > i + causal_offset when attrs.causal: top-left
+// aligned (offset 0, as PyTorch's is_causal), or bottom-right with attrs.bottom_right (offset
+// Sk - Sq: the last query sees every key). What every layer shares about it: the shape rule
+// with its errors, the sizes kernels iterate over, the causal offset, and the reference
+// evaluation.
 //
 // Shapes: q [..., Hq, Sq, D], k [..., Hkv, Sk, D], v [..., Hkv, Sk, Dv] (rank >= 3; rank 2 has
 // no heads). The leading dims match; Hq is a multiple of Hkv (grouped-query attention: query
@@ -36,6 +38,13 @@ struct AttentionShape {
 
 // From the shapes of q, k and v (already checked by infer_attention).
 AttentionShape attention_shape(const Shape& q, const Shape& k, const Shape& v);
+
+// The key position of query 0 under a causal cut: query i sees keys j <= i + offset. 0 when
+// top-left aligned, Sk - Sq when bottom-right (negative when Sq > Sk: the first Sq - Sk
+// queries then see no key).
+inline int64_t causal_offset(const Attrs& attrs, const AttentionShape& s) {
+  return attrs.bottom_right ? s.sk - s.sq : 0;
+}
 
 absl::StatusOr<ValueType> infer_attention(const std::vector<ValueType>& in, const Attrs& attrs);
 

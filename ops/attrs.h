@@ -16,9 +16,9 @@ struct Attrs {
   std::vector<int> axes;       // sum mean max min (sorted, non-negative), permute
   bool keepdims = false;       // reductions
   int axis = 0;                // argmax argmin concat slice softmax log_softmax cumsum topk
-  int64_t start = 0;           // slice (normalized to 0 <= start <= dim)
+  int64_t start = 0;           // slice: the first element taken (normalized, see infer_slice)
   int64_t stop = 0;            // slice
-  int64_t step = 1;            // slice
+  int64_t step = 1;            // slice: nonzero; negative walks the axis backwards
   double value = 0.0;          // constant
   double eps = 0.0;            // layer_norm rms_norm
   uint64_t seed = 0;           // rand randn
@@ -29,6 +29,11 @@ struct Attrs {
   bool largest = true;         // topk_indices: the k largest (else the k smallest)
   double scale = 1.0;          // scaled_dot_product_attention: the factor on q·k
   bool causal = false;         // scaled_dot_product_attention: key j only for query i >= j
+  // scaled_dot_product_attention with causal: query i sits at key position Sk - Sq + i (the
+  // last query sees every key) instead of at i (PyTorch's is_causal).
+  bool bottom_right = false;
+  bool exclusive = false;  // cumsum: y[i] sums the elements before i (y[0] = 0)
+  bool reverse = false;    // cumsum: sums from the end of the axis
   // Collectives (kCollective). `axis` is also all_gather's and reduce_scatter's axis.
   int group = -1;     // the process group's id (runtime/distributed/group_registry.h)
   int reduction = 0;  // all_reduce reduce_scatter: a distributed_runtime::Reduction

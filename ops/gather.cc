@@ -79,6 +79,10 @@ absl::StatusOr<ValueType> infer_gather(OpKind op, const std::vector<ValueType>& 
 }
 
 std::string index_error_message(OpKind op, int64_t index, int64_t extent) {
+  if (op == OpKind::UpdateSlice) {  // a start tensor; `extent` is the last valid start
+    return absl::StrCat("[update_slice] start ", index,
+                        " puts the update outside x (expected 0 <= start <= ", extent, ")");
+  }
   return absl::StrCat("[", op_name(op), "] index ", index,
                       " is out of range for an axis of extent ", extent, " (expected ", -extent,
                       " <= index < ", extent, ")");

@@ -28,7 +28,8 @@ namespace kiln::ops {
 absl::StatusOr<ValueType> infer_gather(OpKind op, const std::vector<ValueType>& in, Attrs& attrs);
 
 // The message of the kiln::Error an out-of-range index raises: it names the op, the index and
-// the extent of the axis it indexes.
+// the extent of the axis it indexes. For update_slice (a CUDA kernel's report of a start
+// tensor outside x) `index` is the start and `extent` the last start that fits.
 std::string index_error_message(OpKind op, int64_t index, int64_t extent);
 
 // The reference evaluation of gather `op` into `result` (of type `out`); throws kiln::Error

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "absl/status/status.h"
@@ -319,23 +320,40 @@ absl::StatusOr<ValueType> infer_broadcast_to(const std::vector<ValueType>& in, c
   return ValueType{to, in[0].dtype};
 }
 
+// Python's slice.indices: a negative bound counts from the end, then bounds are clamped to
+// [0, dim] for a forward step and to [-1, dim - 1] for a backward one (-1: before element 0).
+// The canonical form keeps `start` as the first element taken. A backward slice's stop of -1
+// is written as -(dim + 1), which means "before element 0" when read again (a plain -1 would
+// mean the last element), so a dumped trace loads to the same shape.
 absl::StatusOr<ValueType> infer_slice(const std::vector<ValueType>& in, Attrs& attrs) {
   const OpKind op = OpKind::Slice;
   int ndim = static_cast<int>(in[0].shape.size());
   absl::StatusOr<int> axis = normalize_axis(attrs.axis, ndim);
   if (!axis.ok()) return op_error(op, in, std::string(axis.status().message()));
-  if (attrs.step < 1) {
-    return op_error(op, in, absl::StrCat("step ", attrs.step, " must be >= 1"));
+  const int64_t step = attrs.step;
+  if (step == 0) return op_error(op, in, "step 0 is not allowed (expected step != 0)");
+  if (step == std::numeric_limits<int64_t>::min()) {
+    return op_error(op, in,
+                    absl::StrCat("step ", step, " is out of range (expected |step| < 2^63)"));
   }
-  int64_t dim = in[0].shape[*axis];
-  auto clamp = [dim](int64_t i) {
+  const int64_t dim = in[0].shape[*axis];
+  const int64_t lower = step > 0 ? 0 : -1, upper = step > 0 ? dim : dim - 1;
+  auto clamp = [&](int64_t i) {
     if (i < 0) i += dim;
-    return std::clamp<int64_t>(i, 0, dim);
+    return std::clamp<int64_t>(i, lower, upper);
   };
-  int64_t start = clamp(attrs.start);
-  int64_t stop = std::max(clamp(attrs.stop), start);
+  int64_t start = clamp(attrs.start), stop = clamp(attrs.stop), extent = 0;
+  if (step > 0) {
+    stop = std::max(stop, start);
+    extent = stop > start ? (stop - start - 1) / step + 1 : 0;
+  } else if (start > stop) {
+    extent = (start - stop - 1) / -step + 1;
+    if (stop < 0) stop = -(dim + 1);
+  } else {
+    start = stop = 0;  // empty
+  }
   Shape out = in[0].shape;
-  out[*axis] = (stop - start + attrs.step - 1) / attrs.step;
+  out[*axis] = extent;
   attrs.axis = *axis;
   attrs.start = start;
   attrs.stop = stop;

@@ -117,7 +117,7 @@ enum class OpClass {
   X(CustomKernel, custom_kernel, kCustomKernel, -1)          \
   X(Take, take, kGather, 2)                                  \
   X(TakeAlongAxis, take_along_axis, kGather, 2)              \
-  X(UpdateSlice, update_slice, kUpdateSlice, 2)              \
+  X(UpdateSlice, update_slice, kUpdateSlice, -1)             \
   X(Attention, scaled_dot_product_attention, kAttention, -1) \
   X(AllReduce, all_reduce, kCollective, 1)                   \
   X(AllGather, all_gather, kCollective, 1)                   \

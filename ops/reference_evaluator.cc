@@ -360,21 +360,24 @@ void eval_concat(const ValueType& out, const std::vector<HostValue>& in, const A
   }
 }
 
-// cumsum along the axis: floats add in double, integers and bool in int64 (wrapping).
+// cumsum along the axis: floats add in double, integers and bool in int64 (wrapping). The
+// scan walks the row from its end when reverse; exclusive stores the sum before adding.
 void eval_cumsum(const Attrs& attrs, const ValueType& out, const HostValue& x, Buffer& result) {
   const RowLayout r = row_layout(out.shape, attrs.axis);
   for (int64_t o = 0; o < r.outer; ++o) {
     for (int64_t i = 0; i < r.inner; ++i) {
       double total = 0;
       uint64_t int_total = 0;
-      for (int64_t k = 0; k < r.extent; ++k) {
-        const int64_t at = r.at(o, k, i);
+      for (int64_t step = 0; step < r.extent; ++step) {
+        const int64_t at = r.at(o, attrs.reverse ? r.extent - 1 - step : step, i);
         if (is_floating(out.dtype)) {
+          const double before = total;
           total += load_double(*x.buffer, x.type.dtype, at);
-          store_double(result, out.dtype, at, total);
+          store_double(result, out.dtype, at, attrs.exclusive ? before : total);
         } else {
+          const uint64_t before = int_total;
           int_total += static_cast<uint64_t>(load_int(*x.buffer, x.type.dtype, at));
-          result.as<int64_t>()[at] = static_cast<int64_t>(int_total);
+          result.as<int64_t>()[at] = static_cast<int64_t>(attrs.exclusive ? before : int_total);
         }
       }
     }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "kiln/error.h"
 #include "ops/element_access.h"
 #include "ops/infer.h"
 
@@ -11,7 +12,17 @@ namespace kiln::ops {
 
 absl::StatusOr<ValueType> infer_update_slice(const std::vector<ValueType>& in, Attrs& attrs) {
   const OpKind op = OpKind::UpdateSlice;
+  if (in.size() != 2 && in.size() != 3) {
+    return op_error(
+        op, in,
+        absl::StrCat("takes x, update and optionally a start tensor, got ", in.size(), " inputs"));
+  }
   const ValueType &x = in[0], &update = in[1];
+  const bool start_tensor = in.size() == 3;
+  if (start_tensor &&
+      ((in[2].dtype != DType::I32 && in[2].dtype != DType::I64) || numel(in[2].shape) != 1)) {
+    return op_error(op, in, "start must be one I32 or I64 value (a 0-d tensor)");
+  }
   const int rank = static_cast<int>(x.shape.size());
   if (static_cast<int>(update.shape.size()) != rank) {
     return op_error(op, in, absl::StrCat("update must have x's rank ", rank));
@@ -26,18 +37,37 @@ absl::StatusOr<ValueType> infer_update_slice(const std::vector<ValueType>& in, A
     }
   }
   const int64_t extent = x.shape[*axis], length = update.shape[*axis];
-  if (attrs.start < 0 || attrs.start > extent - length) {
+  if (length > extent) {
     return op_error(op, in,
-                    absl::StrCat("start ", attrs.start, " puts [", attrs.start, ", ",
-                                 attrs.start + length, ") outside axis ", *axis, " of extent ",
-                                 extent, " (expected 0 <= start <= ", extent - length, ")"));
+                    absl::StrCat("update's ", length, " along axis ", *axis,
+                                 " do not fit in x's extent ", extent));
+  }
+  if (start_tensor) {
+    attrs.start = 0;  // read from the tensor when the kernel runs
+  } else if (attrs.start < 0 || attrs.start > extent - length) {
+    return op_error(op, in, update_start_error(attrs.start, length, extent, *axis));
   }
   return x;
+}
+
+std::string update_start_error(int64_t start, int64_t length, int64_t extent, int axis) {
+  return absl::StrCat("start ", start, " puts [", start, ", ", start + length, ") outside axis ",
+                      axis, " of extent ", extent, " (expected 0 <= start <= ", extent - length,
+                      ")");
 }
 
 void evaluate_update_slice(const Attrs& attrs, const ValueType& out,
                            const std::vector<HostValue>& in, runtime::Buffer& result) {
   const HostValue &x = in[0], &update = in[1];
+  int64_t start = attrs.start;
+  if (in.size() == 3) {
+    start = static_cast<int64_t>(load_double(*in[2].buffer, in[2].type.dtype, 0));
+    const int64_t length = update.type.shape[attrs.axis], extent = out.shape[attrs.axis];
+    if (start < 0 || start > extent - length) {
+      throw Error(
+          absl::StrCat("[update_slice] ", update_start_error(start, length, extent, attrs.axis)));
+    }
+  }
   std::memcpy(result.data(), x.buffer->data(), static_cast<size_t>(result.nbytes()));
   // The update's rows along the axis land at start within x's rows.
   const RowLayout from = row_layout(update.type.shape, attrs.axis);
@@ -46,7 +76,7 @@ void evaluate_update_slice(const Attrs& attrs, const ValueType& out,
     for (int64_t k = 0; k < from.extent; ++k) {
       for (int64_t i = 0; i < from.inner; ++i) {
         convert_element(*update.buffer, update.type.dtype, from.at(o, k, i), result, out.dtype,
-                        to.at(o, attrs.start + k, i));
+                        to.at(o, start + k, i));
       }
     }
   }

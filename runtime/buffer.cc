@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kiln/error.h"
+#include "runtime/buffer_contents_observer.h"
 #include "runtime/stats_counters.h"
 
 namespace kiln::runtime {
@@ -135,9 +136,25 @@ Buffer::Buffer(int64_t nbytes, Device device, uint64_t device_pointer,
   runtime::counters().bytes_allocated += nbytes;
 }
 
-void Buffer::mark_written() { version_ = next_version(); }
+namespace {
+std::atomic<ContentsDroppedFn> contents_dropped{nullptr};
+
+void contents_gone(uint64_t version) {
+  if (ContentsDroppedFn fn = contents_dropped.load(std::memory_order_acquire)) fn(version);
+}
+}  // namespace
+
+void set_contents_dropped_observer(ContentsDroppedFn fn) {
+  contents_dropped.store(fn, std::memory_order_release);
+}
+
+void Buffer::mark_written() {
+  contents_gone(version_);
+  version_ = next_version();
+}
 
 Buffer::~Buffer() {
+  contents_gone(version_);
   if (on_device()) {
     if (release_) release_();
     return;

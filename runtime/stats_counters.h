@@ -18,6 +18,7 @@ struct Counters {
   std::atomic<int64_t> bytes_allocated{0};
   std::atomic<int64_t> compiled_records{0};
   std::atomic<int64_t> compiled_replays{0};
+  std::atomic<int64_t> packed_weight_evictions{0};
 };
 
 Counters& counters();

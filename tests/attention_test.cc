@@ -32,13 +32,14 @@ struct Shapes {
 
 // PyTorch's attention in long double, straight from the definition: for each batch and query
 // head, scores = q·kᵀ · scale + mask (already additive: a bool mask as 0 / -inf), key j > i
-// cut when causal, softmax over the keys, times v. Query head h reads kv head h / (Hq / Hkv);
-// rank 2 has no heads. A row with nothing to attend to is NaN.
+// cut when causal (key j > Sk - Sq + i when bottom_right, PyTorch's causal_lower_right),
+// softmax over the keys, times v. Query head h reads kv head h / (Hq / Hkv); rank 2 has no
+// heads. A row with nothing to attend to is NaN.
 std::vector<long double> reference_attention(const std::vector<float>& q,
                                              const std::vector<float>& k,
                                              const std::vector<float>& v, const Shapes& s,
                                              const std::vector<float>* mask, bool causal,
-                                             double scale) {
+                                             double scale, bool bottom_right = false) {
   const size_t r = s.q.size();
   const int64_t sq = s.q[r - 2], d = s.q[r - 1], sk = s.k[r - 2], dv = s.v[r - 1];
   const int64_t hq = r >= 3 ? s.q[r - 3] : 1, hkv = r >= 3 ? s.k[r - 3] : 1;
@@ -62,7 +63,8 @@ std::vector<long double> reference_attention(const std::vector<float>& q,
             const std::vector<int64_t> at = testing::unravel((qb * sq + i) * sk + j, scores_shape);
             w[j] += (*mask)[testing::broadcast_source(at, s.mask)];
           }
-          if (causal && j > i) w[j] = -inf;
+          const int64_t position = bottom_right ? sk - sq + i : i;  // the query's key position
+          if (causal && j > position) w[j] = -inf;
           top = std::max(top, w[j]);
         }
         long double* row = &out[(qb * sq + i) * dv];
@@ -151,6 +153,7 @@ struct Case {
   bool bool_mask = false;
   bool causal = false;
   std::optional<double> scale = std::nullopt;
+  bool bottom_right = false;  // with causal: CausalAlignment::BottomRight
   double scale_or_default() const {
     return scale.value_or(1.0 / std::sqrt(static_cast<double>(shapes.q.back())));
   }
@@ -503,6 +506,150 @@ TEST(Attention, TraceFilesRoundTrip) {
   std::vector<Tensor> again = trace.run(inputs);
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].to_vector<float>(), want) << "the replay computes the same values";
+}
+
+// CausalAlignment::BottomRight: query i sees keys j <= Sk - Sq + i (PyTorch's
+// causal_lower_right), computed by the kernels from the positions. A chunk of a prompt after a
+// cached prefix (Sq < Sk), a decode step (Sq = 1), Sq == Sk (the same as top-left), Sq > Sk
+// (the first Sq - Sk rows see no key: NaN), with masks, grouped-query heads, rank 2, and
+// sizes past one CPU query block (64) and key tile (128).
+TEST(Attention, BottomRightCausalMatchesReference) {
+  std::mt19937_64 rng(testing::test_seed() + 7);
+  SCOPED_TRACE(testing::test_seed());
+  const std::vector<Case> cases = {
+      {.name = "a chunk of 5 after a prefix of 7",
+       .shapes = {{2, 4, 5, 8}, {2, 4, 12, 8}, {2, 4, 12, 8}}},
+      {.name = "decode step, gqa", .shapes = {{1, 4, 1, 16}, {1, 2, 9, 16}, {1, 2, 9, 16}}},
+      {.name = "Sq == Sk", .shapes = {{1, 2, 7, 8}, {1, 2, 7, 8}, {1, 2, 7, 8}}},
+      {.name = "Sq > Sk: 5 rows without keys",
+       .shapes = {{1, 2, 9, 8}, {1, 2, 4, 8}, {1, 2, 4, 8}}},
+      {.name = "bool padding mask too",
+       .shapes = {{2, 2, 6, 8}, {2, 2, 10, 8}, {2, 2, 10, 8}, {2, 1, 1, 10}},
+       .bool_mask = true},
+      {.name = "rank 2, float mask [Sk]", .shapes = {{5, 8}, {7, 8}, {7, 6}, {7}}},
+      {.name = "several query blocks and key tiles, float mask, Dv != D",
+       .shapes = {{1, 2, 70, 64}, {1, 2, 300, 64}, {1, 2, 300, 48}, {70, 300}}},
+      {.name = "Sq > Sk across query blocks: 50 rows without keys",
+       .shapes = {{1, 1, 150, 16}, {1, 1, 100, 16}, {1, 1, 100, 16}}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Operands o = make_operands(c.shapes, c.bool_mask, rng);
+    Tensor out = scaled_dot_product_attention(o.tq, o.tk, o.tv, o.tmask,
+                                              CausalAlignment::BottomRight, c.scale);
+    EXPECT_EQ(out.shape(), output_shape(c.shapes));
+    const std::vector<double> got = testing::values(out);
+    expect_all_close(got,
+                     reference_attention(o.q, o.k, o.v, c.shapes, o.mask_or_null(), true,
+                                         c.scale_or_default(), /*bottom_right=*/true),
+                     2e-5);
+    // Row i sees no key exactly when Sk - Sq + i < 0: NaN there, finite elsewhere.
+    const size_t r = c.shapes.q.size();
+    const int64_t sq = c.shapes.q[r - 2], sk = c.shapes.k[r - 2], dv = c.shapes.v.back();
+    int64_t nan_rows = 0;
+    for (size_t e = 0; e < got.size(); ++e) {
+      const int64_t i = static_cast<int64_t>(e) / dv % sq;
+      EXPECT_EQ(std::isnan(got[e]), sk - sq + i < 0) << "element " << e << " (row " << i << ")";
+      nan_rows += e % dv == 0 && std::isnan(got[e]);
+    }
+    EXPECT_EQ(nan_rows,
+              testing::count(c.shapes.q) / c.shapes.q.back() / sq * std::max<int64_t>(0, sq - sk));
+  }
+}
+
+TEST(Attention, BottomRightInF64F16AndBf16) {
+  std::mt19937_64 rng(testing::test_seed() + 8);
+  SCOPED_TRACE(testing::test_seed());
+  const Shapes s = {{1, 4, 70, 64}, {1, 2, 150, 64}, {1, 2, 150, 64}, {1, 1, 1, 150}};
+  for (DType dt : {DType::F64, DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Operands o = make_operands(s, /*bool_mask=*/true, rng);
+    Tensor out = scaled_dot_product_attention(o.tq.astype(dt), o.tk.astype(dt), o.tv.astype(dt),
+                                              o.tmask, CausalAlignment::BottomRight);
+    EXPECT_EQ(out.dtype(), dt);
+    const bool f64 = dt == DType::F64;
+    const double scale = 1.0 / 8.0;
+    expect_all_close(testing::values(out),
+                     f64 ? reference_attention(o.q, o.k, o.v, s, &o.mask, true, scale, true)
+                         : reference_attention(rounded(o.q, dt), rounded(o.k, dt), rounded(o.v, dt),
+                                               s, &o.mask, true, scale, true),
+                     f64 ? 1e-12 : (dt == DType::F16 ? 1e-2 : 3e-2));
+  }
+}
+
+// The use case: a prompt prefilled in chunks, each chunk's queries against the keys so far
+// (a cached prefix and the chunk itself), with bottom-right alignment, gives the rows of
+// causal attention over the whole prompt at once.
+TEST(Attention, ChunkedPrefillEqualsCausalAttentionOverThePrompt) {
+  std::mt19937_64 rng(testing::test_seed() + 9);
+  SCOPED_TRACE(testing::test_seed());
+  const int64_t tokens = 150, d = 32;
+  const Shapes s = {{1, 4, tokens, d}, {1, 2, tokens, d}, {1, 2, tokens, d}};
+  const Operands o = make_operands(s, false, rng);
+  const std::vector<double> whole =
+      testing::values(scaled_dot_product_attention(o.tq, o.tk, o.tv, Tensor(), true));
+  int64_t first = 0;
+  for (int64_t chunk : {64, 1, 70, 15}) {
+    SCOPED_TRACE("queries " + std::to_string(first) + " to " + std::to_string(first + chunk));
+    const int64_t end = first + chunk;
+    Tensor part =
+        scaled_dot_product_attention(o.tq.slice(2, first, end), o.tk.slice(2, 0, end),
+                                     o.tv.slice(2, 0, end), Tensor(), CausalAlignment::BottomRight);
+    const std::vector<double> got = testing::values(part);
+    ASSERT_EQ(got.size(), static_cast<size_t>(4 * chunk * d));
+    for (int64_t h = 0; h < 4; ++h) {
+      for (int64_t e = 0; e < chunk * d; ++e) {
+        const double want = whole[(h * tokens + first) * d + e];
+        ASSERT_TRUE(testing::close(want, got[h * chunk * d + e], 1e-5)) << "head " << h << " " << e;
+      }
+    }
+    first = end;
+  }
+  EXPECT_EQ(first, tokens);
+}
+
+// The alignment is part of the node, the plan and the kernel (a separate kernel from the
+// top-left one); trace files carry it as "causal_alignment", and a file without it (as
+// written before it existed) loads as top-left.
+TEST(Attention, BottomRightIsItsOwnKernelAndTraceAttribute) {
+  std::mt19937_64 rng(testing::test_seed() + 10);
+  SCOPED_TRACE(testing::test_seed());
+  const Shapes s = {{1, 2, 3, 8}, {1, 2, 7, 8}, {1, 2, 7, 6}};
+  const Operands o = make_operands(s, false, rng);
+  Tensor top = scaled_dot_product_attention(o.tq, o.tk, o.tv, Tensor(), true, 0.3);
+  Tensor bottom =
+      scaled_dot_product_attention(o.tq, o.tk, o.tv, Tensor(), CausalAlignment::BottomRight, 0.3);
+  EXPECT_NE(explain_plan({bottom}).find("causal_bottom_right"), std::string::npos);
+  EXPECT_EQ(explain_plan({top}).find("causal_bottom_right"), std::string::npos);
+  const std::string json = dump_trace({bottom}, DumpFormat::Json);
+  EXPECT_NE(json.find("\"causal_alignment\":\"bottom_right\""), std::string::npos) << json;
+  EXPECT_NE(dump_trace({top}, DumpFormat::Json).find("\"causal_alignment\":\"top_left\""),
+            std::string::npos);
+  auto run = [&](const std::string& text) {
+    LoadedTrace trace = load_trace(text);
+    std::map<std::string, Tensor> inputs;
+    for (const auto& in : trace.inputs()) {
+      for (const Tensor& t : {o.tq, o.tk, o.tv}) {
+        if (t.shape() == in.shape) inputs[in.name] = t;
+      }
+    }
+    return trace.run(inputs).at(0).to_vector<float>();
+  };
+  const std::vector<float> want_bottom = bottom.to_vector<float>();
+  const std::vector<float> want_top = top.to_vector<float>();
+  EXPECT_NE(want_bottom, want_top);
+  expect_all_close(testing::values(bottom),
+                   reference_attention(o.q, o.k, o.v, s, nullptr, true, 0.3, true), 2e-5);
+  EXPECT_EQ(run(json), want_bottom) << "the replay computes the same values";
+  std::string old_file = json;
+  const std::string attribute = ",\"causal_alignment\":\"bottom_right\"";
+  ASSERT_NE(old_file.find(attribute), std::string::npos) << json;
+  old_file.erase(old_file.find(attribute), attribute.size());
+  EXPECT_EQ(run(old_file), want_top) << "a file without the attribute is top-left";
+  std::string bad = json;
+  bad.replace(bad.find("bottom_right"), std::string("bottom_right").size(), "diagonal");
+  testing::expect_error([&] { load_trace(bad); },
+                        {"causal_alignment", "diagonal", "top_left or bottom_right"});
 }
 
 }  // namespace

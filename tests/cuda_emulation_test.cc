@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -280,7 +281,7 @@ TEST_F(CudaEmulationTest, TensorCoreMatmulsComputeWhatTheCpuComputes) {
   EXPECT_GT(counters_.ldmatrix_loads, 0);
 }
 
-// The tensor-core attention (docs/cuda.md, issue 14 item 10): K and V tiles staged by 16-byte
+// The tensor-core attention (docs/cuda.md): K and V tiles staged by 16-byte
 // cp.async (K of the next tile while P V of this one runs), K's fragments by ldmatrix, V's by
 // ldmatrix.trans, Q's by ldmatrix; per-element staging where the head dim is not a multiple
 // of 8 (36: rows of 72 bytes, a misaligned cp.async would abort the emulation) or a prologue
@@ -341,7 +342,7 @@ TEST_F(CudaEmulationTest, RandomProgramsComputeWhatTheCpuComputes) {
   run_and_compare();
 }
 
-// Concat, update_slice and cumsum (issue 14 item 7): groups of 16 bytes along the innermost
+// Concat, update_slice and cumsum: groups of 16 bytes along the innermost
 // dim where the launch allows it (aligned, whole vectors), single elements where it does not
 // (an innermost dim or an operand's share that is no multiple of the vector, a start off the
 // vector grid), and grid-stride loops whose multi-index steps by the grid's stride with
@@ -390,12 +391,93 @@ TEST_F(CudaEmulationTest, ConcatUpdateSliceAndCumsumComputeWhatTheCpuComputes) {
     // (70 rows: a partial last block; 83 positions: a partial last chunk of 8).
     add_case({cumsum(input({83, 70}), 0)});
     add_case({cumsum(input({3, 50, 40}) * 2.0, 1) - 1.0});
+    // ONNX's exclusive and reverse forms in each path: the vector rows (forward only), the
+    // row loop (reverse rows, rows of 301, an outer axis of fewer than 32 rows) and the
+    // column scan.
+    add_case({cumsum(input({20, 2400}), 1, /*exclusive=*/true)});
+    add_case({cumsum(input({37, 600}) * 0.5, 1, true, true) + 1.0});
+    add_case({cumsum(input({20, 301}), 1, false, /*reverse=*/true)});
+    add_case({cumsum(input({20, 301}), 1, true)});
+    add_case({cumsum(input({300, 20}), 0, true, true)});
+    add_case({cumsum(input({83, 70}), 0, true)});
+    add_case({cumsum(input({83, 70}), 0, false, true)});
+    add_case({cumsum(input({3, 50, 40}) * 2.0, 1, true, true) - 1.0});
+  }
+  // An inf in rows the vector path reads: the sums before it stay finite in every form (a
+  // thread's prefix is an exclusive scan, not an inclusive one with its own total taken off).
+  std::vector<float> with_inf(4 * 2400, 0.25f);
+  with_inf[7] = std::numeric_limits<float>::infinity();
+  with_inf[2400 + 1234] = -std::numeric_limits<float>::infinity();
+  Tensor inf_rows = Tensor::from_vector(with_inf, {4, 2400});
+  for (bool exclusive : {false, true}) {
+    for (bool reverse : {false, true}) add_case({cumsum(inf_rows, 1, exclusive, reverse)});
   }
   // Integers wrap exactly: i32 rows of 1000 (aligned) and 999 (not).
   add_case({cumsum(Tensor::arange(20000, DType::I32).reshape({20, 1000}), 1)});
   add_case({cumsum(Tensor::arange(19980, DType::I32).reshape({20, 999}) * 100000, 1)});
   add_case({cumsum(Tensor::arange(19980, DType::I32).reshape({999, 20}) * 100000, 0)});
   add_case({cumsum(Tensor::arange(4000, DType::I64).reshape({100, 40}), 0)});
+  add_case({cumsum(Tensor::arange(20000, DType::I32).reshape({20, 1000}), 1, true)});
+  add_case({cumsum(Tensor::arange(19980, DType::I32).reshape({999, 20}) * 100000, 0, true, true)});
+  add_case({cumsum(Tensor::arange(19980, DType::I32).reshape({20, 999}) * 100000, 1, false, true)});
+  run_and_compare();
+}
+
+// Reversed views (flip and backward slices: negative strides) read by every family. The
+// 16-byte pointwise path must not take a view reversed along its innermost dim (the scalar
+// loop reads it), while one reversed along an outer dim, its rows contiguous and aligned,
+// still loads vectors; reductions, row norms, cumsum, concat, update_slice and argmax read
+// through the view; tensor-core matmul and attention copy a row-reversed operand by
+// cp.async with a negative row stride (still a multiple of 8), and stage the others element
+// by element. Bottom-right causal attention: the tensor-core form, and the portable one
+// (f32) with Sq < Sk and Sq > Sk (the first rows see no key: NaN on both devices).
+TEST_F(CudaEmulationTest, ReversedViewsAndBottomRightAttentionComputeWhatTheCpuComputes) {
+  constexpr int64_t kBeforeFirst = std::numeric_limits<int64_t>::min();
+  for (DType dt : {DType::F32, DType::BF16}) {
+    uint64_t seed = 90;
+    auto input = [&](std::vector<int64_t> shape) {
+      return Tensor::randn(std::move(shape), ++seed, dt).eval();
+    };
+    Tensor x = input({150, 304}), w = input({304});
+    add_case({flip(x, {1}) * 2.0 + x});
+    add_case({flip(x, {0}) * 2.0 + x});
+    add_case({x.slice(1, -1, kBeforeFirst, -3) + 1.0});
+    add_case({x.slice(0, 140, 3, -7).slice(1, 300, 0, -1) - x.slice(0, 0, 20).slice(1, 0, 300)});
+    add_case({sum(flip(x), {1})});
+    add_case({max(flip(x, {0}), {0})});
+    add_case({argmax(flip(x, {1}), 1)});
+    add_case({softmax(flip(x, {1}))});
+    add_case({layer_norm(flip(x, {0}), w, flip(w))});
+    add_case({cumsum(flip(x, {1}), 1)});
+    add_case({cumsum(flip(x, {0}), 0, true)});
+    add_case({concat({flip(x, {1}), x}, 1)});
+    add_case({update_slice(x, flip(x.slice(0, 0, 10)), 0, 20)});
+    add_case({matmul(flip(input({70, 64}), {0}), flip(input({64, 40}), {1}))});
+    add_case({matmul(input({70, 64}), flip(input({64, 40}), {0}))});
+  }
+  for (DType dt : {DType::F16, DType::BF16}) {
+    uint64_t seed = 120;
+    auto input = [&](std::vector<int64_t> shape) {
+      return Tensor::randn(std::move(shape), ++seed, dt).eval();
+    };
+    Tensor q = input({1, 4, 70, 64}), k = input({1, 2, 100, 64}), v = input({1, 2, 100, 64});
+    add_case({scaled_dot_product_attention(flip(q, {2}), flip(k, {2}), flip(v, {2, 3}), Tensor(),
+                                           CausalAlignment::BottomRight)});
+    add_case({scaled_dot_product_attention(q, k, v, Tensor(), CausalAlignment::BottomRight)});
+    // 130 queries over 100 keys: two 128-row blocks, the first 30 rows see no key.
+    add_case({scaled_dot_product_attention(input({1, 4, 130, 64}), k, v, input({130, 100}),
+                                           CausalAlignment::BottomRight, 0.2)});
+  }
+  uint64_t seed = 140;
+  auto input = [&](std::vector<int64_t> shape) {
+    return Tensor::randn(std::move(shape), ++seed, DType::F32).eval();
+  };
+  Tensor k = input({1, 2, 300, 16}), v = input({1, 2, 300, 12});
+  add_case({scaled_dot_product_attention(input({1, 2, 70, 16}), k, v, Tensor(),
+                                         CausalAlignment::BottomRight)});
+  add_case({scaled_dot_product_attention(input({1, 2, 130, 16}), k.slice(2, 0, 100),
+                                         flip(v.slice(2, 0, 100), {2}), input({130, 100}),
+                                         CausalAlignment::BottomRight)});
   run_and_compare();
 }
 

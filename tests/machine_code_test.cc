@@ -1,11 +1,11 @@
-// The machine code of the CUDA kernels, checked without a GPU (issue 14, item 11): each
+// The machine code of the CUDA kernels, checked without a GPU: each
 // family's representative kernel is compiled by NVRTC for sm_90 in f32 and bf16, ptxas
 // reports its resources (-Xptxas -v) and cuobjdump disassembles its cubin. The assertions
 // are the properties that decide speed on Hopper and that a code change can silently lose:
 // no spills, no FP64 where the data is not f64, 16-byte accesses in contiguous pointwise
 // kernels, tensor cores in 16-bit matmuls and attention, and a budget of SASS instructions
 // per element for the memory-bound families. It also prints, per kernel, the numbers of
-// bench/RESULTS.md's static performance model (item 12).
+// bench/RESULTS.md's static performance model.
 //
 // cuobjdump is not part of the toolkit's NVRTC install: scripts/install-deps.sh puts the PyPI
 // wheel nvidia-cuda-cuobjdump under ~/.cache/kiln/tools/cuobjdump (KILN_CUOBJDUMP overrides).
@@ -417,8 +417,8 @@ std::vector<Case> cases() {
   return out;
 }
 
-// Today's SASS instructions per element (2026-12-02: NVRTC 13.0 for sm_90, with issue 14
-// item 7's f32 row norms and reductions) plus a quarter, and at least one instruction: a
+// Today's SASS instructions per element (2026-12-02: NVRTC 13.0 for sm_90, with the f32 row
+// norms and reductions that need no FP64) plus a quarter, and at least one instruction: a
 // change that adds index math, a conversion or a lost unroll to the loop a large tensor runs
 // fails here, ptxas's scheduling noise does not. A change that makes a family cheaper lowers
 // its budget with it. The numbers stand for what bandwidth allows (bench/RESULTS.md, "Static
@@ -496,7 +496,7 @@ int count_opcodes(const Compiled& c, std::string_view prefix) {
   return n;
 }
 
-// A 16-bit matmul or attention kernel built for the hardware (issue 14 items 8, 10, 11):
+// A 16-bit matmul or attention kernel built for the hardware:
 // tensor cores (HMMA) fed by cp.async (LDGSTS) and ldmatrix (LDSM), with no spills.
 void expect_staged_on_tensor_cores(const Compiled& c, const std::string& label) {
   EXPECT_GT(count_opcodes(c, "HMMA"), 0) << label;
@@ -568,7 +568,7 @@ TEST(MachineCode, ContiguousPointwiseKernelsUseSixteenByteAccesses) {
 }
 
 // 16-bit matmul and attention run on tensor cores (HMMA), fed by cp.async (LDGSTS) and
-// ldmatrix (LDSM): issue 14 items 8 and 10.
+// ldmatrix (LDSM).
 TEST(MachineCode, SixteenBitMatmulAndAttentionUseTensorCores) {
   KILN_REQUIRE_SUITE();
   int checked = 0;
@@ -652,9 +652,9 @@ TEST(MachineCode, SixteenBitMatmulsStageWithCpAsyncAndLdmatrixOnSm80AndSm90) {
 }
 
 // The tensor-core attention (f16 and bf16; plain, and with an additive mask, grouped-query
-// heads and a causal cut) compiled for sm_80 and sm_90: K and V staged by cp.async (LDGSTS),
-// fragments by ldmatrix (LDSM), tensor cores (HMMA), no spills and no FP64. Prints each one's
-// registers and shared memory (bench/RESULTS.md).
+// heads and a causal cut, top-left or bottom-right) compiled for sm_80 and sm_90: K and V staged by
+// cp.async (LDGSTS), fragments by ldmatrix (LDSM), tensor cores (HMMA), no spills and no FP64.
+// Prints each one's registers and shared memory (bench/RESULTS.md).
 TEST(MachineCode, SixteenBitAttentionStagesWithCpAsyncAndLdmatrixOnSm80AndSm90) {
   KILN_REQUIRE_SUITE();
   const std::string cuobjdump = find_cuobjdump();
@@ -664,7 +664,9 @@ TEST(MachineCode, SixteenBitAttentionStagesWithCpAsyncAndLdmatrixOnSm80AndSm90) 
     Tensor mask = Tensor::randn({96, 80}, 6, dt).eval();
     const std::vector<std::pair<std::string, Tensor>> kernels = {
         {"attention", scaled_dot_product_attention(q, k, k)},
-        {"attention+mask,causal", scaled_dot_product_attention(q, k, k, mask, true)}};
+        {"attention+mask,causal", scaled_dot_product_attention(q, k, k, mask, true)},
+        {"attention+mask,causal bottom-right",
+         scaled_dot_product_attention(q, k, k, mask, CausalAlignment::BottomRight)}};
     for (const auto& [what, t] : kernels) {
       std::shared_ptr<const jit::KernelProgram> p = program_of(t, jit::AnchorKind::kAttention, "");
       ASSERT_NE(p, nullptr) << what;
@@ -713,7 +715,7 @@ TEST(MachineCode, MemoryBoundFamiliesStayWithinTheirInstructionBudget) {
   }
 }
 
-// bench/RESULTS.md's static performance model (issue 14 item 12), printed as its table. The
+// bench/RESULTS.md's static performance model, printed as its table. The
 // H100/H200 numbers (132 SMs; per SM 64K registers in 4 partitions, 64 warps, 32 blocks,
 // 228 KiB shared memory with 1 KiB reserved per block; 4 schedulers issuing one warp
 // instruction per clock at 1.98 GHz; FP64 at half rate, so an FP64 instruction counts

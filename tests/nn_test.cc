@@ -3,9 +3,18 @@
 
 #include <cmath>
 #include <functional>
+#include <random>
+#include <string>
+#include <vector>
 
-#include "reference_util.h"
-#include "test_util.h"
+#include "jit/fusion/launch_plan.h"
+#include "jit/fusion/trace.h"
+#include "ops/element_access.h"
+#include "runtime/backend.h"
+#include "tests/cuda_emulation/emulated_kernels.h"
+#include "tests/cuda_emulation/run_emulated.h"
+#include "tests/reference_util.h"
+#include "tests/test_util.h"
 
 namespace kiln {
 namespace {
@@ -43,6 +52,115 @@ TEST(NN, SoftmaxIsStableForLargeInputs) {
   EXPECT_TRUE(close(1 / (1 + std::exp(1.0L)), y[0], 1e-6));
   EXPECT_EQ(y[2], 0.0f);
   EXPECT_FALSE(std::isnan(log_softmax(x).to_vector<float>()[0]));
+}
+
+// log_softmax of rows far from zero (ONNX's test_logsoftmax_large_number): each element is
+// (x - max) - log(sum), never x - (max + log(sum)), whose rounding of max + log(sum) cost
+// 2.4e-4 at 10003. Rows of f32, f16 and bf16 at offsets where that rounding is larger than
+// half an ulp of the result, in rows of 4 (one vector's tail) and 37.
+struct FarRowCase {
+  DType dtype;
+  double offset, spacing, ulp_at_one;
+};
+const FarRowCase kFarRowCases[] = {{DType::F32, 1e4, 1.0, 0x1p-23},
+                                   {DType::F32, 3e6, 0.25, 0x1p-23},
+                                   {DType::F16, 3e4, 16.0, 0x1p-10},
+                                   {DType::BF16, 1e6, 8192.0, 0x1p-7}};
+
+// 4 f32 ulps at 1 (the error of rounding max + log(sum) at 10000 is 250 times that).
+constexpr double kDeviceSlack = 0x1p-21;
+
+Tensor far_rows(const FarRowCase& c, int64_t extent, std::mt19937_64& rng) {
+  std::vector<double> values(2 * extent);
+  std::uniform_int_distribution<int> step(0, 3);
+  for (double& v : values) v = c.offset + step(rng) * c.spacing;
+  return Tensor::from_vector(values, {2, extent}).astype(c.dtype).eval();
+}
+
+// Every element of `got` (log_softmax of `x`'s two rows) within 0.6 ulp of the result's
+// dtype of the long-double value computed from the stored inputs, plus `slack`: a device's
+// f32 exp is a few ulps off, and log(sum) carries that relative error as an absolute one.
+void expect_far_log_softmax(const FarRowCase& c, const Tensor& x, const std::vector<double>& got,
+                            const char* what, double slack) {
+  const std::vector<double> stored = testing::values(x);
+  const int64_t extent = x.shape()[1];
+  for (int64_t r = 0; r < 2; ++r) {
+    long double max = stored[r * extent], total = 0;
+    for (int64_t k = 0; k < extent; ++k) max = std::max(max, (long double)stored[r * extent + k]);
+    for (int64_t k = 0; k < extent; ++k) total += std::exp(stored[r * extent + k] - max);
+    for (int64_t k = 0; k < extent; ++k) {
+      const int64_t i = r * extent + k;
+      const double want = static_cast<double>((stored[i] - max) - std::log(total));
+      // The ulp at |want|, never below that at 1/2 (ulps shrink towards zero).
+      const double scale =
+          std::max(0.5, std::exp2(std::floor(std::log2(std::fabs(want) + 1e-300))));
+      EXPECT_NEAR(got[i], want, 0.6 * c.ulp_at_one * scale + slack) << what << ", element " << i;
+    }
+  }
+}
+
+TEST(NN, LogSoftmaxKeepsItsPrecisionFarFromZero) {
+  std::mt19937_64 rng(testing::test_seed() + 12);
+  SCOPED_TRACE(testing::test_seed());
+  for (const FarRowCase& c : kFarRowCases) {
+    for (int64_t extent : {4, 37}) {
+      SCOPED_TRACE(std::string(dtype_name(c.dtype)) + " offset " + std::to_string(c.offset) +
+                   " extent " + std::to_string(extent));
+      const Tensor x = far_rows(c, extent, rng);
+      const Tensor y = log_softmax(x);
+      expect_far_log_softmax(c, x, testing::values(testing::reference_tensor(y)), "reference", 0);
+      expect_far_log_softmax(c, x, testing::values(y), "device", kDeviceSlack);
+    }
+  }
+  // The row from ONNX's node test.
+  const std::vector<float> onnx =
+      log_softmax(Tensor::from_vector(std::vector<float>{10000, 10001, 10002, 10003}, {4}))
+          .to_vector<float>();
+  EXPECT_NEAR(onnx[0], -3.4401897f, 3e-7f);
+  EXPECT_NEAR(onnx[3], -0.4401897f, 3e-7f);
+}
+
+// The same rows through the generated CUDA, run in the host emulation.
+class FarRowEmulationTest : public testing::ScratchDirTest {};
+
+TEST_F(FarRowEmulationTest, LogSoftmaxKeepsItsPrecisionFarFromZero) {
+  std::mt19937_64 rng(testing::test_seed() + 13);
+  std::vector<Tensor> inputs;
+  std::vector<const FarRowCase*> cases;
+  std::vector<std::shared_ptr<const jit::LaunchPlan>> plans;
+  std::vector<jit::PlanArguments> args;
+  std::vector<testing::EmulatedModule> modules;
+  std::vector<std::vector<int>> module_of_kernel;
+  for (const FarRowCase& c : kFarRowCases) {
+    for (int64_t extent : {4, 37}) {
+      inputs.push_back(far_rows(c, extent, rng));
+      cases.push_back(&c);
+      const Tensor y = log_softmax(inputs.back());
+      const jit::Trace trace = jit::build_trace({detail::TensorAccess::node(y).get()});
+      plans.push_back(jit::build_plan(trace));
+      args.push_back(jit::arguments_of(trace));
+      module_of_kernel.emplace_back();
+      for (const jit::PlannedKernel& pk : plans.back()->kernels) {
+        module_of_kernel.back().push_back(static_cast<int>(modules.size()));
+        modules.push_back(testing::emulated_module(*pk.program));
+      }
+    }
+  }
+  absl::StatusOr<testing::EmulatedKernels> kernels =
+      testing::EmulatedKernels::build(modules, dir_.string());
+  ASSERT_TRUE(kernels.ok()) << kernels.status();
+  for (const testing::EmulationVariant& v : testing::emulation_variants()) {
+    SCOPED_TRACE(v.name());
+    for (size_t i = 0; i < plans.size(); ++i) {
+      std::vector<std::shared_ptr<runtime::Buffer>> out =
+          testing::run_emulated_plan(*kernels, *plans[i], args[i], module_of_kernel[i], v);
+      std::vector<double> got(inputs[i].numel());
+      for (size_t e = 0; e < got.size(); ++e) {
+        got[e] = ops::load_double(*out[0], cases[i]->dtype, static_cast<int64_t>(e));
+      }
+      expect_far_log_softmax(*cases[i], inputs[i], got, dtype_name(cases[i]->dtype), kDeviceSlack);
+    }
+  }
 }
 
 // Row lengths below, at and past one vector, with a ragged tail, and past the 512-element

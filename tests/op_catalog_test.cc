@@ -394,7 +394,11 @@ std::vector<Tensor> views_of(OpKind op, DType dt, const Tensor& x, Inputs& in) {
     case OpKind::Slice:
       return {maximum(x.slice(2, 1, 5, 2), in.random(dt, {3, 4, 2})),
               maximum(x.slice(0, -2, 100).slice(1, 1, 4, 2), in.random(dt, {2, 2, 5})),
-              maximum(x.slice(1, 3, 1), in.random(dt, {3, 0, 5}))};  // empty
+              maximum(x.slice(1, 3, 1), in.random(dt, {3, 0, 5})),  // empty
+              // Backward (negative strides): a stepped one, and flip's slices of two axes.
+              maximum(x.slice(1, -1, std::numeric_limits<int64_t>::min(), -2),
+                      in.random(dt, {3, 2, 5})),
+              maximum(flip(x, {0, -1}), in.random(dt, {3, 4, 5}))};
     case OpKind::Contiguous:  // its own buffer, then read by a fused consumer or output
       return {maximum(x.transpose(0, 2).contiguous(), in.random(dt, {5, 4, 3})),
               x.slice(1, 1, 4, 2).contiguous(),
@@ -571,6 +575,19 @@ std::vector<Program> cumsum_programs(Inputs& in) {
   p.add("cumsum(transpose(f16)) axis 0",
         cumsum(in.random(DType::F16, {7, 5}, Values::kPlain).transpose(0, 1), 0));
   p.add("cumsum(bool) 0-d", cumsum(in.random(DType::Bool, {}), 0));
+  // ONNX's exclusive and reverse forms, each dtype in turn, each axis.
+  turn = 0;
+  for (DType dt : kAllDtypes) {
+    const int axis = turn % 3 - 1;
+    const bool exclusive = turn % 3 != 1, reverse = turn++ % 3 != 0;
+    p.add(call(OpKind::Cumsum, {dt},
+               absl::StrCat(" axis ", axis, exclusive ? " exclusive" : "",
+                            reverse ? " reverse" : "")),
+          cumsum(in.random(dt, {3, 40, 5}, is_floating(dt) ? Values::kSpecial : Values::kWide),
+                 axis, exclusive, reverse));
+  }
+  p.add("cumsum(exp(f32) * 2, exclusive reverse) over 300",
+        cumsum(exp(x) * 2.0, 1, true, true) - 1.0);
   return {p};
 }
 
@@ -673,6 +690,20 @@ std::vector<Program> attention_programs(Inputs& in) {
   p.add("scaled_dot_product_attention(f32 rank 2, 300 keys, causal)",
         scaled_dot_product_attention(rnd(DType::F32, {300, 3}), rnd(DType::F32, {300, 3}),
                                      rnd(DType::F32, {300, 2}), Tensor(), true));
+  // Bottom-right causal alignment: a chunk after a prefix (Sq < Sk) in every floating dtype,
+  // and Sq > Sk, whose first rows see no key (NaN): the portable form (f32), and the
+  // tensor-core form's two 128-row blocks (bf16).
+  for (DType dt : kFloatDtypes) {
+    Tensor bq = rnd(dt, {2, 4, 5, 8}), bk = rnd(dt, {2, 2, 11, 8}), bv = rnd(dt, {2, 2, 11, 3});
+    p.add(call(OpKind::Attention, {dt, dt, dt}, " gqa causal bottom-right, Sq 5 < Sk 11"),
+          scaled_dot_product_attention(bq, bk, bv, Tensor(), CausalAlignment::BottomRight));
+  }
+  for (DType dt : {DType::F32, DType::BF16}) {
+    p.add(call(OpKind::Attention, {dt, dt, dt}, " causal bottom-right, Sq 130 > Sk 100, mask"),
+          scaled_dot_product_attention(rnd(dt, {1, 2, 130, 16}), rnd(dt, {1, 2, 100, 16}),
+                                       rnd(dt, {1, 2, 100, 16}), rnd(dt, {130, 100}),
+                                       CausalAlignment::BottomRight));
+  }
   return {p};
 }
 

@@ -241,6 +241,12 @@ void ProgramGenerator::step() {
           int axis = pick(n);
           int64_t dim = x.shape()[axis];
           int64_t start = pick(static_cast<int>(dim) + 1) - (chance(0.3) ? dim : 0);
+          if (chance(0.3)) {  // backwards (a reversed view), or flipped whole
+            if (chance(0.3)) return add(flip(x, {axis}), a.exact);
+            return add(
+                x.slice(axis, start, start - 1 - pick(static_cast<int>(dim) + 1), -1 - pick(3)),
+                a.exact);
+          }
           return add(x.slice(axis, start, start + 1 + pick(static_cast<int>(dim) + 1), 1 + pick(3)),
                      a.exact);
         }
@@ -297,6 +303,24 @@ void ProgramGenerator::step() {
         }
         return add(take_along_axis(x, make_indices(shape, extent, index_dtype), axis), a.exact);
       }
+      if (chance(0.25)) {
+        // A KV cache write in place: a fresh cache whose only handle the write replaces takes
+        // x (any family) as its update, sometimes after a lazy constant's write.
+        std::vector<int64_t> cache_shape = x.shape();
+        cache_shape[axis] = extent + pick(4);
+        Tensor cache = make_input(cache_shape, x.dtype());
+        bool exact = a.exact;
+        if (chance(0.4)) {
+          std::vector<int64_t> row = cache_shape;
+          row[axis] = 1;
+          const int64_t at = pick(static_cast<int>(cache_shape[axis]));
+          cache = update_slice(cache, Tensor::full(row, scalar(), x.dtype()), axis, at);
+          exact = exact && !is_floating(x.dtype());  // the constant's cast may round by path
+        }
+        const int64_t start = pick(static_cast<int>(cache_shape[axis] - extent) + 1);
+        cache = update_slice(cache, x, axis - x.ndim(), start);
+        return add(std::move(cache), exact);
+      }
       std::vector<int64_t> shape = x.shape();
       if (chance(0.3) && extent > 0) {  // overwrite a range of x (a KV cache write)
         shape[axis] = 1 + pick(static_cast<int>(extent));
@@ -326,13 +350,25 @@ void ProgramGenerator::step() {
           kv[kv.size() - 2] = 1 + pick(5);
           std::vector<int64_t> mask_shape(kv.size(), 1);
           mask_shape.back() = kv[kv.size() - 2];
-          return add(
-              scaled_dot_product_attention(v, make_input(kv, v.dtype()), make_input(kv, v.dtype()),
-                                           make_input(mask_shape, DType::Bool)),
+          Tensor keys = make_input(kv, v.dtype()), values = make_input(kv, v.dtype());
+          const bool decode = chance(0.5);
+          if (decode) {  // a decode step: both caches written in place at one position
+            std::vector<int64_t> step = kv;
+            step[step.size() - 2] = 1;
+            const int64_t pos = pick(static_cast<int>(kv[kv.size() - 2]));
+            keys = update_slice(keys, make_input(step, v.dtype()) * 2.0, -2, pos);
+            values = update_slice(values, make_input(step, v.dtype()), -2, pos);
+          }
+          add(scaled_dot_product_attention(v, keys, values, make_input(mask_shape, DType::Bool)),
               false);
+          if (decode) {  // the caches are outputs too, evaluated with the attention
+            add(keys, false);
+            add(values, true);
+          }
+          return;
         }
         case 4:  // a running sum: rounding differs by path, like a reduction
-          return add(cumsum(v, pick(v.ndim()) - v.ndim()), false);
+          return add(cumsum(v, pick(v.ndim()) - v.ndim(), chance(0.3), chance(0.3)), false);
         case 5: {
           // Near-equal computed values may order differently by path: topk sees exact ones.
           if (!exact) return;

@@ -44,9 +44,19 @@ struct Stats {
   int64_t bytes_allocated = 0;   // bytes of buffers allocated for results
   int64_t compiled_records = 0;  // compiled-function calls that recorded the function
   int64_t compiled_replays = 0;  // compiled-function calls that replayed a recorded plan
+  // Packed weights (the CPU GEMM's reordered copies of a matmul's B) dropped because the
+  // packed-weight budget was full; each one is packed again at its next use. Weights that
+  // fit the budget are packed once and live as long as their tensor.
+  int64_t packed_weight_evictions = 0;
 };
 Stats stats();
 void reset_stats();
+
+// The bytes of packed weights the CPU may keep (default: KILN_PACKED_WEIGHT_MB, else half of
+// the machine's memory). Past it the least recently used are dropped and counted in
+// Stats::packed_weight_evictions; setting a smaller budget drops them at once.
+void set_packed_weight_budget(int64_t bytes);
+int64_t packed_weight_budget();
 
 // A trace file (`kiln.trace` version 1), checked and ready to run on new inputs.
 class LoadedTrace {

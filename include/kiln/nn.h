@@ -34,6 +34,23 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     const Tensor& mask = Tensor(), bool causal = false,
                                     std::optional<double> scale = std::nullopt);
 
+// Where a causal cut puts query i among the keys when Sq != Sk.
+enum class CausalAlignment {
+  TopLeft,  // at key i: query i sees keys j <= i (PyTorch's is_causal)
+  // At key Sk - Sq + i: query i sees keys j <= Sk - Sq + i, so the last query sees every key
+  // (PyTorch's causal_lower_right). This is a chunk of a prompt prefilled after a cached
+  // prefix of Sk - Sq keys, or a decode step (Sq = 1). With Sq > Sk the first Sq - Sk
+  // queries see no key, and their rows are NaN (a fully masked row).
+  BottomRight,
+};
+
+// Causal attention with the cut aligned as `causal` says, computed by the kernels from the
+// positions (no mask in memory); `mask`, when defined, applies as well. The rest as above:
+// scaled_dot_product_attention(q, k, v, Tensor(), CausalAlignment::BottomRight).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& mask, CausalAlignment causal,
+                                    std::optional<double> scale = std::nullopt);
+
 }  // namespace kiln
 
 #endif  // KILN_NN_H_

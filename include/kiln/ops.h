@@ -73,8 +73,16 @@ Tensor argmax(const Tensor& x, int axis, bool keepdims = false);
 Tensor argmin(const Tensor& x, int axis, bool keepdims = false);
 
 // Running sum along axis (negative counts from the end), x's shape: y[i] = x[0] + ... + x[i].
-// A floating x keeps its dtype; integers and bool sum in I64 (numpy, PyTorch).
-Tensor cumsum(const Tensor& x, int axis);
+// ONNX CumSum's options: exclusive leaves element i out (y[i] = x[0] + ... + x[i-1], y[0] = 0);
+// reverse sums from the end (y[i] = x[i] + ... + x[n-1]); both give y[i] = x[i+1] + ... +
+// x[n-1], y[n-1] = 0. A floating x keeps its dtype; integers and bool sum in I64 (numpy,
+// PyTorch).
+Tensor cumsum(const Tensor& x, int axis, bool exclusive = false, bool reverse = false);
+
+// numpy.flip: x with the order of elements along each of `axes` reversed (axes empty = all
+// axes; negative axes count from the end; an axis named twice is an error). A view, recorded
+// as backward slices (Tensor::slice with step -1), so it fuses into its consumers.
+Tensor flip(const Tensor& x, std::vector<int> axes = {});
 
 // numpy matmul: 1-D operands are promoted to matrices and the added dim removed after;
 // batch dims broadcast.
@@ -106,6 +114,11 @@ TopK topk(const Tensor& x, int64_t k, int axis = -1, bool largest = true);
 // the range must lie inside x (0 <= start <= extent - update's extent), else kiln::Error.
 // x itself is not changed: the result is a new tensor.
 Tensor update_slice(const Tensor& x, const Tensor& update, int axis, int64_t start);
+// The same with a start that is a tensor (as XLA's dynamic_update_slice): one I32 or I64
+// value, read when the kernel runs. A compiled step (kiln::compile) that takes the position
+// as an input then writes where each call says, where an integer start would be a constant
+// of its recording. A start outside x is a kiln::Error at the sync that names it.
+Tensor update_slice(const Tensor& x, const Tensor& update, int axis, const Tensor& start);
 
 // The lower (tril) or upper (triu) triangle of the last two dims, the rest set to zero:
 // tril keeps x[..., i, j] where j - i <= k, triu where j - i >= k (k = 0: the diagonal; as

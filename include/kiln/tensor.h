@@ -57,8 +57,11 @@ class Tensor {
   Tensor broadcast_to(std::vector<int64_t> shape) const;
   Tensor unsqueeze(int axis) const;
   Tensor squeeze(int axis) const;
-  // Python-style slice of one axis: negative start/stop count from the end and are clamped;
-  // step must be >= 1.
+  // Python-style slice of one axis, x[start:stop:step]: negative start/stop count from the
+  // end, then are clamped as Python's slice.indices does. step != 0; a negative step walks
+  // backwards from start, and a stop of INT64_MIN (or any stop <= -extent - 1) runs through
+  // element 0, so slice(axis, -1, INT64_MIN, -1) is x[::-1] (see kiln::flip). A view: the
+  // index math is recorded, nothing is copied.
   Tensor slice(int axis, int64_t start, int64_t stop, int64_t step = 1) const;
   // The same values in a row-major buffer of their own once computed: a view (a transpose,
   // a slice) is copied out once instead of being read through strides by every consumer.

@@ -42,4 +42,10 @@ Tensor update_slice(const Tensor& x, const Tensor& update, int axis, int64_t sta
   return jit::record(ops::OpKind::UpdateSlice, {x, update}, std::move(attrs));
 }
 
+Tensor update_slice(const Tensor& x, const Tensor& update, int axis, const Tensor& start) {
+  ops::Attrs attrs;
+  attrs.axis = axis;
+  return jit::record(ops::OpKind::UpdateSlice, {x, update, start}, std::move(attrs));
+}
+
 }  // namespace kiln

@@ -27,6 +27,39 @@ std::string type_of(const Tensor& t) {
   return t.defined() ? absl::StrCat(dtype_name(t.dtype()), ops::format_shape(t.shape())) : "empty";
 }
 
+// The attention node: causal with `bottom_right` puts query i at key Sk - Sq + i.
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
+                 bool bottom_right, std::optional<double> scale) {
+  if (!q.defined() || !k.defined() || !v.defined()) {
+    throw Error("[scaled_dot_product_attention] q, k and v must be defined tensors");
+  }
+  ops::Attrs attrs;
+  attrs.causal = causal;
+  attrs.bottom_right = causal && bottom_right;
+  const double d = q.ndim() >= 1 ? static_cast<double>(q.shape().back()) : 1.0;
+  attrs.scale = scale.has_value() ? *scale : 1.0 / std::sqrt(std::max(d, 1.0));
+  std::vector<Tensor> inputs{q, k, v};
+  if (mask.defined() && q.ndim() >= 2 && k.ndim() >= 2) {
+    // The node takes an additive mask of the scores' own shape; both steps are views or
+    // elementwise ops that fuse into the attention kernel.
+    std::vector<int64_t> scores = q.shape();
+    scores.back() = k.shape()[k.ndim() - 2];
+    absl::StatusOr<ops::Shape> joint = ops::broadcast_shapes(mask.shape(), scores);
+    if (!joint.ok() || *joint != scores) {
+      throw Error(absl::StrCat("[scaled_dot_product_attention] the mask ", type_of(mask),
+                               " does not broadcast to the scores' shape ",
+                               ops::format_shape(scores)));
+    }
+    Tensor additive = mask;
+    if (mask.dtype() == DType::Bool) {
+      additive = where(mask, Tensor::full({}, 0.0, q.dtype()),
+                       Tensor::full({}, -std::numeric_limits<double>::infinity(), q.dtype()));
+    }
+    inputs.push_back(additive.broadcast_to(scores));
+  }
+  return jit::record(OpKind::Attention, inputs, std::move(attrs));
+}
+
 }  // namespace
 
 Tensor softmax(const Tensor& x, int axis) { return row_op(OpKind::Softmax, {x}, axis, 0); }
@@ -51,33 +84,13 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& mask, bool causal, std::optional<double> scale) {
-  if (!q.defined() || !k.defined() || !v.defined()) {
-    throw Error("[scaled_dot_product_attention] q, k and v must be defined tensors");
-  }
-  ops::Attrs attrs;
-  attrs.causal = causal;
-  const double d = q.ndim() >= 1 ? static_cast<double>(q.shape().back()) : 1.0;
-  attrs.scale = scale.has_value() ? *scale : 1.0 / std::sqrt(std::max(d, 1.0));
-  std::vector<Tensor> inputs{q, k, v};
-  if (mask.defined() && q.ndim() >= 2 && k.ndim() >= 2) {
-    // The node takes an additive mask of the scores' own shape; both steps are views or
-    // elementwise ops that fuse into the attention kernel.
-    std::vector<int64_t> scores = q.shape();
-    scores.back() = k.shape()[k.ndim() - 2];
-    absl::StatusOr<ops::Shape> joint = ops::broadcast_shapes(mask.shape(), scores);
-    if (!joint.ok() || *joint != scores) {
-      throw Error(absl::StrCat("[scaled_dot_product_attention] the mask ", type_of(mask),
-                               " does not broadcast to the scores' shape ",
-                               ops::format_shape(scores)));
-    }
-    Tensor additive = mask;
-    if (mask.dtype() == DType::Bool) {
-      additive = where(mask, Tensor::full({}, 0.0, q.dtype()),
-                       Tensor::full({}, -std::numeric_limits<double>::infinity(), q.dtype()));
-    }
-    inputs.push_back(additive.broadcast_to(scores));
-  }
-  return jit::record(OpKind::Attention, inputs, std::move(attrs));
+  return attention(q, k, v, mask, causal, /*bottom_right=*/false, scale);
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& mask, CausalAlignment causal,
+                                    std::optional<double> scale) {
+  return attention(q, k, v, mask, /*causal=*/true, causal == CausalAlignment::BottomRight, scale);
 }
 
 Tensor linear(const Tensor& x, const Tensor& w) {

@@ -40,9 +40,11 @@ Tensor argmin(const Tensor& x, int axis, bool keepdims) {
   return arg_reduce(ops::OpKind::Argmin, x, axis, keepdims);
 }
 
-Tensor cumsum(const Tensor& x, int axis) {
+Tensor cumsum(const Tensor& x, int axis, bool exclusive, bool reverse) {
   ops::Attrs attrs;
   attrs.axis = axis;
+  attrs.exclusive = exclusive;
+  attrs.reverse = reverse;
   return jit::record(ops::OpKind::Cumsum, {x}, std::move(attrs));
 }
 

@@ -1,11 +1,14 @@
 // Views and casts, as Tensor methods. transpose, unsqueeze and squeeze record as permute
-// and reshape, so the catalog stays small.
+// and reshape, and flip as backward slices, so the catalog stays small.
+#include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "jit/graph/node.h"
 #include "jit/graph/record.h"
 #include "kiln/error.h"
+#include "kiln/ops.h"
 #include "kiln/tensor.h"
 #include "ops/value_type.h"
 
@@ -94,6 +97,28 @@ Tensor Tensor::slice(int axis, int64_t start, int64_t stop, int64_t step) const 
   attrs.stop = stop;
   attrs.step = step;
   return jit::record(OpKind::Slice, {*this}, std::move(attrs));
+}
+
+Tensor flip(const Tensor& x, std::vector<int> axes) {
+  if (!x.defined()) throw Error("[flip] the tensor is empty (undefined)");
+  const int n = x.ndim();
+  std::vector<bool> flipped(n, axes.empty());
+  for (int axis : axes) {
+    const int a = checked_axis("flip", axis, n, x);
+    if (flipped[a]) {
+      throw Error(absl::StrCat("[flip] axis ", axis, " appears more than once (x: ",
+                               dtype_name(x.dtype()), ops::format_shape(x.shape()), ")"));
+    }
+    flipped[a] = true;
+  }
+  // x[::-1] along each axis: from the last element to before the first (Python's stop None).
+  Tensor y = x;
+  for (int a = 0; a < n; ++a) {
+    if (flipped[a] && x.shape()[a] > 1) {
+      y = y.slice(a, -1, std::numeric_limits<int64_t>::min(), -1);
+    }
+  }
+  return y;
 }
 
 }  // namespace kiln

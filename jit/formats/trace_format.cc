@@ -108,6 +108,19 @@ absl::Status collective_attrs_from_json(OpKind op, const json& j, ops::Attrs& a)
   return find_recorded_group(op, ranks, a.group);
 }
 
+// Attention's "causal_alignment": "top_left" (the default, as files before it) or
+// "bottom_right"; only a causal cut has an alignment.
+absl::Status read_causal_alignment(const json& j, ops::Attrs& a) {
+  std::string alignment = "top_left";
+  if (absl::Status s = read_attr(j, "causal_alignment", alignment, false); !s.ok()) return s;
+  if (alignment != "top_left" && alignment != "bottom_right") {
+    return absl::InvalidArgumentError(absl::StrCat("attribute 'causal_alignment' is \"", alignment,
+                                                   "\" (expected top_left or bottom_right)"));
+  }
+  a.bottom_right = a.causal && alignment == "bottom_right";
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 json attrs_to_json(OpKind op, const ops::Attrs& a) {
@@ -135,6 +148,7 @@ json attrs_to_json(OpKind op, const ops::Attrs& a) {
     case OpClass::kAttention:
       j["scale"] = a.scale;
       j["causal"] = a.causal;
+      j["causal_alignment"] = a.bottom_right ? "bottom_right" : "top_left";
       break;
     case OpClass::kView:
       if (op == OpKind::Permute) j["axes"] = a.axes;
@@ -149,6 +163,10 @@ json attrs_to_json(OpKind op, const ops::Attrs& a) {
     case OpClass::kRowNorm:
       if (op == OpKind::Softmax || op == OpKind::LogSoftmax || op == OpKind::Cumsum) {
         j["axis"] = a.axis;
+      }
+      if (op == OpKind::Cumsum) {
+        j["exclusive"] = a.exclusive;
+        j["reverse"] = a.reverse;
       }
       if (op == OpKind::TopkIndices) {
         j["axis"] = a.axis;
@@ -219,6 +237,7 @@ absl::StatusOr<ops::Attrs> attrs_from_json(OpKind op, const json& j) {
     case OpClass::kAttention:
       read("scale", a.scale, true);
       read("causal", a.causal, false);
+      if (s.ok()) s = read_causal_alignment(j, a);
       break;
     case OpClass::kView:
       if (op == OpKind::Permute) read("axes", a.axes, true);
@@ -231,7 +250,11 @@ absl::StatusOr<ops::Attrs> attrs_from_json(OpKind op, const json& j) {
       }
       break;
     case OpClass::kRowNorm:
-      if (op == OpKind::Cumsum) read("axis", a.axis, true);
+      if (op == OpKind::Cumsum) {
+        read("axis", a.axis, true);
+        read("exclusive", a.exclusive, false);
+        read("reverse", a.reverse, false);
+      }
       if (op == OpKind::TopkIndices) {
         read("axis", a.axis, true);
         read("k", a.k, true);

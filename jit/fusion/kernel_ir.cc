@@ -73,9 +73,17 @@ std::string KernelProgram::to_string() const {
     if (anchor_op == ops::OpKind::TopkIndices) {
       absl::StrAppend(&out, anchor_attrs.largest ? " largest" : " smallest");
     }
-    if (anchor == AnchorKind::kAttention && anchor_attrs.causal) absl::StrAppend(&out, " causal");
+    if (anchor == AnchorKind::kAttention && anchor_attrs.causal) {
+      absl::StrAppend(&out, anchor_attrs.bottom_right ? " causal_bottom_right" : " causal");
+    }
+    if (anchor_op == ops::OpKind::Cumsum) {
+      if (anchor_attrs.exclusive) absl::StrAppend(&out, " exclusive");
+      if (anchor_attrs.reverse) absl::StrAppend(&out, " reverse");
+    }
     absl::StrAppend(&out, " operands=[", absl::StrJoin(anchor_operands, ","), "]");
-    if (anchor_param >= 0) {
+    if (anchor_start_input >= 0) {
+      absl::StrAppend(&out, " start=in", anchor_start_input);
+    } else if (anchor_param >= 0) {
       const char* role = anchor == AnchorKind::kUpdateSlice ? " start=p"
                          : anchor == AnchorKind::kAttention ? " scale=p"
                                                             : " eps=p";

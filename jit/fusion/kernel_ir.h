@@ -67,7 +67,10 @@ struct Instr {
 // operands q, k, v (spaces 1-3); the raw score q·k times anchor_param's scale (1 without
 // one); then, when there is a fourth operand, the score is that space-4 instruction, which
 // reads the raw score through kAnchor (a mask added, or the hand-written form's own
-// elementwise ops); anchor_attrs.causal cuts keys after the query's position.
+// elementwise ops); anchor_attrs.causal cuts keys after the query's position, which is its
+// row i, or Sk - Sq + i with anchor_attrs.bottom_right (ops::causal_offset).
+// A cumsum (kRowNorm) scans its row from the end with anchor_attrs.reverse and leaves each
+// element out of its own sum with anchor_attrs.exclusive.
 enum class AnchorKind {
   kNone,
   kReduce,
@@ -94,6 +97,9 @@ struct KernelProgram {
   DType anchor_dtype = DType::F32;   // the anchor's result dtype
   std::vector<int> anchor_operands;  // operand k: an instruction in space k+1
   int anchor_param = -1;  // eps (layer_norm rms_norm), start (update_slice), scale (attention)
+  // update_slice with a start tensor: the input slot holding that one I32/I64 value, which
+  // the kernel reads when it runs (anchor_param is then unused).
+  int anchor_start_input = -1;
   std::vector<int> space_ranks;            // rank of each space
   std::vector<DType> input_dtypes;         // per input slot
   std::vector<DType> output_dtypes;        // per output slot

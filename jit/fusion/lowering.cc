@@ -91,6 +91,9 @@ class Lowerer {
       prog.anchor_attrs.axis = a.attrs->axis;
       prog.anchor_attrs.largest = a.attrs->largest;
       prog.anchor_attrs.causal = a.attrs->causal;
+      prog.anchor_attrs.bottom_right = a.attrs->bottom_right;
+      prog.anchor_attrs.exclusive = a.attrs->exclusive;
+      prog.anchor_attrs.reverse = a.attrs->reverse;
       prog.anchor_dtype = a.type->dtype;
       if (a.param_slot >= 0) prog.anchor_param = param_slot(a.param_slot);
       record_computed_node(anchor);
@@ -98,6 +101,7 @@ class Lowerer {
       if (a.op == OpKind::Attention) operands.resize(3);  // the score (space 4) comes below
       if (a.op == OpKind::UpdateSlice) {
         input_slot(a.args[0]);  // x: input 0, the buffer output 0 starts as
+        if (a.args.size() == 3) prog.anchor_start_input = input_slot(a.args[2]);
         operands = {a.args[1]};
       }
       for (int arg : operands) {

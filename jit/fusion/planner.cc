@@ -74,6 +74,9 @@ class Planner {
         // Its kernel writes only the update's elements, into x's buffer (or a copy of it).
         materialize(i, "update_slice writes into a buffer that starts as x");
         materialize(node.args[0], "update_slice writes its update into x's buffer (or a copy)");
+        if (node.args.size() == 3) {
+          materialize(node.args[2], "update_slice reads its start from a buffer when it runs");
+        }
       }
     }
     for (int f : forced)

@@ -38,13 +38,13 @@ void append_structure(ops::OpKind op, const ops::ValueType& type, const ops::Att
       out.insert(out.end(), {a.keepdims, a.axis});
       break;
     case ops::OpClass::kRowNorm:  // topk's k is its result's extent, part of the key anyway
-      out.insert(out.end(), {a.axis, a.largest});
+      out.insert(out.end(), {a.axis, a.largest, a.exclusive, a.reverse});
       break;
     case ops::OpClass::kUpdateSlice:  // start is a parameter
       out.push_back(a.axis);
       break;
     case ops::OpClass::kAttention:  // scale is a parameter
-      out.push_back(a.causal);
+      out.insert(out.end(), {a.causal, a.bottom_right});
       break;
     case ops::OpClass::kCast:
       out.push_back(static_cast<int64_t>(a.dtype));

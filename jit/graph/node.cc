@@ -6,9 +6,10 @@ namespace kiln::detail {
 
 void Node::realize(std::shared_ptr<runtime::Buffer> data) {
   buffer = std::move(data);
+  pending_bound.store(0, std::memory_order_relaxed);
+  realized_.store(true, std::memory_order_release);  // published with its buffer
   std::vector<std::shared_ptr<Node>> dropped;
   dropped.swap(inputs);
-  pending_bound = 0;
   // `dropped` is released here, through the iterative destructor below.
 }
 

@@ -25,15 +25,21 @@ struct Node {
   ops::ValueType type;
   Device device;
   std::vector<std::shared_ptr<Node>> inputs;
-  std::shared_ptr<runtime::Buffer> buffer;  // set once realized
+  std::shared_ptr<runtime::Buffer> buffer;  // set once realized; read only after realized()
   // Upper bound on the unrealized nodes reachable from here (this one included); shared
-  // subgraphs are counted once per path, so it may overcount, never undercount.
-  int64_t pending_bound = 1;
+  // subgraphs are counted once per path, so it may overcount, never undercount. Atomic: a
+  // thread recording on top of a node reads it while another thread's sync realizes the node.
+  std::atomic<int64_t> pending_bound{1};
   // Scratch for building a trace: the trace that last saw this node, and its index there.
   uint64_t trace_epoch = 0;
   int trace_index = -1;
 
-  bool realized() const { return buffer != nullptr; }
+  // The sync that is computing this node now, if any (jit/graph/sync_claims.h); guarded by
+  // that file's lock.
+  const void* claimed_by = nullptr;
+
+  // Acquire: a thread that sees the node realized also sees its buffer.
+  bool realized() const { return realized_.load(std::memory_order_acquire); }
   // Becomes a leaf holding `data`: the recipe and the references to inputs are dropped.
   void realize(std::shared_ptr<runtime::Buffer> data);
 
@@ -46,6 +52,9 @@ struct Node {
 
   // How many nodes exist right now, in the whole process (for leak and growth checks).
   static std::atomic<int64_t>& live_nodes();
+
+ private:
+  std::atomic<bool> realized_{false};
 };
 
 }  // namespace kiln::detail

@@ -41,21 +41,4 @@ std::vector<detail::Node*> collect_all(const std::vector<detail::Node*>& roots) 
   return topological_order(roots, /*include_realized=*/true);
 }
 
-int64_t count_pending(detail::Node* root, int64_t limit) {
-  absl::flat_hash_set<detail::Node*> visited;
-  std::vector<detail::Node*> stack{root};
-  visited.insert(root);
-  int64_t count = 0;
-  while (!stack.empty() && count <= limit) {
-    detail::Node* node = stack.back();
-    stack.pop_back();
-    if (node->realized()) continue;
-    ++count;
-    for (const auto& input : node->inputs) {
-      if (visited.insert(input.get()).second) stack.push_back(input.get());
-    }
-  }
-  return count;
-}
-
 }  // namespace kiln::jit

@@ -17,9 +17,6 @@ std::vector<detail::Node*> collect_pending(const std::vector<detail::Node*>& roo
 // Every node reachable from `roots` (realized leaves included), inputs before users.
 std::vector<detail::Node*> collect_all(const std::vector<detail::Node*>& roots);
 
-// The number of unrealized nodes reachable from `root`, counting up to `limit` + 1 at most.
-int64_t count_pending(detail::Node* root, int64_t limit);
-
 }  // namespace kiln::jit
 
 #endif  // KILN_JIT_GRAPH_PENDING_GRAPH_H_

@@ -7,8 +7,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "jit/graph/node.h"
-#include "jit/graph/pending_graph.h"
 #include "jit/graph/sync.h"
+#include "jit/graph/sync_claims.h"
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
 #include "ops/infer.h"
@@ -42,12 +42,12 @@ Device common_device(ops::OpKind op, const std::vector<Tensor>& inputs) {
 // passes the cap is the exact size counted (and the bound tightened to it).
 void enforce_trace_cap(const std::shared_ptr<Node>& node) {
   const int64_t cap = max_trace_nodes();
-  if (node->pending_bound <= cap) return;
-  int64_t exact = count_pending(node.get(), cap);
+  if (node->pending_bound.load(std::memory_order_relaxed) <= cap) return;
+  int64_t exact = count_pending_nodes(node.get(), cap);
   if (exact > cap) {
     sync({node.get()});
   } else {
-    node->pending_bound = exact;
+    node->pending_bound.store(exact, std::memory_order_relaxed);
   }
 }
 
@@ -100,7 +100,9 @@ Tensor record(ops::OpKind op, const std::vector<Tensor>& inputs, ops::Attrs attr
   constexpr int64_t kBoundLimit = int64_t{1} << 60;  // saturate instead of overflowing
   for (const Tensor& t : inputs) {
     const std::shared_ptr<Node>& input = TensorAccess::node(t);
-    node->pending_bound = std::min(kBoundLimit, node->pending_bound + input->pending_bound);
+    const int64_t bound = node->pending_bound.load(std::memory_order_relaxed) +
+                          input->pending_bound.load(std::memory_order_relaxed);
+    node->pending_bound.store(std::min(kBoundLimit, bound), std::memory_order_relaxed);
     node->inputs.push_back(input);
   }
   enforce_trace_cap(node);

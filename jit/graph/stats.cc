@@ -15,6 +15,7 @@ Stats stats() {
   s.bytes_allocated = c.bytes_allocated;
   s.compiled_records = c.compiled_records;
   s.compiled_replays = c.compiled_replays;
+  s.packed_weight_evictions = c.packed_weight_evictions;
   return s;
 }
 
@@ -23,7 +24,7 @@ void reset_stats() {
   for (std::atomic<int64_t>* counter :
        {&c.syncs, &c.plans_built, &c.plan_cache_hits, &c.kernels_compiled, &c.kernel_cache_hits,
         &c.disk_cache_hits, &c.kernels_launched, &c.bytes_allocated, &c.compiled_records,
-        &c.compiled_replays}) {
+        &c.compiled_replays, &c.packed_weight_evictions}) {
     counter->store(0);
   }
 }

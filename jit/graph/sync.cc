@@ -14,6 +14,7 @@
 #include "jit/fusion/trace.h"
 #include "jit/graph/env_options.h"
 #include "jit/graph/record.h"
+#include "jit/graph/sync_claims.h"
 #include "kiln/error.h"
 #include "runtime/backend.h"
 #include "runtime/stats_counters.h"
@@ -111,6 +112,13 @@ std::vector<std::shared_ptr<detail::Node>> add_pending_collectives(
 }  // namespace
 
 void sync(const std::vector<detail::Node*>& outputs) {
+  if (std::all_of(outputs.begin(), outputs.end(),
+                  [](const detail::Node* n) { return n->realized(); })) {
+    return;  // everything is already computed
+  }
+  // Waits while another thread's sync computes part of this graph; what it realized is
+  // then read here as a leaf.
+  const ClaimedGraph claim(outputs);
   // Outputs that still need computing, each once.
   std::vector<detail::Node*> targets;
   for (detail::Node* out : outputs) {
@@ -125,6 +133,7 @@ void sync(const std::vector<detail::Node*>& outputs) {
 }
 
 SyncCapture sync_and_capture(const std::vector<detail::Node*>& outputs) {
+  const ClaimedGraph claim(outputs);
   SyncCapture capture;
   run_targets(outputs, &capture);
   return capture;

@@ -202,6 +202,7 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
   const T scale = program.anchor_param >= 0 ? static_cast<T>(params[program.anchor_param]) : T(1);
   const int score = program.anchor_operands.size() > 3 ? program.anchor_operands[3] : -1;
   const bool causal = program.anchor_attrs.causal;
+  const int64_t offset = ops::causal_offset(program.anchor_attrs, s);  // query i sees j <= i + it
   const QueryInvariantScore split = query_invariant_score(program, launch, score);
   const T factor =
       split.factor >= 0 ? static_cast<T>(params[program.instrs[split.factor].param]) : T(1);
@@ -219,7 +220,8 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
       const StridedMap<T> qs = block(q, b, i0, rows, s.d);
       std::fill_n(max.begin(), rows, -std::numeric_limits<T>::infinity());
       std::fill_n(sum.begin(), rows, T(0));
-      const int64_t key_end = causal ? std::min(s.sk, i0 + rows) : s.sk;  // keys j <= i
+      // Keys j <= i + offset: none for a block whose last row is before key 0.
+      const int64_t key_end = causal ? std::clamp<int64_t>(i0 + rows + offset, 0, s.sk) : s.sk;
       if (key_end == 0) acc.topRows(rows).setZero();  // no keys: 0 / 0, as the composed form
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, key_end - j0);
@@ -245,7 +247,7 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
           if (probs_in != tile) std::copy(probs_in, probs_in + rows * cols, tile);
           probs_in = tile;
           for (int64_t r = 0; r < rows; ++r) {
-            const int64_t first_masked = std::max<int64_t>(0, i0 + r + 1 - j0);
+            const int64_t first_masked = std::max<int64_t>(0, i0 + r + offset + 1 - j0);
             if (first_masked < cols) {
               std::fill(tile + r * cols + first_masked, tile + (r + 1) * cols,
                         -std::numeric_limits<T>::infinity());

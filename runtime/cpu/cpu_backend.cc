@@ -74,7 +74,10 @@ class CpuBackend final : public Backend {
         if (pk.program->anchor != jit::AnchorKind::kUpdateSlice) {
           buffers[n] = recycled(pool, plan.node_bytes[n]);
         } else if (jit::donated_slot(plan, args.donated, l) >= 0) {
-          buffers[n] = buffers.at(l.inputs[0]);  // x's own buffer, written in place
+          // x's own buffer, written in place. Copied out first: `buffers[n]` may insert and
+          // rehash, which would leave a reference into the map dangling.
+          std::shared_ptr<Buffer> x = buffers.at(l.inputs[0]);
+          buffers[n] = std::move(x);
         } else {
           buffers[n] = recycled(pool, plan.node_bytes[n]);  // a copy of x
           std::memcpy(buffers[n]->data(), ins[0]->data(), static_cast<size_t>(ins[0]->nbytes()));

@@ -63,7 +63,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // rows; AVX2's and SSE's 16 hold 6 (12 accumulators). 12 rows are taken on Intel cores with
 // AVX-512 (two full 512-bit FMA units): on a 2-core Xeon they took MiniLM's linears from
 // 9-13% behind ONNX Runtime's MLAS to level with it at k = 384 (bench/RESULTS.md,
-// thirteenth session). AMD's Zen 4 runs 512-bit FMAs in 256-bit halves, and 12 rows
+// 2026-12-05). AMD's Zen 4 runs 512-bit FMAs in 256-bit halves, and 12 rows
 // measured slower there (docs/cpu_gemm.md; that was before the group pointers of
 // tile_kernel, when the compiler spilled row pointers, and was not measured again), so AMD
 // cores keep 6.

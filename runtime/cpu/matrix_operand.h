@@ -1,7 +1,8 @@
 // An anchor operand (matmul's a and b, attention's q, k and v) as a stack of batch matrices
 // read through strides. A plain load of an input of the operand's own type is read in place
 // through its view (a transposed or head-split tensor costs no copy); anything else (a
-// fused prologue, another dtype) is evaluated whole into contiguous storage first.
+// fused prologue, another dtype, a reversed view) is evaluated whole into contiguous storage
+// first.
 #ifndef KILN_RUNTIME_CPU_MATRIX_OPERAND_H_
 #define KILN_RUNTIME_CPU_MATRIX_OPERAND_H_
 
@@ -40,6 +41,11 @@ inline std::optional<InPlaceMatrix> in_place_matrix(const jit::KernelProgram& pr
   std::vector<int64_t> strides = view.strides;
   if (launch.spaces[k + 1].size() == 1) {  // a vector: a row of A, or a column of B
     strides.insert(k == 0 ? strides.begin() : strides.end(), 0);
+  }
+  // A reversed view (a negative stride, from flip or a backward slice) is evaluated into
+  // contiguous storage instead: the GEMM core and Eigen's maps take non-negative strides.
+  for (int64_t stride : strides) {
+    if (stride < 0) return std::nullopt;
   }
   InPlaceMatrix m;
   m.buffer = inputs[instr.input];

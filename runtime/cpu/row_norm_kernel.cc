@@ -35,8 +35,10 @@ void norm_row(OpKind op, const T* x, T* y, int64_t extent, int64_t stride, const
       const T scale = static_cast<T>(1.0 / total);
       for (int64_t k = 0; k < extent; ++k) y[k * stride] = scratch[k] * scale;
     } else {
-      const T shift = max + static_cast<T>(std::log(total));
-      for (int64_t k = 0; k < extent; ++k) y[k * stride] = x[k * stride] - shift;
+      // (x - max) - log(sum), never x - (max + log(sum)): near a large max the sum's log
+      // would be rounded away in the shift.
+      const T log_sum = static_cast<T>(std::log(total));
+      for (int64_t k = 0; k < extent; ++k) y[k * stride] = (x[k * stride] - max) - log_sum;
     }
     return;
   }

@@ -4,6 +4,10 @@
 // whatever x's.
 #include <cstdint>
 
+#include "absl/strings/str_cat.h"
+#include "kiln/error.h"
+#include "ops/element_access.h"
+#include "ops/update_slice.h"
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/thread_pool.h"
 
@@ -14,13 +18,23 @@ void run_update_slice(const jit::KernelProgram& program, const jit::KernelLaunch
                       const std::vector<double>& params) {
   const ops::Shape& x = launch.spaces[0];
   const int axis = program.anchor_attrs.axis;
-  const auto start = static_cast<int64_t>(params[program.anchor_param]);
   // The update (space 1) as rows along the axis: per outer index, its rows are one
   // contiguous run of x, [start, start + length) along the axis times everything inside it.
   const jit::RowShape update = jit::row_norm_shape(program, launch);
   const int64_t outer = update.outer, inner = update.inner;
   const int64_t run = update.extent * inner;
   const int64_t extent = x.empty() ? 1 : x[axis];
+  int64_t start = 0;
+  if (program.anchor_start_input >= 0) {  // a start tensor, checked now that it is known
+    const int k = program.anchor_start_input;
+    start = static_cast<int64_t>(ops::load_double(*inputs[k], program.input_dtypes[k], 0));
+    if (start < 0 || start > extent - update.extent) {
+      throw Error(absl::StrCat("[update_slice] ",
+                               ops::update_start_error(start, update.extent, extent, axis)));
+    }
+  } else {
+    start = static_cast<int64_t>(params[program.anchor_param]);
+  }
   if (run == 0) return;
   const int operand = program.anchor_operands[0];
   Buffer& out = *outputs[0];

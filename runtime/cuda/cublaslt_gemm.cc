@@ -44,6 +44,8 @@ absl::StatusOr<int64_t> uniform_batch_stride(const KernelLaunch& launch, int spa
   const int out_batch = static_cast<int>(out.size()) - 2, r = static_cast<int>(s.size());
   std::vector<int64_t> coefficient(out_batch, 0);  // per output batch dim
   for (int j = 0; j < r - 2; ++j) {
+    // A reversed batch dim (flip) has no one non-negative stride; below, -1 means "unset".
+    if (s[j] != 1 && strides[j] < 0) return ineligible("a batch dim of an operand is reversed");
     if (s[j] != 1) coefficient[jit::matmul_batch_dim(r, out_batch, j)] = strides[j];
   }
   int64_t stride = -1, inner = 1;  // inner: output batches per step of dim o

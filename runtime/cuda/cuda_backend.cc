@@ -787,7 +787,10 @@ class CudaBackend final : public Backend {
         if (pk.program->anchor != jit::AnchorKind::kUpdateSlice) {
           buffers[n] = allocate(plan.node_bytes[n]);
         } else if (jit::donated_slot(plan, donated, l) >= 0) {
-          buffers[n] = buffers.at(l.inputs[0]);
+          // Copied out first: `buffers[n]` may insert and rehash, which would leave a
+          // reference into the map dangling.
+          std::shared_ptr<Buffer> x = buffers.at(l.inputs[0]);
+          buffers[n] = std::move(x);
         } else {
           buffers[n] = allocate(plan.node_bytes[n]);
           copy_on_device(*buffers[n], *buffers.at(l.inputs[0]));

@@ -180,6 +180,27 @@ template <class T> __device__ T block_inclusive_scan(T v, T* shared, T* total) {
   __syncthreads();
   return v;
 }
+// Block-wide exclusive prefix sum: the sum of v over the threads before this one (0 for the
+// first), added up without subtracting v back out of an inclusive sum, so an inf in v does
+// not turn the sums before it into NaN: the warp's inclusive sums, shifted up one lane, plus
+// the warps before. *total as above.
+template <class T> __device__ T block_exclusive_scan(T v, T* shared, T* total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  for (int o = 1; o < 32; o <<= 1) { const T u = __shfl_up_sync(0xffffffffu, v, o); if (lane >= o) v += u; }
+  if (lane == 31) shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    T s = lane < warps ? shared[lane] : (T)0;
+    for (int o = 1; o < 32; o <<= 1) { const T u = __shfl_up_sync(0xffffffffu, s, o); if (lane >= o) s += u; }
+    if (lane < warps) shared[lane] = s;
+  }
+  __syncthreads();
+  const T warps_before = warp > 0 ? shared[warp - 1] : (T)0;
+  const T lanes_before = __shfl_up_sync(0xffffffffu, v, 1);
+  *total = shared[warps - 1];
+  __syncthreads();
+  return lane > 0 ? lanes_before + warps_before : warps_before;
+}
 // ---- op functors (ops/scalar_math.inc) ----
 #define KILN_SCALAR __device__ __forceinline__
 namespace kiln {

@@ -37,6 +37,7 @@ void throw_if_index_error(const IndexErrorWord& word) {
 }
 
 bool has_gathers(const jit::KernelProgram& program) {
+  if (program.anchor_start_input >= 0) return true;  // update_slice checks its start tensor
   for (const jit::Instr& in : program.instrs) {
     if (in.kind == jit::InstrKind::kGather) return true;
   }
@@ -111,10 +112,12 @@ std::vector<std::byte> pack_params(const jit::KernelProgram& program,
 }
 
 bool fits_32bit_index(const jit::KernelLaunch& launch, const std::vector<int64_t>& buffer_numels) {
-  // Views index only inside their buffers (or, for index leaves, their space) with
-  // non-negative strides, so every partial index is bounded by these sizes too. The
-  // headroom below 2^31 covers a grid-stride loop's last step past the end (at most the
-  // grid's threads, or 32 outputs per block of an outer reduction), which must not wrap.
+  // Views index only inside their buffers (or, for index leaves, their space). A partial sum
+  // of a view's offset expression is the position of an element too (the one whose other
+  // indices are 0), even with negative strides (a reversed view), so every partial index is
+  // bounded by these sizes too. The headroom below 2^31 covers a grid-stride loop's last
+  // step past the end (at most the grid's threads, or 32 outputs per block of an outer
+  // reduction), which must not wrap.
   constexpr int64_t kLimit = (int64_t{1} << 31) - (int64_t{1} << 26);
   for (const ops::Shape& s : launch.spaces) {
     if (ops::numel(s) > kLimit) return false;

@@ -44,7 +44,8 @@ static_assert(sizeof(IndexErrorWord) == 32);
 // Throws the kiln::Error of ops/gather.h when `word` holds a report; a no-op otherwise.
 void throw_if_index_error(const IndexErrorWord& word);
 
-// Whether `program` gathers (its Params carry the gather members).
+// Whether `program` may report an index out of range (its Params carry the gather members
+// and the error word): it gathers, or it is an update_slice that reads a start tensor.
 bool has_gathers(const jit::KernelProgram& program);
 
 ParamsLayout params_layout(const jit::KernelProgram& program);

@@ -17,8 +17,8 @@
 // O += P V of tile j runs. S = Q Kᵀ and O += P V are mma.sync m16n8k16 with f32
 // accumulators, K's fragments by ldmatrix.x4 and V's by ldmatrix.x4.trans; P goes from S's
 // accumulators to A fragments without leaving registers (FlashAttention-2's layout). The score ops,
-// masks and the causal cut run on the accumulators; row max and sum combine the 4 threads that
-// share a row with shuffles.
+// masks and the causal cut (top-left, or bottom-right: shifted by sk - sq) run on the
+// accumulators; row max and sum combine the 4 threads that share a row with shuffles.
 //
 // Either way only a tile of scores ever exists, in registers and shared memory.
 #include <string>
@@ -58,7 +58,17 @@ std::string open_indices(const KernelWriter& w, int last, const std::string& fla
   return s;
 }
 
-// The sizes both forms read, and the scale.
+// The end of the keys that query rows before `end_row` see: every key, or under a causal cut
+// keys j < end_row + causal_offset, clamped to [0, sk] (a bottom-right block whose rows all
+// come before key 0 sees none).
+std::string key_end(const jit::KernelProgram& p, const std::string& end_row) {
+  if (!p.anchor_attrs.causal) return "sk";
+  const std::string end = absl::StrCat("(", end_row, " + causal_offset)");
+  return absl::StrCat("(", end, " < 0 ? (I)0 : ", end, " < sk ? ", end, " : sk)");
+}
+
+// The sizes both forms read, the scale, and the causal cut's offset: query i sees keys
+// j <= i + causal_offset (ops::causal_offset: 0, or sk - sq when bottom-right aligned).
 std::string sizes(const KernelWriter& w, const std::string& R) {
   const jit::KernelProgram& p = w.program();
   const int r = w.rank(0);
@@ -71,7 +81,9 @@ std::string sizes(const KernelWriter& w, const std::string& R) {
                             "];\n  const I group = kv_heads > 0 ? (I)a.shape[1][", r - 3,
                             "] / kv_heads : (I)1;\n")
              : "",
-      "  const ", R, " scale = ", scale, ";\n  I rows = 1;\n");
+      "  const ", R, " scale = ", scale,
+      ";\n  const I causal_offset = ", p.anchor_attrs.bottom_right ? "sk - sq" : "(I)0",
+      ";\n  (void)causal_offset;\n", "  I rows = 1;\n");
   for (int d = 0; d + 1 < r; ++d) absl::StrAppend(&s, "  rows *= (I)a.shape[0][", d, "];\n");
   return s;
 }
@@ -87,8 +99,7 @@ std::string portable_attention(const KernelWriter& w, const std::string& R) {
       open_indices(w, r - 2, "row"), "    const I i = idx0[", r - 2, "];\n");
   absl::StrAppend(
       &s, "    idx1[", r - 2, "] = i;\n    idx4[", r - 2,
-      "] = i;\n    const I key_end = ", p.anchor_attrs.causal ? "(i + 1 < sk ? i + 1 : sk)" : "sk",
-      ";  // keys this row sees\n",
+      "] = i;\n    const I key_end = ", key_end(p, "i + 1"), ";  // keys this row sees\n",
       "    for (I c0 = 0; c0 < dv; c0 += 4 * (I)blockDim.x) {\n      ", R,
       " acc[4] = {0, 0, 0, 0};\n      ", R, " m = -", inf, ", l = 0;\n",
       "      for (I j0 = 0; j0 < key_end; j0 += (I)blockDim.x) {\n",
@@ -246,8 +257,8 @@ std::string tensor_core_attention(const KernelWriter& w) {
       "(q_frag + ks * 16) * 2);\n",
       "    __syncthreads();\n", source(2, k_load, "k"), source(3, v_load, "v"),
       "    float o[16][4] = {{0}};\n    float m[2] = {-", inf, ", -", inf, "}, l[2] = {0, 0};\n",
-      "    const I key_end = ", p.anchor_attrs.causal ? "(i0 + 128 < sk ? i0 + 128 : sk)" : "sk",
-      ";  // keys any row of the block sees\n", "    if (key_end > 0) {  // K of the first tile\n",
+      "    const I key_end = ", key_end(p, "i0 + 128"), ";  // keys any row of the block sees\n",
+      "    if (key_end > 0) {  // K of the first tile\n",
       stage_keys(2, k_load, "k", "d", "(I)0", "      "), "    }\n",
       "    for (I j0 = 0; j0 < key_end; j0 += 64) {\n",
       "      // V of this tile is copied while S = Q Kᵀ of its first half is computed.\n",
@@ -283,8 +294,8 @@ std::string tensor_core_attention(const KernelWriter& w) {
         ";\n          }\n");
   }
   absl::StrAppend(
-      &s, "          if (i >= sq || j >= sk", p.anchor_attrs.causal ? " || j > i" : "",
-      ") score = -", inf, ";\n",
+      &s, "          if (i >= sq || j >= sk",
+      p.anchor_attrs.causal ? " || j > i + causal_offset" : "", ") score = -", inf, ";\n",
       "          s[nt][c] = score;\n          tile_max[c >> 1] = fmaxf(tile_max[c >> 1], score);\n",
       "        }\n", "        float alpha[2], base[2], tile_sum[2] = {0, 0};\n",
       "        #pragma unroll\n        for (int h = 0; h < 2; ++h) {  // the 4 threads of a row\n",

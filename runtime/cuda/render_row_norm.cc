@@ -239,15 +239,17 @@ std::string render_row_norm(const KernelWriter& w) {
     }
     absl::StrAppend(&s, tail_loop, x_again("k"), fold2, "    }\n    second = ", block_sum, ";\n");
   }
-  // The row's constants, once: y = exp(x - max) * scale, x - shift, or
+  // The row's constants, once: y = exp(x - max) * scale, (x - max) - log_sum, or
   // (x - mean) * scale * w (+ b).
   std::string y;
   if (op == OpKind::Softmax) {
     absl::StrAppend(&s, "    const ", acc, " scale = ", lit("1.0"), " / second;\n");
     y = "ex * scale";
   } else if (op == OpKind::LogSoftmax) {
-    absl::StrAppend(&s, "    const ", acc, " shift = first + ", fn("log"), "(second);\n");
-    y = "x - shift";
+    // (x - max) - log(sum), never x - (max + log(sum)): near a large max the sum's log would
+    // be rounded away in the shift.
+    absl::StrAppend(&s, "    const ", acc, " log_sum = ", fn("log"), "(second);\n");
+    y = "(x - first) - log_sum";
   } else {
     absl::StrAppend(&s, "    const ", acc, " scale = ", lit("1.0"), " / ", fn("sqrt"),
                     "(second / (", acc, ")extent + eps);\n");

@@ -38,6 +38,23 @@ std::string update_loop(const KernelWriter& w, int e) {
   return s + loop.close;
 }
 
+// `start`: the launch parameter, or the value of a start tensor read from its buffer and
+// checked against x (out of range: reported to the host, which raises it after the launch,
+// and nothing is written).
+std::string start_code(const jit::KernelProgram& p) {
+  if (p.anchor_start_input < 0)
+    return absl::StrCat("  const I start = (I)a.p[", p.anchor_param, "];\n");
+  const int k = p.anchor_start_input, axis = p.anchor_attrs.axis;
+  const char* type = p.input_dtypes[k] == DType::I64 ? "long long" : "int";
+  return absl::StrCat(
+      "  const i64 start_value = (i64)*(const ", type, "*)a.in[", k, "];  // the start tensor\n",
+      "  const i64 last_start = a.shape[0][", axis, "] - a.shape[1][", axis, "];\n",
+      "  if (start_value < 0 || start_value > last_start) {\n",
+      "    kiln_report_index_error(a.index_error, start_value, last_start, ",
+      static_cast<int>(ops::OpKind::UpdateSlice), ");  // update_slice\n    return;\n  }\n",
+      "  const I start = (I)start_value;\n");
+}
+
 }  // namespace
 
 // The groups are 16-byte vectors when the update's loads are contiguous along the innermost
@@ -46,7 +63,7 @@ std::string update_loop(const KernelWriter& w, int e) {
 std::string render_update_slice(const KernelWriter& w) {
   const jit::KernelProgram& p = w.program();
   const int last = w.rank(1) - 1;
-  std::string s = absl::StrCat("  const I start = (I)a.p[", p.anchor_param, "];\n");
+  std::string s = start_code(p);
   const int e = element_group_width(p, {1});
   if (e <= 1) return absl::StrCat(s, "  {\n", update_loop(w, 1), "  }\n");
   std::string condition =
