@@ -233,42 +233,29 @@ TEST_F(StartTensorEmulationTest, KernelReadsTheStartAndReportsOneOutsideX) {
   std::mt19937_64 rng(testing::test_seed() + 38);
   Tensor x = Tensor::from_vector(testing::random_floats(3 * 10 * 4, rng), {3, 10, 4}).eval();
   Tensor u = Tensor::from_vector(testing::random_floats(3 * 2 * 4, rng), {3, 2, 4}).eval();
-  std::vector<std::shared_ptr<const jit::LaunchPlan>> plans;
-  std::vector<jit::PlanArguments> args;
+  testing::EmulatedPlans plans;
   std::vector<Tensor> cpu;
-  std::vector<testing::EmulatedModule> modules;
-  std::vector<std::vector<int>> module_of_kernel;
   for (const Tensor& start : {Tensor::from_vector(std::vector<int64_t>{5}, {}),
                               Tensor::from_vector(std::vector<int32_t>{8}, {}),
                               Tensor::from_vector(std::vector<int64_t>{9}, {})}) {
-    Tensor y = update_slice(x, u * 2.0, 1, start) + 1.0;
-    const jit::Trace trace = jit::build_trace({detail::TensorAccess::node(y).get()});
-    plans.push_back(jit::build_plan(trace));
-    args.push_back(jit::arguments_of(trace));
-    module_of_kernel.emplace_back();
-    for (const jit::PlannedKernel& pk : plans.back()->kernels) {
-      module_of_kernel.back().push_back(static_cast<int>(modules.size()));
-      modules.push_back(testing::emulated_module(*pk.program));
-    }
-    cpu.push_back(y);
+    cpu.push_back(update_slice(x, u * 2.0, 1, start) + 1.0);
+    plans.add(cpu.back());
   }
   absl::StatusOr<testing::EmulatedKernels> kernels =
-      testing::EmulatedKernels::build(modules, dir_.string());
+      testing::EmulatedKernels::build(plans.modules, dir_.string());
   ASSERT_TRUE(kernels.ok()) << kernels.status();
   for (const testing::EmulationVariant& v : testing::emulation_variants()) {
     SCOPED_TRACE(v.name());
     for (int c = 0; c < 2; ++c) {
-      std::vector<std::shared_ptr<runtime::Buffer>> out =
-          testing::run_emulated_plan(*kernels, *plans[c], args[c], module_of_kernel[c], v);
+      std::vector<std::shared_ptr<runtime::Buffer>> out = plans.run(*kernels, c, v);
       const std::vector<float> want = testing::reference_tensor(cpu[c]).to_vector<float>();
       ASSERT_EQ(out[0]->nbytes(), static_cast<int64_t>(want.size() * 4));
       for (size_t e = 0; e < want.size(); ++e) {
         EXPECT_FLOAT_EQ(out[0]->as<float>()[e], want[e]) << "case " << c << " element " << e;
       }
     }
-    testing::expect_error(
-        [&] { testing::run_emulated_plan(*kernels, *plans[2], args[2], module_of_kernel[2], v); },
-        {"[update_slice]", "start 9", "0 <= start <= 8"});
+    testing::expect_error([&] { plans.run(*kernels, 2, v); },
+                          {"[update_slice]", "start 9", "0 <= start <= 8"});
   }
 }
 

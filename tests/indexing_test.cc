@@ -265,34 +265,18 @@ TEST_F(GatherEmulationTest, OutOfRangeIndexIsReportedByTheKernel) {
   Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor good = Tensor::from_vector(std::vector<int64_t>{-1, 0}, {2});
   Tensor bad = Tensor::from_vector(std::vector<int64_t>{1, -4}, {2});
-  std::vector<std::shared_ptr<const jit::LaunchPlan>> plans;
-  std::vector<jit::PlanArguments> args;
-  std::vector<testing::EmulatedModule> modules;
-  std::vector<std::vector<int>> module_of_kernel;
-  for (const Tensor& indices : {good, bad}) {
-    Tensor y = exp(take(x, indices, 1));
-    const jit::Trace trace = jit::build_trace({detail::TensorAccess::node(y).get()});
-    plans.push_back(jit::build_plan(trace));
-    args.push_back(jit::arguments_of(trace));
-    module_of_kernel.emplace_back();
-    for (const jit::PlannedKernel& pk : plans.back()->kernels) {
-      module_of_kernel.back().push_back(static_cast<int>(modules.size()));
-      modules.push_back(testing::emulated_module(*pk.program));
-    }
-  }
+  testing::EmulatedPlans plans;
+  for (const Tensor& indices : {good, bad}) plans.add(exp(take(x, indices, 1)));
   absl::StatusOr<testing::EmulatedKernels> kernels =
-      testing::EmulatedKernels::build(modules, dir_.string());
+      testing::EmulatedKernels::build(plans.modules, dir_.string());
   ASSERT_TRUE(kernels.ok()) << kernels.status();
   for (const testing::EmulationVariant& v : testing::emulation_variants()) {
     SCOPED_TRACE(v.name());
-    std::vector<std::shared_ptr<runtime::Buffer>> out =
-        testing::run_emulated_plan(*kernels, *plans[0], args[0], module_of_kernel[0], v);
+    std::vector<std::shared_ptr<runtime::Buffer>> out = plans.run(*kernels, 0, v);
     const float* got = out[0]->as<float>();
     const float want[] = {3, 1, 6, 4};
     for (int e = 0; e < 4; ++e) EXPECT_FLOAT_EQ(got[e], std::exp(want[e]));
-    testing::expect_error(
-        [&] { testing::run_emulated_plan(*kernels, *plans[1], args[1], module_of_kernel[1], v); },
-        {"[take]", "index -4", "extent 3"});
+    testing::expect_error([&] { plans.run(*kernels, 1, v); }, {"[take]", "index -4", "extent 3"});
   }
 }
 

@@ -127,33 +127,21 @@ TEST_F(FarRowEmulationTest, LogSoftmaxKeepsItsPrecisionFarFromZero) {
   std::mt19937_64 rng(testing::test_seed() + 13);
   std::vector<Tensor> inputs;
   std::vector<const FarRowCase*> cases;
-  std::vector<std::shared_ptr<const jit::LaunchPlan>> plans;
-  std::vector<jit::PlanArguments> args;
-  std::vector<testing::EmulatedModule> modules;
-  std::vector<std::vector<int>> module_of_kernel;
+  testing::EmulatedPlans plans;
   for (const FarRowCase& c : kFarRowCases) {
     for (int64_t extent : {4, 37}) {
       inputs.push_back(far_rows(c, extent, rng));
       cases.push_back(&c);
-      const Tensor y = log_softmax(inputs.back());
-      const jit::Trace trace = jit::build_trace({detail::TensorAccess::node(y).get()});
-      plans.push_back(jit::build_plan(trace));
-      args.push_back(jit::arguments_of(trace));
-      module_of_kernel.emplace_back();
-      for (const jit::PlannedKernel& pk : plans.back()->kernels) {
-        module_of_kernel.back().push_back(static_cast<int>(modules.size()));
-        modules.push_back(testing::emulated_module(*pk.program));
-      }
+      plans.add(log_softmax(inputs.back()));
     }
   }
   absl::StatusOr<testing::EmulatedKernels> kernels =
-      testing::EmulatedKernels::build(modules, dir_.string());
+      testing::EmulatedKernels::build(plans.modules, dir_.string());
   ASSERT_TRUE(kernels.ok()) << kernels.status();
   for (const testing::EmulationVariant& v : testing::emulation_variants()) {
     SCOPED_TRACE(v.name());
-    for (size_t i = 0; i < plans.size(); ++i) {
-      std::vector<std::shared_ptr<runtime::Buffer>> out =
-          testing::run_emulated_plan(*kernels, *plans[i], args[i], module_of_kernel[i], v);
+    for (size_t i = 0; i < plans.plans.size(); ++i) {
+      std::vector<std::shared_ptr<runtime::Buffer>> out = plans.run(*kernels, i, v);
       std::vector<double> got(inputs[i].numel());
       for (size_t e = 0; e < got.size(); ++e) {
         got[e] = ops::load_double(*out[0], cases[i]->dtype, static_cast<int64_t>(e));

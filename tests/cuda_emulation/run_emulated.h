@@ -13,6 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "jit/fusion/launch_plan.h"
+#include "jit/fusion/trace.h"
+#include "kiln/tensor.h"
 #include "ops/collective.h"
 #include "ops/custom_functions.h"
 #include "runtime/buffer.h"
@@ -146,6 +148,33 @@ inline std::vector<std::shared_ptr<runtime::Buffer>> run_emulated_plan(
   for (int n : plan.outputs) out.push_back(buffers.at(n));
   return out;
 }
+
+// Lazy results planned as a sync would plan each, with their kernels' modules gathered for
+// one EmulatedKernels::build; then each plan runs through the emulation on its own.
+struct EmulatedPlans {
+  std::vector<std::shared_ptr<const jit::LaunchPlan>> plans;
+  std::vector<jit::PlanArguments> args;
+  std::vector<EmulatedModule> modules;           // for EmulatedKernels::build
+  std::vector<std::vector<int>> kernel_modules;  // per plan, per kernel: its module's index
+
+  // Plans `result` (still lazy) as plan number plans.size().
+  void add(const Tensor& result) {
+    const jit::Trace trace = jit::build_trace({detail::TensorAccess::node(result).get()});
+    plans.push_back(jit::build_plan(trace));
+    args.push_back(jit::arguments_of(trace));
+    kernel_modules.emplace_back();
+    for (const jit::PlannedKernel& pk : plans.back()->kernels) {
+      kernel_modules.back().push_back(static_cast<int>(modules.size()));
+      modules.push_back(emulated_module(*pk.program));
+    }
+  }
+
+  // Runs plan `i` through `kernels` (built from `modules`); its outputs' buffers.
+  std::vector<std::shared_ptr<runtime::Buffer>> run(const EmulatedKernels& kernels, size_t i,
+                                                    const EmulationVariant& v) const {
+    return run_emulated_plan(kernels, *plans[i], args[i], kernel_modules[i], v);
+  }
+};
 
 }  // namespace kiln::testing
 
