@@ -157,13 +157,38 @@ TEST_F(ToolTest, InfoAndCompileCuda) {
       << "extern \"C\" __global__ void good(float* x) { x[threadIdx.x] *= 2.0f; }\n";
   Result ok = run(kiln() + " compile-cuda " + dir_.string() + " --arch 90");
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
-  EXPECT_NE(ok.output.find("compiled 1 kernels to 1 cubins"), std::string::npos) << ok.output;
+  EXPECT_NE(ok.output.find("compiled 1 kernels to cubins for sm_90"), std::string::npos)
+      << ok.output;
+  Result front = run(kiln() + " compile-cuda " + dir_.string() + " --arch 80,90 --check syntax");
+  EXPECT_EQ(front.exit_code, 0) << front.output;
+  EXPECT_NE(front.output.find("checked 1 kernels with NVRTC's front end for sm_80, sm_90"),
+            std::string::npos)
+      << front.output;
+  // --every 2 takes a.cu and c.cu (name order): good, then good again.
+  std::ofstream(dir_ / "c.cu") << "extern \"C\" __global__ void c(float* x) { x[0] = 1.0f; }\n";
+  std::ofstream(dir_ / "b.cu") << "this is not CUDA\n";
+  std::filesystem::rename(dir_ / "good.cu", dir_ / "a.cu");
+  Result sampled = run(kiln() + " compile-cuda " + dir_.string() + " --arch 80 --every 2");
+  EXPECT_EQ(sampled.exit_code, 0) << sampled.output;
+  EXPECT_NE(sampled.output.find("compiled 2 kernels to cubins for sm_80"), std::string::npos)
+      << sampled.output;
+  Result all = run(kiln() + " compile-cuda " + dir_.string() + " --arch 80");
+  EXPECT_EQ(all.exit_code, 1) << all.output;
+  EXPECT_NE(all.output.find("b.cu"), std::string::npos) << all.output;
+  std::filesystem::remove(dir_ / "b.cu");
+  std::filesystem::remove(dir_ / "c.cu");
   std::ofstream(dir_ / "bad.cu")
       << "extern \"C\" __global__ void bad(float* x) { x[0] = undeclared; }\n";
-  Result bad = run(kiln() + " compile-cuda " + dir_.string() + " --arch 80");
-  EXPECT_EQ(bad.exit_code, 1) << bad.output;
-  EXPECT_NE(bad.output.find("undeclared"), std::string::npos) << bad.output;
-  EXPECT_NE(bad.output.find("bad.cu"), std::string::npos) << bad.output;
+  for (const char* check : {"cubin", "syntax"}) {
+    Result bad = run(kiln() + " compile-cuda " + dir_.string() + " --arch 80 --check " + check);
+    EXPECT_EQ(bad.exit_code, 1) << check << ": " << bad.output;
+    EXPECT_NE(bad.output.find("undeclared"), std::string::npos) << bad.output;
+    EXPECT_NE(bad.output.find("bad.cu"), std::string::npos) << bad.output;
+  }
+  Result unknown = run(kiln() + " compile-cuda " + dir_.string() + " --check ptx");
+  EXPECT_EQ(unknown.exit_code, 1) << unknown.output;
+  EXPECT_NE(unknown.output.find("--check takes cubin or syntax, got 'ptx'"), std::string::npos)
+      << unknown.output;
 }
 
 }  // namespace

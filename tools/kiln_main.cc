@@ -1,9 +1,13 @@
 // The `kiln` command.
 //   kiln replay TRACE.json --inputs DIR --out DIR [--device cpu|cuda]
 //   kiln dump TRACE.json [--format text|json|dot]
-//   kiln compile-cuda DIR [--arch 80,90]   compile every DIR/*.cu with NVRTC to cubins
+//   kiln compile-cuda DIR [--arch 80,90] [--check cubin|syntax] [--every N]
+//                                          compile every DIR/*.cu (or every Nth, by name)
+//                                          with NVRTC to cubins, or run NVRTC's front end
+//                                          alone on each (syntax)
 //   kiln info                               devices, NVRTC, SIMD target, cache location
 // Exits 0 on success; on bad input prints one line "kiln: <reason>" and exits 1 (2 for usage).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -15,16 +19,18 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "kiln/kiln.h"
 #include "runtime/cache_dir.h"
 #include "runtime/cpu/simd_math.h"
-#include "runtime/cuda/cubin_cache.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/nvrtc_compiler.h"
-#include "runtime/cuda/parallel_compile.h"
+#include "runtime/cuda/parallel_compile.h"  // KernelSource
+#include "runtime/thread_pool.h"
 
 namespace {
 
@@ -32,7 +38,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: kiln replay TRACE.json --inputs DIR --out DIR [--device cpu|cuda]\n"
                "       kiln dump TRACE.json [--format text|json|dot]\n"
-               "       kiln compile-cuda DIR [--arch 80,90]\n"
+               "       kiln compile-cuda DIR [--arch 80,90] [--check cubin|syntax] [--every N]\n"
                "       kiln info\n");
   return 2;
 }
@@ -74,8 +80,30 @@ int dump(const std::string& trace, std::map<std::string, std::string>& flags) {
   return 0;
 }
 
-// Compiles every DIR/*.cu for each architecture on all cores; the first failure's NVRTC log
-// is printed and the exit status is 1.
+// For every architecture and kernel, in that order (kernels[i % n] for arch i / n): NVRTC's
+// whole compile to a cubin, or with `syntax_only` its front end alone (parsing, types,
+// templates, static_asserts: what a renderer's mistake breaks, at about a seventh of a
+// cubin's cost). On all cores.
+std::vector<absl::Status> check_kernels(
+    const std::vector<kiln::runtime::cuda::KernelSource>& kernels, const std::vector<int>& archs,
+    bool syntax_only) {
+  namespace cuda = kiln::runtime::cuda;
+  const int64_t n = static_cast<int64_t>(kernels.size());
+  std::vector<absl::Status> results(archs.size() * kernels.size());
+  kiln::runtime::parallel_for(static_cast<int64_t>(results.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const cuda::KernelSource& k = kernels[i % n];
+      const int arch = archs[i / n];
+      results[i] = syntax_only ? cuda::check_device_syntax(k.source, k.name, arch)
+                               : cuda::compile_to_cubin(k.source, k.name, arch).status();
+    }
+  });
+  return results;
+}
+
+// Compiles every DIR/*.cu for each architecture (--check syntax: NVRTC's front end alone;
+// --every N: the first file and every Nth after it, in name order); the first failure's
+// NVRTC log is printed and the exit status is 1.
 int compile_cuda(const std::string& dir, std::map<std::string, std::string>& flags) {
   std::vector<int> archs;
   for (absl::string_view a : absl::StrSplit(flags.count("arch") ? flags["arch"] : "80,90", ',')) {
@@ -83,10 +111,21 @@ int compile_cuda(const std::string& dir, std::map<std::string, std::string>& fla
     if (!absl::SimpleAtoi(a, &arch)) throw kiln::Error("--arch takes numbers like 80,90");
     archs.push_back(arch);
   }
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    if (e.path().extension() == ".cu") files.push_back(e.path());
+  const std::string check = flags.count("check") ? flags["check"] : "cubin";
+  if (check != "cubin" && check != "syntax") {
+    throw kiln::Error("--check takes cubin or syntax, got '" + check + "'");
   }
+  int every = 1;
+  if (flags.count("every") && (!absl::SimpleAtoi(flags["every"], &every) || every < 1)) {
+    throw kiln::Error("--every takes a count of at least 1, got '" + flags["every"] + "'");
+  }
+  std::vector<std::filesystem::path> all;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() == ".cu") all.push_back(e.path());
+  }
+  std::sort(all.begin(), all.end());
+  std::vector<std::filesystem::path> files;
+  for (size_t i = 0; i < all.size(); i += every) files.push_back(all[i]);
   std::vector<kiln::runtime::cuda::KernelSource> kernels;
   for (const std::filesystem::path& file : files) {
     std::ifstream in(file);
@@ -95,26 +134,20 @@ int compile_cuda(const std::string& dir, std::map<std::string, std::string>& fla
     kernels.push_back({file.stem().string(), source.str()});
   }
   const auto start = std::chrono::steady_clock::now();
-  int cubins = 0;
-  std::string failure;
-  kiln::runtime::cuda::CubinCache memory_only("", 0);  // the key holds the arch
-  for (int arch : archs) {
-    auto results = kiln::runtime::cuda::compile_in_parallel(memory_only, kernels, arch);
-    for (size_t i = 0; i < results.size(); ++i) {
-      if (results[i].ok()) {
-        ++cubins;
-      } else if (failure.empty()) {
-        failure = std::string(results[i].status().message()) + "\nsource: " + files[i].string();
-      }
-    }
-  }
+  const std::vector<absl::Status> results = check_kernels(kernels, archs, check == "syntax");
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!failure.empty()) {
-    std::fprintf(stderr, "kiln: %s\n", failure.c_str());
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].ok()) continue;
+    std::fprintf(stderr, "kiln: %s\nsource: %s\n", std::string(results[i].message()).c_str(),
+                 files[i % files.size()].c_str());
     return 1;
   }
-  std::printf("compiled %zu kernels to %d cubins in %.1f s\n", files.size(), cubins, seconds);
+  std::string targets;
+  for (int arch : archs) absl::StrAppend(&targets, targets.empty() ? "sm_" : ", sm_", arch);
+  std::printf("%s %zu kernels %s for %s in %.1f s\n", check == "syntax" ? "checked" : "compiled",
+              files.size(), check == "syntax" ? "with NVRTC's front end" : "to cubins",
+              targets.c_str(), seconds);
   return 0;
 }
 

@@ -4,9 +4,7 @@
 #include <mutex>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "jit/fusion/attention_fusion.h"
 #include "jit/fusion/launch_plan.h"
@@ -15,6 +13,7 @@
 #include "jit/graph/env_options.h"
 #include "runtime/atomic_file.h"
 #include "runtime/backend.h"
+#include "runtime/cache_dir.h"
 #include "runtime/stats_counters.h"
 
 namespace kiln::jit {
@@ -73,8 +72,9 @@ std::string describe(const Trace& trace, const FusionPlan& fusion, const LaunchP
 std::atomic<bool> recording_paused{false};
 
 // KILN_RECORD_CUDA_DIR: every new program's CUDA source (the registry's renderer for dumps),
-// one file each, named by its hash, so `kiln compile-cuda DIR` can compile everything a run
-// planned (scripts/test.sh does).
+// one file each, named by a hash of its text that every process computes alike (absl::Hash
+// is seeded per process), so the test processes that plan the same kernel write one file and
+// `kiln compile-cuda DIR` compiles everything a run planned once (scripts/test.sh does).
 void record_cuda_source(const KernelProgram& program) {
   const runtime::SourceRenderer* renderer = runtime::dump_source_renderer();
   if (renderer == nullptr) return;
@@ -82,8 +82,8 @@ void record_cuda_source(const KernelProgram& program) {
   const std::string dir = env_options().record_cuda_dir;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  const std::string path = absl::StrFormat("%s/%s_%016x%s", dir, program.name, absl::HashOf(source),
-                                           renderer->file_extension());
+  const std::string path = absl::StrCat(
+      dir, "/", program.name, "_", runtime::cache_file_stem(source), renderer->file_extension());
   if (std::filesystem::exists(path, ec)) return;
   (void)runtime::write_file_atomically(path, [&](std::ostream& out) { out << source; });
 }

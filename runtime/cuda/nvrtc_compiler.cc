@@ -113,10 +113,15 @@ absl::StatusOr<std::string> nvrtc_version() {
 
 namespace {
 
-// Compiles for sm_<arch> (a cubin) or compute_<arch> (PTX) and returns that output; with
-// `ptxas_log`, also asks ptxas for its resource report and keeps NVRTC's log there.
+// What one NVRTC run produces.
+enum class Output { kCubin, kPtx, kSyntaxCheck };
+
+// Compiles for sm_<arch> (a cubin) or compute_<arch> (PTX, or the front end's check alone) and
+// returns that output (empty for the check); with `ptxas_log`, also asks ptxas for its
+// resource report and keeps NVRTC's log there.
 absl::StatusOr<std::string> compile(const std::string& source, const std::string& name, int arch,
-                                    bool ptx, std::string* ptxas_log = nullptr) {
+                                    Output output, std::string* ptxas_log = nullptr) {
+  const bool ptx = output != Output::kCubin;
   const Loaded& l = load();
   if (!l.status.ok()) return l.status;
   const Nvrtc& api = l.api;
@@ -134,6 +139,7 @@ absl::StatusOr<std::string> compile(const std::string& source, const std::string
   for (const char* option : kOptions) options.push_back(option);
   // -Xptxas -v only adds the report to the log: the cubin is the one compile_to_cubin gives.
   if (ptxas_log != nullptr) options.insert(options.end(), {"-Xptxas", "-v"});
+  if (output == Output::kSyntaxCheck) options.push_back("-fdevice-syntax-only");
   const nvrtcResult compiled = api.compile(prog, static_cast<int>(options.size()), options.data());
   size_t log_size = 0;
   api.log_size(prog, &log_size);
@@ -145,6 +151,8 @@ absl::StatusOr<std::string> compile(const std::string& source, const std::string
     result =
         absl::InvalidArgumentError(absl::StrCat("NVRTC could not compile ", name, " for sm_", arch,
                                                 ": ", api.error_string(compiled), "\n", log));
+  } else if (output == Output::kSyntaxCheck) {
+    result = std::string();
   } else {
     size_t size = 0;
     (ptx ? api.ptx_size : api.cubin_size)(prog, &size);
@@ -171,19 +179,23 @@ std::string nvrtc_options() {
 
 absl::StatusOr<std::string> compile_to_cubin(const std::string& source, const std::string& name,
                                              int arch) {
-  return compile(source, name, arch, /*ptx=*/false);
+  return compile(source, name, arch, Output::kCubin);
 }
 
 absl::StatusOr<std::string> compile_to_ptx(const std::string& source, const std::string& name,
                                            int arch) {
-  return compile(source, name, arch, /*ptx=*/true);
+  return compile(source, name, arch, Output::kPtx);
+}
+
+absl::Status check_device_syntax(const std::string& source, const std::string& name, int arch) {
+  return compile(source, name, arch, Output::kSyntaxCheck).status();
 }
 
 absl::StatusOr<CubinWithPtxasLog> compile_to_cubin_with_ptxas_log(const std::string& source,
                                                                   const std::string& name,
                                                                   int arch) {
   CubinWithPtxasLog result;
-  absl::StatusOr<std::string> cubin = compile(source, name, arch, /*ptx=*/false, &result.log);
+  absl::StatusOr<std::string> cubin = compile(source, name, arch, Output::kCubin, &result.log);
   if (!cubin.ok()) return cubin.status();
   result.cubin = *std::move(cubin);
   return result;

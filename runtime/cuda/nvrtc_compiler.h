@@ -31,6 +31,11 @@ absl::StatusOr<std::string> compile_to_cubin(const std::string& source, const st
 absl::StatusOr<std::string> compile_to_ptx(const std::string& source, const std::string& name,
                                            int arch);
 
+// NVRTC's front end alone (-fdevice-syntax-only) for compute_<arch>: parses and type-checks
+// `source` and evaluates its static_asserts, but generates no code. About a seventh of a
+// cubin's compile time, for tests of what a kernel declares (its Params layout).
+absl::Status check_device_syntax(const std::string& source, const std::string& name, int arch);
+
 // compile_to_cubin with ptxas's report on each kernel (NVRTC's -Xptxas -v): registers, spill
 // stores and loads, shared and local memory. For tests of the machine code, which read it
 // next to the cubin's disassembly.
