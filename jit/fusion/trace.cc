@@ -65,17 +65,12 @@ void append_structure(ops::OpKind op, const ops::ValueType& type, const ops::Att
   }
 }
 
-// Each trace marks the nodes it has seen with a fresh epoch, so no node-to-index map is
-// needed (one sync at a time per graph; see docs/architecture.md).
-uint64_t next_epoch() {
-  static std::atomic<uint64_t> epoch{0};
-  return ++epoch;
-}
-
 class TraceBuilder {
  public:
   Trace build(const std::vector<Node*>& outputs) {
-    epoch_ = next_epoch();
+    // A fresh epoch marks the nodes this trace has seen (one sync at a time per graph; see
+    // docs/architecture.md).
+    epoch_ = Node::new_walk_epoch();
     std::vector<std::pair<Node*, size_t>> stack;
     for (Node* root : outputs) {
       if (seen(root)) continue;

@@ -27,6 +27,9 @@ EnvOptions read_env_options() {
   if (const char* fuse = std::getenv("KILN_FUSE_ATTENTION"); fuse != nullptr) {
     o.fuse_attention = std::string_view(fuse) != "0";
   }
+  if (const char* store = std::getenv("KILN_STORE_HELD"); store != nullptr) {
+    o.store_held = std::string_view(store) != "0";
+  }
   const char* dir = std::getenv("KILN_DUMP_DIR");
   o.dump_dir = dir != nullptr && *dir != '\0' ? dir : "kiln_dump";
   return o;

@@ -1,5 +1,5 @@
 // Debug options read from the environment once: KILN_LOG, KILN_DUMP, KILN_DUMP_DIR,
-// KILN_RECORD_CUDA_DIR, KILN_FUSE_ATTENTION.
+// KILN_RECORD_CUDA_DIR, KILN_FUSE_ATTENTION, KILN_STORE_HELD.
 // docs/environment.md lists every variable with its default.
 #ifndef KILN_JIT_GRAPH_ENV_OPTIONS_H_
 #define KILN_JIT_GRAPH_ENV_OPTIONS_H_
@@ -16,6 +16,8 @@ struct EnvOptions {
   std::string dump_dir;         // KILN_DUMP_DIR, default "kiln_dump"
   std::string record_cuda_dir;  // KILN_RECORD_CUDA_DIR: write each new kernel's CUDA source
   bool fuse_attention = true;   // KILN_FUSE_ATTENTION=0 keeps hand-written attention composed
+  bool store_held = true;       // KILN_STORE_HELD=0: a sync stores its outputs alone, not the
+                                // pending values still held (jit/graph/held_values.h)
 };
 
 const EnvOptions& env_options();

@@ -13,6 +13,11 @@ void Node::realize(std::shared_ptr<runtime::Buffer> data) {
   // `dropped` is released here, through the iterative destructor below.
 }
 
+uint64_t Node::new_walk_epoch() {
+  static std::atomic<uint64_t> epoch{0};
+  return ++epoch;
+}
+
 std::atomic<int64_t>& Node::live_nodes() {
   static std::atomic<int64_t> count{0};
   return count;

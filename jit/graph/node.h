@@ -30,13 +30,21 @@ struct Node {
   // subgraphs are counted once per path, so it may overcount, never undercount. Atomic: a
   // thread recording on top of a node reads it while another thread's sync realizes the node.
   std::atomic<int64_t> pending_bound{1};
-  // Scratch for building a trace: the trace that last saw this node, and its index there.
+  // Scratch for a walk over a pending graph (building a trace, finding held values): the
+  // walk that last saw this node, by its epoch (new_walk_epoch), and the node's index there.
   uint64_t trace_epoch = 0;
   int trace_index = -1;
+  // A number no earlier walk used, so a walk needs no node-to-index map (one sync at a time
+  // per graph: the claim's, jit/graph/sync_claims.h).
+  static uint64_t new_walk_epoch();
 
   // The sync that is computing this node now, if any (jit/graph/sync_claims.h); guarded by
   // that file's lock.
   const void* claimed_by = nullptr;
+  // Set when a sync computed this node without storing it while something outside that
+  // sync held it: the next sync that reaches it still held stores it
+  // (jit/graph/held_values.h). Read and written only by the sync that claims the node.
+  bool computed_while_held = false;
 
   // Acquire: a thread that sees the node realized also sees its buffer.
   bool realized() const { return realized_.load(std::memory_order_acquire); }

@@ -45,7 +45,7 @@ void enforce_trace_cap(const std::shared_ptr<Node>& node) {
   if (node->pending_bound.load(std::memory_order_relaxed) <= cap) return;
   int64_t exact = count_pending_nodes(node.get(), cap);
   if (exact > cap) {
-    sync({node.get()});
+    sync({node.get()}, SyncReason::kTraceCap);
   } else {
     node->pending_bound.store(exact, std::memory_order_relaxed);
   }

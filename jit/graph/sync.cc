@@ -13,6 +13,7 @@
 #include "jit/fusion/plan_cache.h"
 #include "jit/fusion/trace.h"
 #include "jit/graph/env_options.h"
+#include "jit/graph/held_values.h"
 #include "jit/graph/record.h"
 #include "jit/graph/sync_claims.h"
 #include "kiln/error.h"
@@ -111,7 +112,7 @@ std::vector<std::shared_ptr<detail::Node>> add_pending_collectives(
 
 }  // namespace
 
-void sync(const std::vector<detail::Node*>& outputs) {
+void sync(const std::vector<detail::Node*>& outputs, SyncReason reason) {
   if (std::all_of(outputs.begin(), outputs.end(),
                   [](const detail::Node* n) { return n->realized(); })) {
     return;  // everything is already computed
@@ -127,9 +128,17 @@ void sync(const std::vector<detail::Node*>& outputs) {
     }
   }
   if (targets.empty()) return;  // everything is already computed
+  // Values the program still holds are stored the second time a sync reaches them, or at
+  // once by the trace cap (held_values.h); counted before anything here takes a reference.
+  HeldValues held;
+  if (env_options().store_held) {
+    held = find_held_values(targets, /*store_at_once=*/reason == SyncReason::kTraceCap);
+    for (const std::shared_ptr<detail::Node>& n : held.store) targets.push_back(n.get());
+  }
   std::vector<std::shared_ptr<detail::Node>> kept_alive;
   if (any_collective_recorded()) kept_alive = add_pending_collectives(targets);
   run_targets(targets, nullptr);
+  mark_computed_while_held(held);
 }
 
 SyncCapture sync_and_capture(const std::vector<detail::Node*>& outputs) {

@@ -11,9 +11,15 @@
 
 namespace kiln::jit {
 
+// Why a sync runs: the program reads data (or asked for eval), or the trace cap
+// (KILN_MAX_TRACE) cuts a pending graph that grew too large. A cap sync stores every held
+// value it reaches at once, not at the second sync that reaches it (held_values.h): it runs
+// to cut the graph, and what the program holds is what its next ops read.
+enum class SyncReason { kRead, kTraceCap };
+
 // Computes every output that is not realized yet, in one plan, and realizes them. Nothing
 // changes when it throws: every node keeps its recipe and every tensor stays valid.
-void sync(const std::vector<detail::Node*>& outputs);
+void sync(const std::vector<detail::Node*>& outputs, SyncReason reason = SyncReason::kRead);
 
 // What a sync ran, kept so that kiln::compile can run it again without recording: the plan,
 // the realized nodes bound to its input slots (identities only; valid while the graph lives)

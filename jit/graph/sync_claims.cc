@@ -65,7 +65,13 @@ ClaimedGraph::ClaimedGraph(const std::vector<detail::Node*>& roots) {
   std::unique_lock<std::mutex> lock(claims_mutex());
   while (true) {
     const void* holder = nullptr;
-    if (try_claim(roots, this, claimed_, held_, &holder) == Walk::kClaimed) break;
+    if (try_claim(roots, this, claimed_, held_, &holder) == Walk::kClaimed) {
+      // One reference per node, whatever the number of paths to it (find_held_values
+      // counts on exactly one).
+      std::sort(held_.begin(), held_.end());
+      held_.erase(std::unique(held_.begin(), held_.end()), held_.end());
+      break;
+    }
     if (std::find(claims_of_this_thread.begin(), claims_of_this_thread.end(), holder) !=
         claims_of_this_thread.end()) {
       throw Error(

@@ -21,6 +21,9 @@ namespace kiln::jit {
 
 class ClaimedGraph {
  public:
+  // The references a claim holds to each pending node its roots reach through an input.
+  static constexpr long kClaimReferences = 1;
+
   // Blocks until no other sync holds a pending node that `roots` reach, then claims them
   // all. Throws kiln::Error when the calling thread's own sync holds one (a sync started
   // from inside a sync, which would wait for itself forever).
@@ -32,7 +35,8 @@ class ClaimedGraph {
 
  private:
   // Kept alive until released: realizing the outputs drops their inputs, which may be the
-  // last other reference to a claimed node.
+  // last other reference to a claimed node. Exactly one reference to each pending node
+  // reached through an input (kClaimReferences).
   std::vector<std::shared_ptr<detail::Node>> held_;
   std::vector<detail::Node*> claimed_;
 };
