@@ -79,6 +79,44 @@ TEST(Matmul, NumpySemanticsForVectorsMatricesAndBroadcastBatches) {
   }
 }
 
+// An f64 input whose rows are contiguous is read in place; other layouts (every other
+// column, a reversed or transposed view) are evaluated first, where the planner has not
+// copied them out already. Every layout, batches and vectors against the long-double loop.
+TEST(Matmul, F64InputsInEveryLayoutMatchTheLoop) {
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE(testing::test_seed());
+  auto realized = [&](const std::vector<int64_t>& shape) {
+    std::vector<double> v(testing::count(shape));
+    std::uniform_real_distribution<double> u(-2, 2);
+    for (double& x : v) x = u(rng);
+    return Tensor::from_vector(v, shape);
+  };
+  const Tensor x = realized({9, 11}), y = realized({7, 5}), batched = realized({3, 6, 7});
+  const Tensor v = realized({7});
+  const std::vector<std::pair<Tensor, Tensor>> cases = {
+      {x.slice(0, 0, 6).slice(1, 0, 7), y},                  // rows 11 apart
+      {x.slice(1, 0, 6).transpose(0, 1).slice(1, 0, 7), y},  // a transposed view: columns
+      {x.slice(1, 0, 7, 1).slice(0, 0, 6), y.transpose(0, 1).transpose(0, 1)},
+      {x.slice(0, 0, 6).slice(1, 0, 11, 2).slice(1, 0, 5), y.slice(0, 0, 5)},  // stride 2
+      {flip(x.slice(0, 0, 6).slice(1, 0, 7), {1}), y},                         // reversed
+      {x.slice(0, 0, 6).slice(1, 0, 7), v},                                    // a vector
+      {v, y},
+      {batched, y.slice(1, 0, 4)},
+      {batched, batched.transpose(1, 2)}};
+  for (size_t c = 0; c < cases.size(); ++c) {
+    SCOPED_TRACE("case " + std::to_string(c));
+    const auto& [a, b] = cases[c];
+    const Tensor product = matmul(a, b);
+    auto [want_shape, want] =
+        reference_matmul(a.shape(), testing::values(a), b.shape(), testing::values(b));
+    ASSERT_EQ(product.shape(), want_shape);
+    const std::vector<double> got = product.to_vector<double>();
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(testing::close(want[i], got[i], 1e-12)) << "at " << i;
+    }
+  }
+}
+
 TEST(Matmul, MixedDtypesPromote) {
   Tensor a = Tensor::ones({2, 3}, DType::BF16);
   Tensor b = Tensor::ones({3, 2}, DType::F16);

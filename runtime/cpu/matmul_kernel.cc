@@ -3,7 +3,7 @@
 // that is a plain load of an f32, bf16 or f16 input straight from its buffer through the
 // view's strides (16-bit values are widened as the core packs them, and a weight stays
 // packed); a computed operand (a fused prologue) is evaluated whole into f32 first. f64 and
-// integer matmuls run on Eigen's GEMM.
+// integer matmuls run on Eigen's GEMM, which reads an f64 input in place.
 #include <Eigen/Core>
 #include <algorithm>
 #include <optional>
@@ -309,22 +309,64 @@ void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
   }
 }
 
+// An f64 or integer operand's matrices as Eigen's GEMM reads them: row-major, `outer`
+// elements from one row to the next. An f64 input whose rows are each contiguous is read in
+// place (an f64 matrix-vector product once copied all of A on every call); anything else (a
+// computed operand, an integer or other-dtype input, columns apart) is evaluated whole into
+// row-major storage first.
+template <class T>
+struct EigenOperand {
+  MatrixOperand<T> matrices;
+  int64_t outer = 0;
+};
+
+template <class T>
+EigenOperand<T> eigen_operand(const KernelProgram& program, const KernelLaunch& launch,
+                              const std::vector<const Buffer*>& inputs,
+                              const std::vector<double>& params, int k, const ops::Shape& shape) {
+  const int rank = static_cast<int>(shape.size());
+  const int64_t rows = shape[rank - 2], cols = shape[rank - 1];
+  EigenOperand<T> op;
+  if constexpr (std::is_same_v<T, double>) {
+    op.matrices = matrix_operand<double>(program, launch, inputs, params, k, shape);
+    // A dim of extent 1 is never stepped, so its stride is free.
+    const int64_t rs = op.matrices.row_stride, cs = op.matrices.col_stride;
+    if ((cols <= 1 || cs == 1) && (rows <= 1 || rs >= cols)) {
+      op.outer = rows <= 1 ? std::max<int64_t>(cols, 1) : rs;
+      return op;
+    }
+  }
+  op.matrices = MatrixOperand<T>();
+  op.matrices.storage = evaluate_operand<T>(program, launch, inputs, params, k);
+  op.matrices.data = op.matrices.storage.data();
+  op.matrices.row_stride = cols;
+  op.matrices.col_stride = 1;
+  const int64_t batches = rows * cols == 0 ? 0 : ops::numel(shape) / (rows * cols);
+  for (int64_t bi = 0; bi < batches; ++bi) op.matrices.batch_at.push_back(bi * rows * cols);
+  op.outer = std::max<int64_t>(cols, 1);
+  return op;
+}
+
 template <class T>
 void matmul(const KernelProgram& program, const KernelLaunch& launch,
             const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
             T* result) {
-  std::vector<T> a = evaluate_operand<T>(program, launch, inputs, params, 0);
-  std::vector<T> b = evaluate_operand<T>(program, launch, inputs, params, 1);
   const jit::MatmulShape mm = jit::matmul_shape(launch);
   const int64_t m = mm.m, k = mm.k, n = mm.n, batches = mm.batches;
-  const jit::MatmulBatchOffsets offsets = jit::matmul_batch_offsets(mm);
   std::fill_n(result, ops::numel(launch.spaces[0]), T{});
+  if (batches == 0 || k == 0) return;
+  const EigenOperand<T> a = eigen_operand<T>(program, launch, inputs, params, 0, mm.a);
+  const EigenOperand<T> b = eigen_operand<T>(program, launch, inputs, params, 1, mm.b);
+  // matmul_batch_offsets counts in contiguous matrices; their index picks the batch matrix.
+  const jit::MatmulBatchOffsets offsets = jit::matmul_batch_offsets(mm);
   using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Operand = Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>>;
   for (int64_t bi = 0; bi < batches; ++bi) {
-    Eigen::Map<const RowMajor> ma(a.data() + offsets.a[bi], m, k);
-    Eigen::Map<const RowMajor> mb(b.data() + offsets.b[bi], k, n);
     Eigen::Map<RowMajor> mc(result + bi * m * n, m, n);
-    if (k == 0) continue;
+    const Operand ma(a.matrices.batch(offsets.a[bi] / (m * k)), m, k,
+                     Eigen::OuterStride<>(a.outer));
+    const Operand mb(b.matrices.batch(offsets.b[bi] / (k * n)), k, n,
+                     Eigen::OuterStride<>(b.outer));
     // Rows split across cores; Eigen's kernel does each block.
     parallel_for(m, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, n * k)),
                  [&](int64_t r0, int64_t r1) {
