@@ -2,7 +2,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include "test_util.h"
 
@@ -155,40 +158,32 @@ TEST_F(ToolTest, InfoAndCompileCuda) {
   // A good kernel compiles; a broken one fails with NVRTC's log and the file's name.
   std::ofstream(dir_ / "good.cu")
       << "extern \"C\" __global__ void good(float* x) { x[threadIdx.x] *= 2.0f; }\n";
-  Result ok = run(kiln() + " compile-cuda " + dir_.string() + " --arch 90");
-  EXPECT_EQ(ok.exit_code, 0) << ok.output;
-  EXPECT_NE(ok.output.find("compiled 1 kernels to cubins for sm_90"), std::string::npos)
-      << ok.output;
-  Result front = run(kiln() + " compile-cuda " + dir_.string() + " --arch 80,90 --check syntax");
-  EXPECT_EQ(front.exit_code, 0) << front.output;
-  EXPECT_NE(front.output.find("checked 1 kernels with NVRTC's front end for sm_80, sm_90"),
-            std::string::npos)
-      << front.output;
+  // `kiln compile-cuda DIR <flags>` exits with `exit_code` and says each of `said`.
+  auto compile_cuda = [&](const std::string& flags, int exit_code,
+                          std::initializer_list<std::string_view> said) {
+    Result r = run(kiln() + " compile-cuda " + dir_.string() + " " + flags);
+    EXPECT_EQ(r.exit_code, exit_code) << flags << ": " << r.output;
+    for (std::string_view text : said) {
+      EXPECT_NE(r.output.find(text), std::string::npos) << flags << ": " << r.output;
+    }
+  };
+  compile_cuda("--arch 90", 0, {"compiled 1 kernels to cubins for sm_90"});
+  compile_cuda("--arch 80,90 --check syntax", 0,
+               {"checked 1 kernels with NVRTC's front end for sm_80, sm_90"});
   // --every 2 takes a.cu and c.cu (name order): good, then good again.
   std::ofstream(dir_ / "c.cu") << "extern \"C\" __global__ void c(float* x) { x[0] = 1.0f; }\n";
   std::ofstream(dir_ / "b.cu") << "this is not CUDA\n";
   std::filesystem::rename(dir_ / "good.cu", dir_ / "a.cu");
-  Result sampled = run(kiln() + " compile-cuda " + dir_.string() + " --arch 80 --every 2");
-  EXPECT_EQ(sampled.exit_code, 0) << sampled.output;
-  EXPECT_NE(sampled.output.find("compiled 2 kernels to cubins for sm_80"), std::string::npos)
-      << sampled.output;
-  Result all = run(kiln() + " compile-cuda " + dir_.string() + " --arch 80");
-  EXPECT_EQ(all.exit_code, 1) << all.output;
-  EXPECT_NE(all.output.find("b.cu"), std::string::npos) << all.output;
+  compile_cuda("--arch 80 --every 2", 0, {"compiled 2 kernels to cubins for sm_80"});
+  compile_cuda("--arch 80", 1, {"b.cu"});
   std::filesystem::remove(dir_ / "b.cu");
   std::filesystem::remove(dir_ / "c.cu");
   std::ofstream(dir_ / "bad.cu")
       << "extern \"C\" __global__ void bad(float* x) { x[0] = undeclared; }\n";
   for (const char* check : {"cubin", "syntax"}) {
-    Result bad = run(kiln() + " compile-cuda " + dir_.string() + " --arch 80 --check " + check);
-    EXPECT_EQ(bad.exit_code, 1) << check << ": " << bad.output;
-    EXPECT_NE(bad.output.find("undeclared"), std::string::npos) << bad.output;
-    EXPECT_NE(bad.output.find("bad.cu"), std::string::npos) << bad.output;
+    compile_cuda(std::string("--arch 80 --check ") + check, 1, {"undeclared", "bad.cu"});
   }
-  Result unknown = run(kiln() + " compile-cuda " + dir_.string() + " --check ptx");
-  EXPECT_EQ(unknown.exit_code, 1) << unknown.output;
-  EXPECT_NE(unknown.output.find("--check takes cubin or syntax, got 'ptx'"), std::string::npos)
-      << unknown.output;
+  compile_cuda("--check ptx", 1, {"--check takes cubin or syntax, got 'ptx'"});
 }
 
 }  // namespace

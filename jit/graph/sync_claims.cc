@@ -29,31 +29,43 @@ thread_local std::vector<const ClaimedGraph*> claims_of_this_thread;
 enum class Walk { kClaimed, kBusy };
 
 // Claims every pending node `roots` reach for `claim`, or none when one of them is another
-// sync's (then returns kBusy with `*holder` set to that sync). Called under claims_mutex().
+// sync's (then returns kBusy with `*holder` set to that sync). Each node is claimed when
+// first reached, so it is visited, and held, once. Called under claims_mutex().
 Walk try_claim(const std::vector<detail::Node*>& roots, const ClaimedGraph* claim,
                std::vector<detail::Node*>& claimed,
                std::vector<std::shared_ptr<detail::Node>>& held, const void** holder) {
-  std::vector<detail::Node*> stack(roots.begin(), roots.end());
+  enum class Reached { kNewlyClaimed, kSkipped, kBusy };
+  std::vector<detail::Node*> stack;
+  auto reach = [&](detail::Node* n) {
+    if (n->claimed_by == claim) return Reached::kSkipped;
+    if (n->claimed_by != nullptr) {  // another sync's: its thread may be realizing it now
+      *holder = n->claimed_by;
+      return Reached::kBusy;
+    }
+    if (n->realized()) return Reached::kSkipped;
+    n->claimed_by = claim;
+    claimed.push_back(n);
+    stack.push_back(n);
+    return Reached::kNewlyClaimed;
+  };
+  auto give_back = [&] {
+    for (detail::Node* c : claimed) c->claimed_by = nullptr;
+    claimed.clear();
+    held.clear();
+    return Walk::kBusy;
+  };
+  for (detail::Node* root : roots) {
+    if (reach(root) == Reached::kBusy) return give_back();
+  }
   while (!stack.empty()) {
     detail::Node* n = stack.back();
     stack.pop_back();
-    if (n->claimed_by == claim) continue;
-    if (n->claimed_by != nullptr) {  // another sync's: its thread may be realizing it now
-      *holder = n->claimed_by;
-      for (detail::Node* c : claimed) c->claimed_by = nullptr;
-      claimed.clear();
-      held.clear();
-      return Walk::kBusy;
-    }
-    if (n->realized()) continue;
-    n->claimed_by = claim;
-    claimed.push_back(n);
     for (const std::shared_ptr<detail::Node>& in : n->inputs) {
+      const Reached r = reach(in.get());
+      if (r == Reached::kBusy) return give_back();
       // A computed leaf is never held: an extra reference would keep update_slice from
       // writing it in place (jit::donatable_inputs counts them).
-      if (in->claimed_by == claim || in->realized()) continue;
-      held.push_back(in);
-      stack.push_back(in.get());
+      if (r == Reached::kNewlyClaimed) held.push_back(in);
     }
   }
   return Walk::kClaimed;
@@ -65,13 +77,7 @@ ClaimedGraph::ClaimedGraph(const std::vector<detail::Node*>& roots) {
   std::unique_lock<std::mutex> lock(claims_mutex());
   while (true) {
     const void* holder = nullptr;
-    if (try_claim(roots, this, claimed_, held_, &holder) == Walk::kClaimed) {
-      // One reference per node, whatever the number of paths to it (find_held_values
-      // counts on exactly one).
-      std::sort(held_.begin(), held_.end());
-      held_.erase(std::unique(held_.begin(), held_.end()), held_.end());
-      break;
-    }
+    if (try_claim(roots, this, claimed_, held_, &holder) == Walk::kClaimed) break;
     if (std::find(claims_of_this_thread.begin(), claims_of_this_thread.end(), holder) !=
         claims_of_this_thread.end()) {
       throw Error(

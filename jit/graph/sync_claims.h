@@ -21,7 +21,8 @@ namespace kiln::jit {
 
 class ClaimedGraph {
  public:
-  // The references a claim holds to each pending node its roots reach through an input.
+  // The references a claim holds to each pending node its roots reach, other than a root
+  // (find_held_values discounts it).
   static constexpr long kClaimReferences = 1;
 
   // Blocks until no other sync holds a pending node that `roots` reach, then claims them
@@ -35,8 +36,8 @@ class ClaimedGraph {
 
  private:
   // Kept alive until released: realizing the outputs drops their inputs, which may be the
-  // last other reference to a claimed node. Exactly one reference to each pending node
-  // reached through an input (kClaimReferences).
+  // last other reference to a claimed node. Exactly one reference to each claimed node but
+  // the roots (kClaimReferences).
   std::vector<std::shared_ptr<detail::Node>> held_;
   std::vector<detail::Node*> claimed_;
 };
