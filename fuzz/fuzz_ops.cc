@@ -67,7 +67,7 @@ Tensor apply_random_op(FuzzedDataProvider& in, const std::vector<Tensor>& pool) 
   };
   const Tensor& a = pick();
   const int axis = in.ConsumeIntegralInRange<int>(-3, 3);
-  switch (in.ConsumeIntegralInRange<int>(0, 33)) {
+  switch (in.ConsumeIntegralInRange<int>(0, 34)) {
     case 0:
       return kiln::exp(a);
     case 1:
@@ -150,6 +150,8 @@ Tensor apply_random_op(FuzzedDataProvider& in, const std::vector<Tensor>& pool) 
     case 30:  // mismatched shapes, dtypes and masks are errors
       return kiln::scaled_dot_product_attention(
           a, pick(), pick(), in.ConsumeBool() ? pick() : kiln::Tensor(), in.ConsumeBool());
+    case 33:  // a start from the pool (often not an integer, often outside x); any length
+      return kiln::slice(a, axis, pick(), in.ConsumeIntegralInRange<int64_t>(-1, 6));
     case 31:  // attention written by hand, fused by the planner when the shapes allow
       return kiln::matmul(kiln::softmax(kiln::matmul(a, a.transpose(-2, -1)) * 0.5, -1), pick());
     default:

@@ -25,7 +25,7 @@ struct Attrs {
   DType dtype = DType::F32;    // astype; leaves: their own dtype
   std::string name;            // input
   int function = -1;           // custom: the registered function's id
-  int64_t k = 0;               // topk_indices: how many (the result's extent along axis)
+  int64_t k = 0;               // topk_indices dynamic_slice: the result's extent along axis
   bool largest = true;         // topk_indices: the k largest (else the k smallest)
   double scale = 1.0;          // scaled_dot_product_attention: the factor on q·k
   bool causal = false;         // scaled_dot_product_attention: key j only for query i >= j

@@ -54,9 +54,58 @@ std::vector<int64_t> gather_source_index(OpKind op, const Shape& x, const Shape&
   return source;
 }
 
+// dynamic_slice: x[start : start + length] along axis, start one I32 or I64 value.
+absl::StatusOr<ValueType> infer_dynamic_slice(const std::vector<ValueType>& in, Attrs& attrs) {
+  const OpKind op = OpKind::DynamicSlice;
+  if (!is_index_dtype(in[1].dtype) || numel(in[1].shape) != 1) {
+    return op_error(op, in, "start must be one I32 or I64 value (a 0-d tensor)");
+  }
+  const int ndim = static_cast<int>(in[0].shape.size());
+  if (ndim == 0) return op_error(op, in, "cannot slice a 0-d x (expected rank >= 1)");
+  absl::StatusOr<int> axis = normalize_axis(attrs.axis, ndim);
+  if (!axis.ok()) return op_error(op, in, std::string(axis.status().message()));
+  attrs.axis = *axis;
+  const int64_t extent = in[0].shape[*axis];
+  if (attrs.k < 0 || attrs.k > extent) {
+    return op_error(op, in,
+                    absl::StrCat("length ", attrs.k, " does not fit in axis ", *axis, " of extent ",
+                                 extent, " (expected 0 <= length <= ", extent, ")"));
+  }
+  Shape out = in[0].shape;
+  out[*axis] = attrs.k;
+  return ValueType{out, in[0].dtype};
+}
+
+// dynamic_slice's reference evaluation: one checked start, then a strided copy.
+void evaluate_dynamic_slice(const Attrs& attrs, const ValueType& out,
+                            const std::vector<HostValue>& in, runtime::Buffer& result) {
+  const Shape& x = in[0].type.shape;
+  const int axis = attrs.axis;
+  const int64_t count = slice_start_count(x[axis], out.shape[axis]);
+  const int64_t start = load_int(*in[1].buffer, in[1].type.dtype, 0);
+  const int64_t position = math::slice_start_position<int64_t>(start, count);
+  if (position < 0) throw Error(index_error_message(OpKind::DynamicSlice, start, count));
+  const std::vector<int64_t> x_strides = contiguous_strides(x);
+  const size_t width = dtype_size(out.dtype);
+  const int64_t elements = numel(out.shape);
+  std::vector<int64_t> out_index(out.shape.size(), 0);
+  for (int64_t e = 0; e < elements; ++e) {
+    int64_t rest = e, at = 0;
+    for (int d = static_cast<int>(out.shape.size()) - 1; d >= 0; --d) {
+      out_index[d] = rest % out.shape[d];
+      rest /= out.shape[d];
+      at += (out_index[d] + (d == axis ? position : 0)) * x_strides[d];
+    }
+    std::memcpy(result.as<char>() + e * width, in[0].buffer->as<char>() + at * width, width);
+  }
+}
+
 }  // namespace
 
+int64_t slice_start_count(int64_t extent, int64_t length) { return extent - length + 1; }
+
 absl::StatusOr<ValueType> infer_gather(OpKind op, const std::vector<ValueType>& in, Attrs& attrs) {
+  if (op == OpKind::DynamicSlice) return infer_dynamic_slice(in, attrs);
   if (!is_index_dtype(in[1].dtype)) {
     return op_error(op, in,
                     absl::StrCat("needs i32 or i64 indices, not ", dtype_name(in[1].dtype)));
@@ -83,6 +132,10 @@ std::string index_error_message(OpKind op, int64_t index, int64_t extent) {
     return absl::StrCat("[update_slice] start ", index,
                         " puts the update outside x (expected 0 <= start <= ", extent, ")");
   }
+  if (op == OpKind::DynamicSlice) {  // `extent` is the number of starts that fit
+    return absl::StrCat("[dynamic_slice] start ", index,
+                        " puts the slice outside x (expected 0 <= start <= ", extent - 1, ")");
+  }
   return absl::StrCat("[", op_name(op), "] index ", index,
                       " is out of range for an axis of extent ", extent, " (expected ", -extent,
                       " <= index < ", extent, ")");
@@ -90,6 +143,10 @@ std::string index_error_message(OpKind op, int64_t index, int64_t extent) {
 
 void evaluate_gather(OpKind op, const Attrs& attrs, const ValueType& out,
                      const std::vector<HostValue>& in, runtime::Buffer& result) {
+  if (op == OpKind::DynamicSlice) {
+    evaluate_dynamic_slice(attrs, out, in, result);
+    return;
+  }
   const Shape& x = in[0].type.shape;
   const Shape& indices = in[1].type.shape;
   const int axis = attrs.axis;

@@ -36,7 +36,7 @@ std::string operand_name(OpKind op, size_t index) {
     case OpClass::kRowNorm:
       return index == 0 ? "x" : (index == 1 ? "weight" : "bias");
     case OpClass::kGather:
-      return index == 0 ? "x" : "indices";
+      return index == 0 ? "x" : (op == OpKind::DynamicSlice ? "start" : "indices");
     case OpClass::kUpdateSlice:
       return index == 0 ? "x" : "update";
     case OpClass::kAttention: {

@@ -25,7 +25,8 @@ enum class OpClass {
                   // log_softmax layer_norm rms_norm; the scan cumsum; the selection topk)
   kCustom,        // a user's elementwise function (ops/custom_functions.h), F32 in and out
   kCustomKernel,  // a user's whole kernel (ops/custom_functions.h): its own rules for all
-  kGather,        // take take_along_axis: reads its first operand at positions its second holds
+  kGather,        // take take_along_axis dynamic_slice: read their first operand at positions
+                  // their second holds
   kUpdateSlice,   // update_slice: x with a range along one axis overwritten (ops/update_slice.h)
   kAttention,     // scaled_dot_product_attention: softmax(q kᵀ scale + mask) v (ops/attention.h)
   kCollective,    // all_reduce all_gather reduce_scatter broadcast send recv: bytes exchanged
@@ -117,6 +118,7 @@ enum class OpClass {
   X(CustomKernel, custom_kernel, kCustomKernel, -1)          \
   X(Take, take, kGather, 2)                                  \
   X(TakeAlongAxis, take_along_axis, kGather, 2)              \
+  X(DynamicSlice, dynamic_slice, kGather, 2)                 \
   X(UpdateSlice, update_slice, kUpdateSlice, -1)             \
   X(Attention, scaled_dot_product_attention, kAttention, -1) \
   X(AllReduce, all_reduce, kCollective, 1)                   \

@@ -645,6 +645,37 @@ std::vector<Program> update_slice_programs(Inputs& in) {
   return {p};
 }
 
+// slice at a start tensor (dynamic_slice): every dtype and axis, both start dtypes, the
+// first and the last start, an empty and a whole window, a computed start, a viewed x and
+// fused consumers.
+std::vector<Program> dynamic_slice_programs(Inputs& in) {
+  Program p{"every dtype and axis, computed starts, a viewed x, fused consumers"};
+  auto start = [](int64_t at, DType dt) {
+    return Tensor::from_vector(std::vector<int64_t>{at}, {}).astype(dt);
+  };
+  int turn = 0;
+  for (DType dt : kAllDtypes) {
+    const int axis = turn % 3;
+    const DType index_dtype = turn % 2 == 0 ? DType::I64 : DType::I32;
+    ++turn;
+    Tensor x = in.random(dt, {3, 6, 4});
+    const int64_t length = 1 + turn % 2;
+    const int64_t at = turn % 4 < 2 ? 0 : x.shape()[axis] - length;
+    p.add(call(OpKind::DynamicSlice, {dt, index_dtype},
+               absl::StrCat(" axis ", axis, " start ", at, " length ", length)),
+          slice(x, axis - 3, start(at, index_dtype), length));
+  }
+  Tensor table = in.random(DType::F32, {7, 6}, Values::kPlain);
+  p.add("dynamic_slice(f32, (i64 * 2) + 1) * 2 + 1, fused",
+        slice(table, 0, start(2, DType::I64) * 2.0 + 1.0, 2) * 2.0 + 1.0);
+  p.add("dynamic_slice(transposed f32) axis 1, the whole axis",
+        slice(table.transpose(0, 1), 1, start(0, DType::I32), 7));
+  p.add("dynamic_slice(f32) length 0", slice(table, -1, start(6, DType::I64), 0));
+  p.add("sum(dynamic_slice(exp(f32)), axis 0)",
+        sum(slice(exp(table), 0, start(4, DType::I64), 3), {0}));
+  return {p};
+}
+
 // scaled_dot_product_attention: every floating dtype with grouped-query heads, causal rows,
 // a bool padding mask and a float mask (both broadcast), rank 3, key counts past one CUDA
 // tile (256 keys) with a rank-2 causal form, and a fused prologue and epilogue. (The
@@ -958,6 +989,7 @@ const std::map<OpKind, Builder>& builders() {
     m[OpKind::Cumsum] = cumsum_programs;
     m[OpKind::TopkIndices] = topk_programs;
     m[OpKind::UpdateSlice] = update_slice_programs;
+    m[OpKind::DynamicSlice] = dynamic_slice_programs;
     m[OpKind::Attention] = attention_programs;
     for (OpKind op : {OpKind::Take, OpKind::TakeAlongAxis}) {
       m[op] = [op](Inputs& in) { return gather_programs(op, in); };

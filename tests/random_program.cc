@@ -303,6 +303,13 @@ void ProgramGenerator::step() {
         }
         return add(take_along_axis(x, make_indices(shape, extent, index_dtype), axis), a.exact);
       }
+      if (chance(0.2)) {  // a window at a start read when the kernel runs
+        const int64_t length = pick(static_cast<int>(extent) + 1);
+        const int64_t start = pick(static_cast<int>(extent - length) + 1);
+        Tensor at = Tensor::from_vector(std::vector<int64_t>{start}, {})
+                        .astype(chance(0.5) ? DType::I32 : DType::I64);
+        return add(slice(x, axis - x.ndim(), chance(0.5) ? at.eval() : at, length), a.exact);
+      }
       if (chance(0.25)) {
         // A KV cache write in place: a fresh cache whose only handle the write replaces takes
         // x (any family) as its update, sometimes after a lazy constant's write.

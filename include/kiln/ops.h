@@ -119,6 +119,12 @@ Tensor update_slice(const Tensor& x, const Tensor& update, int axis, int64_t sta
 // as an input then writes where each call says, where an integer start would be a constant
 // of its recording. A start outside x is a kiln::Error at the sync that names it.
 Tensor update_slice(const Tensor& x, const Tensor& update, int axis, const Tensor& start);
+// x[start : start + length] along axis, with a start that is a tensor (as XLA's
+// dynamic_slice): one I32 or I64 value, read when the kernel runs, so a compiled step reads
+// where each call says. 0 <= length <= x's extent; a start outside [0, extent - length] is a
+// kiln::Error at the sync that reads it (never wrapped or clamped). Trace files call it
+// dynamic_slice; it fuses into its consumers like take.
+Tensor slice(const Tensor& x, int axis, const Tensor& start, int64_t length);
 
 // The lower (tril) or upper (triu) triangle of the last two dims, the rest set to zero:
 // tril keeps x[..., i, j] where j - i <= k, triu where j - i >= k (k = 0: the diagonal; as

@@ -1,4 +1,5 @@
-// take, take_along_axis and embedding: gathers (ops/gather.h); topk; update_slice.
+// take, take_along_axis, embedding and slice with a start tensor: gathers (ops/gather.h);
+// topk; update_slice.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -33,6 +34,13 @@ TopK topk(const Tensor& x, int64_t k, int axis, bool largest) {
   attrs.largest = largest;
   Tensor indices = jit::record(ops::OpKind::TopkIndices, {x}, std::move(attrs));
   return TopK{take_along_axis(x, indices, axis), indices};
+}
+
+Tensor slice(const Tensor& x, int axis, const Tensor& start, int64_t length) {
+  ops::Attrs attrs;
+  attrs.axis = axis;
+  attrs.k = length;
+  return jit::record(ops::OpKind::DynamicSlice, {x, start}, std::move(attrs));
 }
 
 Tensor update_slice(const Tensor& x, const Tensor& update, int axis, int64_t start) {

@@ -138,8 +138,11 @@ json attrs_to_json(OpKind op, const ops::Attrs& a) {
       j["dtype"] = dtype_name(a.dtype);
       break;
     case OpClass::kConcat:
+      j["axis"] = a.axis;
+      break;
     case OpClass::kGather:
       j["axis"] = a.axis;
+      if (op == OpKind::DynamicSlice) j["length"] = a.k;
       break;
     case OpClass::kUpdateSlice:
       j["axis"] = a.axis;
@@ -227,8 +230,11 @@ absl::StatusOr<ops::Attrs> attrs_from_json(OpKind op, const json& j) {
       break;
     }
     case OpClass::kConcat:
+      read("axis", a.axis, true);
+      break;
     case OpClass::kGather:
       read("axis", a.axis, true);
+      if (op == OpKind::DynamicSlice) read("length", a.k, true);
       break;
     case OpClass::kUpdateSlice:
       read("axis", a.axis, true);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
+#include "ops/gather.h"
 #include "ops/infer.h"
 #include "runtime/distributed/host_collective.h"
 
@@ -209,9 +210,9 @@ class Lowerer {
     return emit(in);
   }
 
-  // Gather `node` (take, take_along_axis; ops/gather.h) in `space`. Its indices are computed
-  // here like any operand; x is read from its buffer (the planner stores every gather's x)
-  // through a view that leaves the gathered axis to the index.
+  // Gather `node` (take, take_along_axis, dynamic_slice; ops/gather.h) in `space`. Its
+  // indices are computed here like any operand; x is read from its buffer (the planner
+  // stores every gather's x) through a view that leaves the gathered axis to the index.
   int gather(const TraceNode& n, int node, int space, const IndexMap& map) {
     if (map.flat) throw NeedsMaterialization{node};
     const int x = n.args[0], indices = n.args[1];
@@ -230,7 +231,12 @@ class Lowerer {
       r.scale.push_back(0);
       r.base.push_back(0);
     };
-    if (n.op == OpKind::Take) {
+    if (n.op == OpKind::DynamicSlice) {
+      // One start for every element (a broadcast scalar); x's view walks the slice itself,
+      // so the start's position moves the whole window.
+      for (size_t i = 0; i < index_shape.size(); ++i) fixed(index_map);
+      for (int d = 0; d < rank; ++d) follow(x_map, d);
+    } else if (n.op == OpKind::Take) {
       const int index_rank = static_cast<int>(index_shape.size());
       for (int i = 0; i < index_rank; ++i) follow(index_map, axis + i);
       for (int d = 0; d < rank; ++d) {
@@ -264,7 +270,9 @@ class Lowerer {
     in.view = view_slot(x_map, x_shape, space);
     ViewParams& view = out_.launch.views[in.view];
     view.gather_stride = ops::contiguous_strides(x_shape)[axis];
-    view.gather_extent = x_shape[axis];
+    view.gather_extent = n.op == OpKind::DynamicSlice
+                             ? ops::slice_start_count(x_shape[axis], n.type->shape[axis])
+                             : x_shape[axis];
     ViewPattern& pattern = out_.program.view_patterns[in.view];
     pattern.access = ViewAccess::kGathered;
     pattern.broadcast_dims.clear();

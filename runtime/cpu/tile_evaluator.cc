@@ -369,8 +369,10 @@ void TileEvaluator::eval_gather(int k, const Instr& in, int64_t begin, int64_t n
   const int64_t* index = regs_.get<int64_t>(in.operands[0]);
   // Each element's checked position along the gathered axis, before anything is read there
   // (the kernel's outputs are never realized when it throws).
+  const bool slice = in.op == ops::OpKind::DynamicSlice;
   auto position = [&](int64_t e) {
-    const int64_t p = math::gather_position<int64_t>(index[e], view.gather_extent);
+    const int64_t p = slice ? math::slice_start_position<int64_t>(index[e], view.gather_extent)
+                            : math::gather_position<int64_t>(index[e], view.gather_extent);
     if (p < 0) throw Error(ops::index_error_message(in.op, index[e], view.gather_extent));
     return p;
   };

@@ -206,8 +206,10 @@ std::string KernelWriter::space_code(int space, const std::string& idx,
         const std::string index = operand(in.operands[0]);
         const std::string position = absl::StrCat("g", k);
         const std::string extent = absl::StrCat("(i64)a.gather[", in.view, "][0]");
-        absl::StrAppend(&s, "      const i64 ", position, " = kiln::math::gather_position<i64>(",
-                        index, ", ", extent, ");\n      if (", position,
+        const char* rule =
+            in.op == OpKind::DynamicSlice ? "slice_start_position" : "gather_position";
+        absl::StrAppend(&s, "      const i64 ", position, " = kiln::math::", rule, "<i64>(", index,
+                        ", ", extent, ");\n      if (", position,
                         " < 0) kiln_report_index_error(a.index_error, ", index, ", ", extent, ", ",
                         static_cast<int>(in.op), ");  // ", ops::op_name(in.op), "\n");
         expr =
