@@ -10,6 +10,7 @@
 #include "kiln/io.h"
 #include "kiln/nn.h"
 #include "kiln/ops.h"
+#include "kiln/random.h"
 #include "kiln/tensor.h"
 
 #endif  // KILN_KILN_H_

@@ -7,6 +7,8 @@
 #ifndef KILN_OPS_H_
 #define KILN_OPS_H_
 
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kiln/tensor.h"
@@ -62,12 +64,34 @@ Tensor minimum(const Tensor& a, double b);
 // Picks a where cond is true, else b; cond must be Bool; all three broadcast together.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
+// numpy.clip: minimum(maximum(x, lo), hi), so lo > hi gives hi everywhere and NaN in x
+// stays NaN. The tensor form broadcasts all three.
+Tensor clamp(const Tensor& x, double lo, double hi);
+Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi);
+
 // Reductions; axes empty = all axes; negative axes count from the end. sum of Bool/I32
 // gives I64; mean needs a floating dtype; max/min of an empty extent is an error.
 Tensor sum(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
 Tensor mean(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
 Tensor max(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
 Tensor min(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
+// One axis as an integer: sum(x, 1) is sum(x, {1}); sum(x, {}) still sums every axis.
+template <detail::AxisIndex I>
+Tensor sum(const Tensor& x, I axis, bool keepdims = false) {
+  return sum(x, std::vector<int>{static_cast<int>(axis)}, keepdims);
+}
+template <detail::AxisIndex I>
+Tensor mean(const Tensor& x, I axis, bool keepdims = false) {
+  return mean(x, std::vector<int>{static_cast<int>(axis)}, keepdims);
+}
+template <detail::AxisIndex I>
+Tensor max(const Tensor& x, I axis, bool keepdims = false) {
+  return max(x, std::vector<int>{static_cast<int>(axis)}, keepdims);
+}
+template <detail::AxisIndex I>
+Tensor min(const Tensor& x, I axis, bool keepdims = false) {
+  return min(x, std::vector<int>{static_cast<int>(axis)}, keepdims);
+}
 // Index (I64) of the first largest/smallest element along axis; NaN counts as largest.
 Tensor argmax(const Tensor& x, int axis, bool keepdims = false);
 Tensor argmin(const Tensor& x, int axis, bool keepdims = false);
@@ -83,6 +107,24 @@ Tensor cumsum(const Tensor& x, int axis, bool exclusive = false, bool reverse = 
 // axes; negative axes count from the end; an axis named twice is an error). A view, recorded
 // as backward slices (Tensor::slice with step -1), so it fuses into its consumers.
 Tensor flip(const Tensor& x, std::vector<int> axes = {});
+
+// numpy.pad with a constant: widths[d] = {before, after} elements of `value` around dim d,
+// one pair for each dim of x, none negative. Recorded as concat with constants.
+Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& widths,
+           double value = 0.0);
+// numpy.roll: elements shifted by `shift` along axis, those past the end coming back at
+// the start (a negative shift moves them the other way; any shift, modulo the extent).
+// Without an axis x is rolled as if flattened. Recorded as concat of two slices.
+Tensor roll(const Tensor& x, int64_t shift, int axis);
+Tensor roll(const Tensor& x, int64_t shift);
+// The vector norm over axes (empty = all), as numpy.linalg.norm of a flattened x and
+// torch.linalg.vector_norm: ord 2 (default) sqrt(sum(x^2)), 1 sum(|x|), INFINITY max(|x|),
+// -INFINITY min(|x|), 0 the count of nonzeros, any other p sum(|x|^p)^(1/p). Integer and
+// bool x are taken as F32; the result has x's floating dtype.
+Tensor norm(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false, double ord = 2.0);
+// The inner product of two 1-D tensors of equal length (numpy.dot of vectors): a 0-d
+// tensor, sum(a * b), so it fuses with the producers of a and b.
+Tensor dot(const Tensor& a, const Tensor& b);
 
 // numpy matmul: 1-D operands are promoted to matrices and the added dim removed after;
 // batch dims broadcast.
@@ -164,6 +206,18 @@ Tensor operator<(double a, const Tensor& b);
 Tensor operator<=(double a, const Tensor& b);
 Tensor operator>(double a, const Tensor& b);
 Tensor operator>=(double a, const Tensor& b);
+
+// Compound assignment rebinds the handle: `x += y` is `x = x + y`, a new lazy value (dtypes
+// promote as in x + y, so x's dtype may change). Tensors are values: any other handle to
+// x's old value keeps that value, and nothing is written into its buffer.
+Tensor& operator+=(Tensor& a, const Tensor& b);
+Tensor& operator-=(Tensor& a, const Tensor& b);
+Tensor& operator*=(Tensor& a, const Tensor& b);
+Tensor& operator/=(Tensor& a, const Tensor& b);
+Tensor& operator+=(Tensor& a, double b);
+Tensor& operator-=(Tensor& a, double b);
+Tensor& operator*=(Tensor& a, double b);
+Tensor& operator/=(Tensor& a, double b);
 
 }  // namespace kiln
 

@@ -6,7 +6,9 @@
 #ifndef KILN_TENSOR_H_
 #define KILN_TENSOR_H_
 
+#include <concepts>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -17,7 +19,21 @@ namespace kiln {
 namespace detail {
 struct Node;
 struct TensorAccess;
+// An integer that names one axis: sum(x, 1) and x.sum(1) mean sum(x, {1}). A template, so
+// that a braced list such as {} (all axes) still picks the std::vector<int> form.
+template <class I>
+concept AxisIndex = std::integral<I> && !std::same_as<I, bool>;
 }  // namespace detail
+
+// One axis's part of a slice of several axes (Tensor::index): Python's start:stop:step, by
+// Tensor::slice's rules. Slice() is the whole axis (":"), Slice(1, -1) is "1:-1".
+struct Slice {
+  Slice() = default;
+  Slice(int64_t first, int64_t end, int64_t stride = 1) : start(first), stop(end), step(stride) {}
+  int64_t start = 0;
+  int64_t stop = std::numeric_limits<int64_t>::max();
+  int64_t step = 1;
+};
 
 class Tensor {
  public:
@@ -31,6 +47,16 @@ class Tensor {
   static Tensor zeros(std::vector<int64_t> shape, DType dt = DType::F32);
   static Tensor ones(std::vector<int64_t> shape, DType dt = DType::F32);
   static Tensor arange(int64_t n, DType dt = DType::F32);  // 0, 1, ..., n-1
+  // numpy.arange(start, stop, step): start + i * step for i = 0 ... ceil((stop - start) /
+  // step) - 1 (none when that is <= 0), computed in double and cast to dt. step != 0.
+  static Tensor arange(double start, double stop, double step = 1.0, DType dt = DType::F32);
+  // numpy.linspace: num >= 0 values from start to stop, evenly spaced, the last exactly
+  // stop (start + i * (stop - start) / (num - 1) in double, cast to dt).
+  static Tensor linspace(double start, double stop, int64_t num, DType dt = DType::F32);
+  // numpy.eye: an n x m matrix (m = n by default) with ones on diagonal k (k > 0 above the
+  // main diagonal, k < 0 below) and zeros elsewhere. Lazy: it fuses into its consumers.
+  static Tensor eye(int64_t n, DType dt = DType::F32);
+  static Tensor eye(int64_t n, int64_t m, int64_t k = 0, DType dt = DType::F32);
   // Counter-based (Philox-4x32-10) random numbers: one seed gives the same values on every
   // device and every run. rand is uniform in [0, 1); randn is standard normal.
   static Tensor rand(std::vector<int64_t> shape, uint64_t seed, DType dt = DType::F32);
@@ -63,10 +89,44 @@ class Tensor {
   // element 0, so slice(axis, -1, INT64_MIN, -1) is x[::-1] (see kiln::flip). A view: the
   // index math is recorded, nothing is copied.
   Tensor slice(int axis, int64_t start, int64_t stop, int64_t step = 1) const;
+  // Slices the first slices.size() axes at once, the rest whole, as libtorch's
+  // x.index({Slice(1, -1), Slice()}) and numpy's x[1:-1, :]: the heat equation's interior is
+  // u.index({Slice(1, -1), Slice(1, -1)}). A view, like slice.
+  Tensor index(const std::vector<Slice>& slices) const;
   // The same values in a row-major buffer of their own once computed: a view (a transpose,
   // a slice) is copied out once instead of being read through strides by every consumer.
   // A computed tensor is already row-major and is returned as is (no copy, no kernel).
   Tensor contiguous() const;
+
+  // The reductions and common math of ops.h as methods: x.sum({1}) is kiln::sum(x, {1}),
+  // x.sum(1) the same, x.mean() the mean of every element, x.abs() kiln::abs(x).
+  Tensor sum(std::vector<int> axes = {}, bool keepdims = false) const;
+  Tensor mean(std::vector<int> axes = {}, bool keepdims = false) const;
+  Tensor max(std::vector<int> axes = {}, bool keepdims = false) const;
+  Tensor min(std::vector<int> axes = {}, bool keepdims = false) const;
+  template <detail::AxisIndex I>
+  Tensor sum(I axis, bool keepdims = false) const {
+    return sum(std::vector<int>{static_cast<int>(axis)}, keepdims);
+  }
+  template <detail::AxisIndex I>
+  Tensor mean(I axis, bool keepdims = false) const {
+    return mean(std::vector<int>{static_cast<int>(axis)}, keepdims);
+  }
+  template <detail::AxisIndex I>
+  Tensor max(I axis, bool keepdims = false) const {
+    return max(std::vector<int>{static_cast<int>(axis)}, keepdims);
+  }
+  template <detail::AxisIndex I>
+  Tensor min(I axis, bool keepdims = false) const {
+    return min(std::vector<int>{static_cast<int>(axis)}, keepdims);
+  }
+  Tensor argmax(int axis, bool keepdims = false) const;
+  Tensor argmin(int axis, bool keepdims = false) const;
+  Tensor abs() const;
+  Tensor sqrt() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor square() const;
 
  private:
   explicit Tensor(std::shared_ptr<detail::Node> node) : node_(std::move(node)) {}

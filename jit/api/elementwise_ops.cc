@@ -59,4 +59,14 @@ KILN_OPERATOR(>, gt)
 KILN_OPERATOR(>=, ge)
 #undef KILN_OPERATOR
 
+// Compound assignment rebinds the handle to the new value (ops.h).
+#define KILN_COMPOUND(sym, fn)                                                 \
+  Tensor& operator sym##=(Tensor& a, const Tensor& b) { return a = fn(a, b); } \
+  Tensor& operator sym##=(Tensor& a, double b) { return a = fn(a, scalar_like(a, b)); }
+KILN_COMPOUND(+, add)
+KILN_COMPOUND(-, sub)
+KILN_COMPOUND(*, mul)
+KILN_COMPOUND(/, div)
+#undef KILN_COMPOUND
+
 }  // namespace kiln

@@ -99,6 +99,21 @@ Tensor Tensor::slice(int axis, int64_t start, int64_t stop, int64_t step) const 
   return jit::record(OpKind::Slice, {*this}, std::move(attrs));
 }
 
+Tensor Tensor::index(const std::vector<Slice>& slices) const {
+  if (static_cast<int>(slices.size()) > ndim()) {
+    throw Error(absl::StrCat("[slice] ", slices.size(), " slices for a tensor of rank ", ndim(),
+                             " (expected at most ", ndim(), ") (x: ", dtype_name(dtype()),
+                             ops::format_shape(shape()), ")"));
+  }
+  Tensor y = *this;
+  for (size_t a = 0; a < slices.size(); ++a) {
+    const Slice& s = slices[a];
+    const bool whole = s.start == 0 && s.step == 1 && s.stop >= shape()[a];
+    if (!whole) y = y.slice(static_cast<int>(a), s.start, s.stop, s.step);
+  }
+  return y;
+}
+
 Tensor flip(const Tensor& x, std::vector<int> axes) {
   if (!x.defined()) throw Error("[flip] the tensor is empty (undefined)");
   const int n = x.ndim();

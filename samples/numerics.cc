@@ -1,0 +1,64 @@
+// The three numerical programs of samples/numerics.h, in Kiln's eager style: no eval() in
+// the loops; values are computed when C++ reads them (item()) or the caller does.
+#include "samples/numerics.h"
+
+#include <vector>
+
+namespace samples {
+
+using kiln::Slice;
+using kiln::Tensor;
+
+Tensor heat(Tensor u, int steps, double alpha) {
+  const int64_t n = u.shape()[0], m = u.shape()[1];
+  const Slice in(1, -1), before(0, -2), after_rows(2, n), after_cols(2, m);
+  for (int s = 0; s < steps; ++s) {
+    const Tensor center = u.index({in, in});
+    const Tensor lap = u.index({before, in}) + u.index({after_rows, in}) + u.index({in, before}) +
+                       u.index({in, after_cols}) - 4.0 * center;
+    // The interior moves; the boundary rows and columns stay.
+    const Tensor interior = center + alpha * lap;
+    const Tensor rows =
+        kiln::concat({u.index({Slice(0, 1), in}), interior, u.index({Slice(n - 1, n), in})}, 0);
+    u = kiln::concat({u.index({Slice(), Slice(0, 1)}), rows, u.index({Slice(), Slice(m - 1, m)})},
+                     1);
+  }
+  return u;
+}
+
+Tensor conjugate_gradient(const Tensor& a, const Tensor& b, int iterations) {
+  Tensor x = Tensor::zeros(b.shape(), b.dtype());
+  Tensor r = b;
+  Tensor p = r;
+  double rr = kiln::dot(r, r).item();
+  for (int i = 0; i < iterations; ++i) {
+    const Tensor ap = kiln::matmul(a, p);
+    const double step = rr / kiln::dot(p, ap).item();
+    x += step * p;
+    r -= step * ap;
+    const double rr_next = kiln::dot(r, r).item();
+    p = r + (rr_next / rr) * p;
+    rr = rr_next;
+  }
+  return x;
+}
+
+KMeans kmeans(const Tensor& points, Tensor centers, int iterations) {
+  const int64_t k = centers.shape()[0];
+  Tensor labels;
+  for (int i = 0; i <= iterations; ++i) {
+    // Squared distances [n, k] by broadcasting, the nearest center per point.
+    const Tensor d2 = kiln::sum(kiln::square(points.unsqueeze(1) - centers.unsqueeze(0)), 2);
+    labels = kiln::argmin(d2, 1);
+    if (i == iterations) break;
+    // Sums and counts per center through a one-hot matrix [n, k].
+    const Tensor one_hot = (labels.unsqueeze(1) == Tensor::arange(k, kiln::DType::I64).unsqueeze(0))
+                               .astype(points.dtype());
+    const Tensor sums = kiln::matmul(one_hot.transpose(0, 1), points);
+    const Tensor counts = kiln::sum(one_hot, 0).unsqueeze(1);
+    centers = kiln::where(counts > 0.0, sums / kiln::maximum(counts, 1.0), centers);
+  }
+  return {centers, labels};
+}
+
+}  // namespace samples
