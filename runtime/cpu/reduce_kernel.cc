@@ -157,19 +157,26 @@ void reduce(const KernelProgram& program, const KernelLaunch& launch,
   if constexpr (std::is_floating_point_v<Acc>) {
     // Floating sums over the trailing axes: each output is one contiguous run of the
     // operand, so rows go to threads whole and add with independent accumulators instead
-    // of scattering every element into its output.
+    // of scattering every element into its output. Short rows (a sum over 2 coordinates)
+    // are evaluated a tile of rows at a time, so the evaluator's cost per run is shared.
     const int64_t extent = jit::reduced_extent(launch);
     if (!arg && is_sum && trailing_axes(axes, static_cast<int>(space.size())) && extent > 0 &&
         extent <= (int64_t{1} << 16)) {
       const int operand = program.anchor_operands[0];
-      parallel_for(out_n, std::max<int64_t>(1, 16384 / extent), [&](int64_t r0, int64_t r1) {
+      const int64_t rows_per_run = std::max<int64_t>(1, kTile / extent);
+      const int64_t grain = std::max<int64_t>(rows_per_run, 16384 / extent);
+      parallel_for(out_n, grain, [&](int64_t r0, int64_t r1) {
         TileEvaluator ev(program, launch, inputs, params, nullptr);
-        for (int64_t r = r0; r < r1; ++r) {
-          ev.run(1, r * extent, extent);
-          double total = 0;
-          ev.visit(operand, [&](auto* v) { total = sum_in_double(v, extent); });
-          result[r] =
-              static_cast<Result>(op == OpKind::Mean ? total / static_cast<double>(extent) : total);
+        for (int64_t r = r0; r < r1; r += rows_per_run) {
+          const int64_t rows = std::min(rows_per_run, r1 - r);
+          ev.run(1, r * extent, rows * extent);
+          ev.visit(operand, [&](auto* v) {
+            for (int64_t i = 0; i < rows; ++i) {
+              const double total = sum_in_double(v + i * extent, extent);
+              result[r + i] = static_cast<Result>(
+                  op == OpKind::Mean ? total / static_cast<double>(extent) : total);
+            }
+          });
         }
       });
       return;
