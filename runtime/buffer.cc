@@ -153,9 +153,16 @@ void Buffer::mark_written() {
   version_ = next_version();
 }
 
+Buffer::Buffer(std::byte* data, int64_t nbytes, std::function<void()> release)
+    : data_(data),
+      nbytes_(nbytes),
+      release_(std::move(release)),
+      borrowed_(true),
+      version_(next_version()) {}
+
 Buffer::~Buffer() {
   contents_gone(version_);
-  if (on_device()) {
+  if (on_device() || borrowed_) {
     if (release_) release_();
     return;
   }

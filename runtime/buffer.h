@@ -19,6 +19,9 @@ class Buffer {
   // A block of device memory at `device_pointer` on `device`, handed back through `release`
   // when the buffer dies (the CUDA caching allocator makes these). data() is null.
   Buffer(int64_t nbytes, Device device, uint64_t device_pointer, std::function<void()> release);
+  // Host memory that Kiln does not own (Tensor::from_blob): `data` is read and written in
+  // place, and `release` (which may be empty) runs when the buffer dies.
+  Buffer(std::byte* data, int64_t nbytes, std::function<void()> release);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -52,6 +55,7 @@ class Buffer {
   Device device_{DeviceType::CPU, 0};
   uint64_t device_pointer_ = 0;
   std::function<void()> release_;
+  bool borrowed_ = false;  // host memory of the caller's (never given to the block cache)
   uint64_t version_;
 };
 

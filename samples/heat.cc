@@ -15,12 +15,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: heat [N >= 3] [STEPS >= 0]\n");
     return 2;
   }
-  using kiln::Slice;
-  // 1 on the middle third of the plate, 0 elsewhere.
+  // 1 on the middle third of the plate (whole cells), 0 elsewhere.
   const kiln::Tensor x = kiln::Tensor::arange(n).reshape({n, 1});
   const kiln::Tensor y = kiln::Tensor::arange(n).reshape({1, n});
+  const int64_t first = n / 3, end = 2 * n / 3;
   auto middle = [&](const kiln::Tensor& t) {
-    return kiln::logical_and(t >= static_cast<double>(n / 3), t < static_cast<double>(2 * n / 3));
+    return kiln::logical_and(t >= static_cast<double>(first), t < static_cast<double>(end));
   };
   const kiln::Tensor u0 = kiln::logical_and(middle(x), middle(y)).astype(kiln::DType::F32);
   const kiln::Tensor u = samples::heat(u0, steps, 0.2);

@@ -8,6 +8,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -43,6 +44,17 @@ class Tensor {
   // bool, int32_t, int64_t, Half, BFloat16, float, double.
   template <class T>
   static Tensor from_vector(const std::vector<T>& data, std::vector<int64_t> shape);
+  // A tensor over the caller's memory, without a copy: `data` holds shape's elements of dt,
+  // row-major (bool: one byte, 0 or 1), aligned to the element size, in host memory.
+  // - Without a deleter the memory is borrowed: keep it valid, and do not change it, while
+  //   the tensor or any pending value computed from it exists (eval() what you need first).
+  //   Kiln reads it in place, and writes into it only where the program asks for that:
+  //   `t = update_slice(t, values, axis, start)` with no other handle to t writes there.
+  // - With a deleter Kiln owns the memory and calls deleter(data) once the last tensor or
+  //   kernel that refers to it is done.
+  // Values computed from it live in Kiln's own buffers; to_vector() copies out.
+  static Tensor from_blob(void* data, std::vector<int64_t> shape, DType dt,
+                          std::function<void(void*)> deleter = {});
   static Tensor full(std::vector<int64_t> shape, double value, DType dt = DType::F32);
   static Tensor zeros(std::vector<int64_t> shape, DType dt = DType::F32);
   static Tensor ones(std::vector<int64_t> shape, DType dt = DType::F32);

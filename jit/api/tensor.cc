@@ -58,6 +58,27 @@ Tensor Tensor::from_vector(const std::vector<T>& data, std::vector<int64_t> shap
   return jit::make_realized({std::move(shape), dt}, buffer, default_device());
 }
 
+Tensor Tensor::from_blob(void* data, std::vector<int64_t> shape, DType dt,
+                         std::function<void(void*)> deleter) {
+  absl::StatusOr<int64_t> count = ops::checked_numel(shape);
+  if (!count.ok()) throw Error(absl::StrCat("[from_blob] ", count.status().message()));
+  const auto address = reinterpret_cast<uintptr_t>(data);
+  if (data == nullptr && *count > 0) {
+    throw Error(absl::StrCat("[from_blob] data is null for ", dtype_name(dt),
+                             ops::format_shape(shape), " (expected ", *count, " elements)"));
+  }
+  if (address % dtype_size(dt) != 0) {
+    throw Error(absl::StrCat("[from_blob] data at 0x", absl::Hex(address), " is not aligned to ",
+                             dtype_size(dt), " bytes, the size of ", dtype_name(dt),
+                             " (copy it with from_vector instead)"));
+  }
+  std::function<void()> release;
+  if (deleter) release = [deleter = std::move(deleter), data] { deleter(data); };
+  auto buffer = std::make_shared<runtime::Buffer>(static_cast<std::byte*>(data),
+                                                  *count * dtype_size(dt), std::move(release));
+  return jit::make_realized({std::move(shape), dt}, buffer, default_device());
+}
+
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   constexpr DType dt = dtype_of<T>();
