@@ -194,5 +194,43 @@ TEST(Reduction, ArgmaxArgminFirstIndexAlongAnyAxis) {
   EXPECT_EQ(argmax(Tensor::from_vector<float>({1, NAN, 5}, {3}), 0).item(), 1);  // NaN is max
 }
 
+// Many short rows (several tiles of rows per evaluator run, split over threads), with ties
+// and NaNs: max, min, argmax and argmin over the last axis against a loop, f32 and i32.
+TEST(Reduction, ShortRowsOverTheLastAxisMatchALoop) {
+  std::mt19937_64 rng(testing::test_seed() + 5);
+  SCOPED_TRACE(testing::test_seed());
+  const int64_t rows = 3001, width = 7;
+  std::vector<float> data = testing::random_floats(rows * width, rng);
+  for (int64_t i = 0; i < rows * width; i += 11) data[i] = data[i + 1 < rows * width ? i + 1 : i];
+  for (int64_t i = 5; i < rows * width; i += 97) data[i] = NAN;
+  std::vector<int32_t> ints(rows * width);
+  for (int64_t i = 0; i < rows * width; ++i) ints[i] = static_cast<int32_t>(rng() % 9) - 4;
+  const Tensor f = Tensor::from_vector(data, {rows, width});
+  const Tensor n = Tensor::from_vector(ints, {rows, width});
+  const std::vector<float> fmax = max(f, 1).to_vector<float>(), fmin = min(f, 1).to_vector<float>();
+  const std::vector<int64_t> fargmax = argmax(f, 1).to_vector<int64_t>();
+  const std::vector<int64_t> fargmin = argmin(f, -1).to_vector<int64_t>();
+  const std::vector<int32_t> nmax = max(n, 1).to_vector<int32_t>();
+  const std::vector<int64_t> nargmin = argmin(n, 1).to_vector<int64_t>();
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t hi = 0, lo = 0, ihi = 0, ilo = 0;
+    for (int64_t k = 1; k < width; ++k) {
+      const float x = data[r * width + k];
+      const float best_hi = data[r * width + hi], best_lo = data[r * width + lo];
+      if (!std::isnan(best_hi) && (std::isnan(x) || x > best_hi)) hi = k;
+      if (!std::isnan(best_lo) && (std::isnan(x) || x < best_lo)) lo = k;
+      if (ints[r * width + k] > ints[r * width + ihi]) ihi = k;
+      if (ints[r * width + k] < ints[r * width + ilo]) ilo = k;
+    }
+    ASSERT_EQ(fargmax[r], hi) << "row " << r;
+    ASSERT_EQ(fargmin[r], lo) << "row " << r;
+    const float want_max = data[r * width + hi], want_min = data[r * width + lo];
+    ASSERT_TRUE(std::isnan(want_max) ? std::isnan(fmax[r]) : fmax[r] == want_max) << r;
+    ASSERT_TRUE(std::isnan(want_min) ? std::isnan(fmin[r]) : fmin[r] == want_min) << r;
+    ASSERT_EQ(nmax[r], ints[r * width + ihi]) << "row " << r;
+    ASSERT_EQ(nargmin[r], ilo) << "row " << r;
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ops/scalar_math.h"
@@ -40,6 +41,31 @@ double sum_in_double(const T* x, int64_t n) {
   }
   for (; k < n; ++k) acc[0] += static_cast<double>(x[k]);
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// The largest (or smallest) of a row and the position of its first occurrence; the first
+// NaN when the row has one (NaN propagates). Two passes without data-dependent branches in
+// the first (it vectorizes): the best value and whether a NaN occurs, then where it is.
+template <class Acc, class T>
+std::pair<Acc, int64_t> best_in_row(const T* row, int64_t n, bool want_max) {
+  Acc best = static_cast<Acc>(row[0]);
+  bool nan = false;
+  for (int64_t k = 1; k < n; ++k) {
+    const Acc x = static_cast<Acc>(row[k]);
+    if constexpr (std::is_floating_point_v<Acc>) nan |= x != x;
+    best = want_max ? (x > best ? x : best) : (x < best ? x : best);
+  }
+  if constexpr (std::is_floating_point_v<Acc>) {
+    if (nan || best != best) {
+      for (int64_t k = 0; k < n; ++k) {
+        if (row[k] != row[k]) return {static_cast<Acc>(row[k]), k};
+      }
+    }
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    if (static_cast<Acc>(row[k]) == best) return {best, k};
+  }
+  return {best, 0};
 }
 
 // A space seen as [outer, rows, inner] where the reduced dims are the middle block and
@@ -206,6 +232,29 @@ void reduce(const KernelProgram& program, const KernelLaunch& launch,
     }
     return want_max ? v > best : v < best;
   };
+  // Max, min and their positions over the trailing axes: each output scans its own
+  // contiguous run in order, so the first NaN, else the first best element, wins, as the
+  // scatter below gives by merging in element order; a tile of rows per evaluator run.
+  if (const int64_t extent = jit::reduced_extent(launch);
+      !is_sum && trailing_axes(dims.reduced, static_cast<int>(space.size())) && extent > 0 &&
+      extent <= (int64_t{1} << 16)) {
+    const int64_t rows_per_run = std::max<int64_t>(1, kTile / extent);
+    const int64_t grain = std::max<int64_t>(rows_per_run, 16384 / extent);
+    parallel_for(out_n, grain, [&](int64_t r0, int64_t r1) {
+      TileEvaluator ev(program, launch, inputs, params, nullptr);
+      for (int64_t r = r0; r < r1; r += rows_per_run) {
+        const int64_t rows = std::min(rows_per_run, r1 - r);
+        ev.run(1, r * extent, rows * extent);
+        ev.visit(operand, [&](auto* v) {
+          for (int64_t i = 0; i < rows; ++i) {
+            const auto [best, at] = best_in_row<Acc>(v + i * extent, extent, want_max);
+            result[r + i] = arg ? static_cast<Result>(at) : static_cast<Result>(best);
+          }
+        });
+      }
+    });
+    return;
+  }
   parallel_for(threads, 1, [&](int64_t w0, int64_t w1) {
     for (int64_t w = w0; w < w1; ++w) {
       Partial& part = partials[w];
