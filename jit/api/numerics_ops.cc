@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "jit/api/checked_axis.h"
 #include "kiln/error.h"
 #include "kiln/ops.h"
 #include "ops/value_type.h"
@@ -21,16 +22,6 @@ std::string describe(const char* name, const Tensor& t) {
 
 void check_defined(const char* op, const Tensor& x) {
   if (!x.defined()) throw Error(absl::StrCat("[", op, "] the tensor is empty (undefined)"));
-}
-
-// `axis` made non-negative, or an error that names `op` and x.
-int checked_axis(const char* op, int axis, const Tensor& x) {
-  const int n = x.ndim();
-  if (axis < -n || axis >= n) {
-    throw Error(absl::StrCat("[", op, "] axis ", axis, " is out of range for rank ", n,
-                             " (expected ", -n, " <= axis < ", n, ") (", describe("x", x), ")"));
-  }
-  return axis < 0 ? axis + n : axis;
 }
 
 // x's shape with `extent` along `axis`.
@@ -73,7 +64,7 @@ Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& widt
 
 Tensor roll(const Tensor& x, int64_t shift, int axis) {
   check_defined("roll", x);
-  const int a = checked_axis("roll", axis, x);
+  const int a = jit::checked_axis("roll", axis, x.ndim(), x);
   const int64_t n = x.shape()[a];
   if (n == 0) return x;
   const int64_t s = ((shift % n) + n) % n;  // the first s elements come from the end

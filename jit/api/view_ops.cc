@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "jit/api/checked_axis.h"
 #include "jit/graph/node.h"
 #include "jit/graph/record.h"
 #include "kiln/error.h"
@@ -15,18 +16,8 @@
 namespace kiln {
 namespace {
 
+using jit::checked_axis;
 using ops::OpKind;
-
-// Checks `axis` against `limit` (ndim, or ndim + 1 for unsqueeze) for an op whose error
-// should name it; returns the non-negative axis.
-int checked_axis(const char* op, int axis, int limit, const Tensor& x) {
-  if (axis < -limit || axis >= limit) {
-    throw Error(absl::StrCat("[", op, "] axis ", axis, " is out of range for rank ", x.ndim(),
-                             " (expected ", -limit, " <= axis < ", limit,
-                             ") (x: ", dtype_name(x.dtype()), ops::format_shape(x.shape()), ")"));
-  }
-  return axis < 0 ? axis + limit : axis;
-}
 
 }  // namespace
 

@@ -43,6 +43,28 @@ double sum_in_double(const T* x, int64_t n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+// Calls row_fn(r, row) for each of the `rows` outputs of a reduction over trailing axes,
+// `row` pointing at its `extent` operand values, contiguous. Threads take whole rows; a
+// tile of rows is evaluated per evaluator run, so short rows share the run's cost.
+template <class RowFn>
+void for_each_row(const KernelProgram& program, const KernelLaunch& launch,
+                  const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
+                  int64_t rows, int64_t extent, RowFn row_fn) {
+  const int operand = program.anchor_operands[0];
+  const int64_t rows_per_run = std::max<int64_t>(1, kTile / extent);
+  const int64_t grain = std::max<int64_t>(rows_per_run, 16384 / extent);
+  parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+    TileEvaluator ev(program, launch, inputs, params, nullptr);
+    for (int64_t r = r0; r < r1; r += rows_per_run) {
+      const int64_t run = std::min(rows_per_run, r1 - r);
+      ev.run(1, r * extent, run * extent);
+      ev.visit(operand, [&](auto* v) {
+        for (int64_t i = 0; i < run; ++i) row_fn(r + i, v + i * extent);
+      });
+    }
+  });
+}
+
 // The largest (or smallest) of a row and the position of its first occurrence; the first
 // NaN when the row has one (NaN propagates). Two passes without data-dependent branches in
 // the first (it vectorizes): the best value and whether a NaN occurs, then where it is.
@@ -188,22 +210,10 @@ void reduce(const KernelProgram& program, const KernelLaunch& launch,
     const int64_t extent = jit::reduced_extent(launch);
     if (!arg && is_sum && trailing_axes(axes, static_cast<int>(space.size())) && extent > 0 &&
         extent <= (int64_t{1} << 16)) {
-      const int operand = program.anchor_operands[0];
-      const int64_t rows_per_run = std::max<int64_t>(1, kTile / extent);
-      const int64_t grain = std::max<int64_t>(rows_per_run, 16384 / extent);
-      parallel_for(out_n, grain, [&](int64_t r0, int64_t r1) {
-        TileEvaluator ev(program, launch, inputs, params, nullptr);
-        for (int64_t r = r0; r < r1; r += rows_per_run) {
-          const int64_t rows = std::min(rows_per_run, r1 - r);
-          ev.run(1, r * extent, rows * extent);
-          ev.visit(operand, [&](auto* v) {
-            for (int64_t i = 0; i < rows; ++i) {
-              const double total = sum_in_double(v + i * extent, extent);
-              result[r + i] = static_cast<Result>(
-                  op == OpKind::Mean ? total / static_cast<double>(extent) : total);
-            }
-          });
-        }
+      for_each_row(program, launch, inputs, params, out_n, extent, [&](int64_t r, auto* row) {
+        const double total = sum_in_double(row, extent);
+        result[r] =
+            static_cast<Result>(op == OpKind::Mean ? total / static_cast<double>(extent) : total);
       });
       return;
     }
@@ -238,20 +248,9 @@ void reduce(const KernelProgram& program, const KernelLaunch& launch,
   if (const int64_t extent = jit::reduced_extent(launch);
       !is_sum && trailing_axes(dims.reduced, static_cast<int>(space.size())) && extent > 0 &&
       extent <= (int64_t{1} << 16)) {
-    const int64_t rows_per_run = std::max<int64_t>(1, kTile / extent);
-    const int64_t grain = std::max<int64_t>(rows_per_run, 16384 / extent);
-    parallel_for(out_n, grain, [&](int64_t r0, int64_t r1) {
-      TileEvaluator ev(program, launch, inputs, params, nullptr);
-      for (int64_t r = r0; r < r1; r += rows_per_run) {
-        const int64_t rows = std::min(rows_per_run, r1 - r);
-        ev.run(1, r * extent, rows * extent);
-        ev.visit(operand, [&](auto* v) {
-          for (int64_t i = 0; i < rows; ++i) {
-            const auto [best, at] = best_in_row<Acc>(v + i * extent, extent, want_max);
-            result[r + i] = arg ? static_cast<Result>(at) : static_cast<Result>(best);
-          }
-        });
-      }
+    for_each_row(program, launch, inputs, params, out_n, extent, [&](int64_t r, auto* row) {
+      const auto [best, at] = best_in_row<Acc>(row, extent, want_max);
+      result[r] = arg ? static_cast<Result>(at) : static_cast<Result>(best);
     });
     return;
   }
