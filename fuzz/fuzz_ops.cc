@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "jit/eval/reference_graph.h"
 #include "jit/graph/node.h"
 #include "jit/graph/pending_graph.h"
-#include "jit/graph/reference_graph.h"
 #include "kiln/kiln.h"
 #include "ops/value_type.h"
 
@@ -189,7 +189,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // An out-of-range index is an error at the sync. The reference evaluates every node whole;
   // Kiln checks the indices it reads, so it may accept a program whose bad index feeds no
   // output element (sliced away), but it must never fail one the reference accepts.
-  std::vector<std::shared_ptr<kiln::runtime::Buffer>> want;
+  std::vector<std::shared_ptr<kiln::base::Buffer>> want;
   try {
     want = kiln::ops::reference_run({node.get()});
   } catch (const kiln::Error&) {
@@ -216,11 +216,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const DType dt = out.dtype();
   if (exact && (dt == DType::Bool || dt == DType::I32 || dt == DType::I64)) {
     const int64_t bytes = out.numel() * kiln::dtype_size(dt);
-    if (std::memcmp(want[0]->data(), kiln::runtime::host_view(node->buffer)->data(), bytes) != 0) {
+    if (std::memcmp(want[0]->data(), kiln::jit::host_view(node->buffer)->data(), bytes) != 0) {
       // Say what differed before stopping: the program and both results.
       std::fprintf(stderr, "integer result differs from the reference\n%s\n", program.c_str());
       const auto* got =
-          reinterpret_cast<const unsigned char*>(kiln::runtime::host_view(node->buffer)->data());
+          reinterpret_cast<const unsigned char*>(kiln::jit::host_view(node->buffer)->data());
       const auto* ref = reinterpret_cast<const unsigned char*>(want[0]->data());
       for (int64_t i = 0; i < bytes; ++i) {
         if (got[i] != ref[i]) {

@@ -84,7 +84,7 @@ absl::StatusOr<ValueType> infer_attention(const std::vector<ValueType>& in, cons
 }
 
 void evaluate_attention(const Attrs& attrs, const ValueType& out, const std::vector<HostValue>& in,
-                        runtime::Buffer& result) {
+                        base::Buffer& result) {
   const AttentionShape s = attention_shape(in[0].type.shape, in[1].type.shape, in[2].type.shape);
   const DType dt = in[0].type.dtype;
   const bool has_mask = in.size() == 4;

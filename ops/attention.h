@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/buffer.h"
 #include "ops/attrs.h"
 #include "ops/reference_evaluator.h"
 #include "ops/value_type.h"
-#include "runtime/buffer.h"
 
 namespace kiln::ops {
 
@@ -51,7 +51,7 @@ absl::StatusOr<ValueType> infer_attention(const std::vector<ValueType>& in, cons
 // The reference, in double: scores, mask, causal cut, softmax and the weighted sum, one row
 // at a time.
 void evaluate_attention(const Attrs& attrs, const ValueType& out, const std::vector<HostValue>& in,
-                        runtime::Buffer& result);
+                        base::Buffer& result);
 
 }  // namespace kiln::ops
 

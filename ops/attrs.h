@@ -35,8 +35,8 @@ struct Attrs {
   bool exclusive = false;  // cumsum: y[i] sums the elements before i (y[0] = 0)
   bool reverse = false;    // cumsum: sums from the end of the axis
   // Collectives (kCollective). `axis` is also all_gather's and reduce_scatter's axis.
-  int group = -1;     // the process group's id (runtime/distributed/group_registry.h)
-  int reduction = 0;  // all_reduce reduce_scatter: a distributed_runtime::Reduction
+  int group = -1;     // the process group's id (comm/group_registry.h)
+  int reduction = 0;  // all_reduce reduce_scatter: a comm::Reduction
   int peer = 0;       // broadcast: the root; send: the destination; recv: the source rank
 };
 

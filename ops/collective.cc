@@ -4,29 +4,27 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "comm/group_registry.h"
 #include "kiln/error.h"
 #include "ops/infer.h"
-#include "runtime/distributed/group_registry.h"
 
 namespace kiln::ops {
 namespace {
 
-namespace dr = distributed_runtime;
-
-dr::CollectiveKind collective_kind(OpKind op) {
+comm::CollectiveKind collective_kind(OpKind op) {
   switch (op) {
     case OpKind::AllReduce:
-      return dr::CollectiveKind::kAllReduce;
+      return comm::CollectiveKind::kAllReduce;
     case OpKind::AllGather:
-      return dr::CollectiveKind::kAllGather;
+      return comm::CollectiveKind::kAllGather;
     case OpKind::ReduceScatter:
-      return dr::CollectiveKind::kReduceScatter;
+      return comm::CollectiveKind::kReduceScatter;
     case OpKind::Broadcast:
-      return dr::CollectiveKind::kBroadcast;
+      return comm::CollectiveKind::kBroadcast;
     case OpKind::Send:
-      return dr::CollectiveKind::kSend;
+      return comm::CollectiveKind::kSend;
     case OpKind::Recv:
-      return dr::CollectiveKind::kRecv;
+      return comm::CollectiveKind::kRecv;
     default:
       break;
   }
@@ -36,21 +34,21 @@ dr::CollectiveKind collective_kind(OpKind op) {
 constexpr int kMaxCollectiveRank = 8;
 
 absl::Status check_reduction(OpKind op, const std::vector<ValueType>& in, const Attrs& attrs) {
-  const auto r = static_cast<dr::Reduction>(attrs.reduction);
-  if (attrs.reduction < 0 || attrs.reduction > static_cast<int>(dr::Reduction::kMin)) {
+  const auto r = static_cast<comm::Reduction>(attrs.reduction);
+  if (attrs.reduction < 0 || attrs.reduction > static_cast<int>(comm::Reduction::kMin)) {
     return op_error(op, in, absl::StrCat("has no reduction number ", attrs.reduction));
   }
   if (in[0].dtype == DType::Bool) {
     return op_error(op, in, "cannot combine bool values (expected a numeric dtype)");
   }
-  if (r == dr::Reduction::kMean && !is_floating(in[0].dtype)) {
+  if (r == comm::Reduction::kMean && !is_floating(in[0].dtype)) {
     return op_error(op, in, "mean needs a floating dtype (use astype first, or sum)");
   }
   return absl::OkStatus();
 }
 
 absl::Status check_peer(OpKind op, const std::vector<ValueType>& in, const Attrs& attrs,
-                        const dr::Communicator& comm) {
+                        const comm::Communicator& comm) {
   const char* role = op == OpKind::Broadcast ? "root"
                      : op == OpKind::Send    ? "destination"
                                              : "source";
@@ -71,9 +69,9 @@ absl::Status check_peer(OpKind op, const std::vector<ValueType>& in, const Attrs
 
 absl::StatusOr<ValueType> infer_collective(OpKind op, const std::vector<ValueType>& in,
                                            Attrs& attrs) {
-  const dr::Communicator* comm = nullptr;
+  const comm::Communicator* comm = nullptr;
   try {
-    comm = dr::group_info(attrs.group).communicator.get();
+    comm = comm::group_info(attrs.group).communicator.get();
   } catch (const Error& e) {
     return op_error(op, in, e.what());
   }
@@ -83,11 +81,11 @@ absl::StatusOr<ValueType> infer_collective(OpKind op, const std::vector<ValueTyp
   ValueType out = in[0];
   const int size = comm->size();
   switch (collective_kind(op)) {
-    case dr::CollectiveKind::kAllReduce:
+    case comm::CollectiveKind::kAllReduce:
       if (absl::Status s = check_reduction(op, in, attrs); !s.ok()) return s;
       return out;
-    case dr::CollectiveKind::kAllGather:
-    case dr::CollectiveKind::kReduceScatter: {
+    case comm::CollectiveKind::kAllGather:
+    case comm::CollectiveKind::kReduceScatter: {
       if (op == OpKind::ReduceScatter) {
         if (absl::Status s = check_reduction(op, in, attrs); !s.ok()) return s;
       }
@@ -111,20 +109,20 @@ absl::StatusOr<ValueType> infer_collective(OpKind op, const std::vector<ValueTyp
       }
       return out;
     }
-    case dr::CollectiveKind::kBroadcast:
-    case dr::CollectiveKind::kSend:
-    case dr::CollectiveKind::kRecv:
+    case comm::CollectiveKind::kBroadcast:
+    case comm::CollectiveKind::kSend:
+    case comm::CollectiveKind::kRecv:
       if (absl::Status s = check_peer(op, in, attrs, *comm); !s.ok()) return s;
       return out;
   }
   return out;
 }
 
-dr::CollectiveCall collective_call(OpKind op, const Attrs& attrs, const ValueType& in,
-                                   const ValueType& out, const void* in_data, void* out_data) {
-  dr::CollectiveCall call;
+comm::CollectiveCall collective_call(OpKind op, const Attrs& attrs, const ValueType& in,
+                                     const ValueType& out, const void* in_data, void* out_data) {
+  comm::CollectiveCall call;
   call.kind = collective_kind(op);
-  call.reduction = static_cast<dr::Reduction>(attrs.reduction);
+  call.reduction = static_cast<comm::Reduction>(attrs.reduction);
   call.group = attrs.group;
   call.peer = attrs.peer;
   call.axis = attrs.axis;
@@ -137,8 +135,8 @@ dr::CollectiveCall collective_call(OpKind op, const Attrs& attrs, const ValueTyp
 }
 
 void evaluate_collective(OpKind op, const Attrs& attrs, const ValueType& out,
-                         const std::vector<HostValue>& in, runtime::Buffer& result) {
-  dr::run_host_collective(
+                         const std::vector<HostValue>& in, base::Buffer& result) {
+  comm::run_host_collective(
       collective_call(op, attrs, in[0].type, out, in[0].buffer->data(), result.data()));
 }
 

@@ -1,5 +1,5 @@
 // Collectives: all_reduce all_gather reduce_scatter broadcast send recv exchange a tensor
-// with the other processes of a group (runtime/distributed/). This file holds what every
+// with the other processes of a group (comm/). This file holds what every
 // layer shares about them: the shape rule and the reference evaluation (which moves the
 // same bytes through the same group as the devices do).
 //
@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/buffer.h"
+#include "comm/host_collective.h"
 #include "ops/attrs.h"
 #include "ops/op_catalog.h"
 #include "ops/reference_evaluator.h"
 #include "ops/value_type.h"
-#include "runtime/buffer.h"
-#include "runtime/distributed/host_collective.h"
 
 namespace kiln::ops {
 
@@ -30,13 +30,12 @@ absl::StatusOr<ValueType> infer_collective(OpKind op, const std::vector<ValueTyp
                                            Attrs& attrs);
 
 // The call that runs collective `op` over host buffers `in` and `out`.
-distributed_runtime::CollectiveCall collective_call(OpKind op, const Attrs& attrs,
-                                                    const ValueType& in, const ValueType& out,
-                                                    const void* in_data, void* out_data);
+comm::CollectiveCall collective_call(OpKind op, const Attrs& attrs, const ValueType& in,
+                                     const ValueType& out, const void* in_data, void* out_data);
 
 // The reference evaluation: the collective itself, over this process's group.
 void evaluate_collective(OpKind op, const Attrs& attrs, const ValueType& out,
-                         const std::vector<HostValue>& in, runtime::Buffer& result);
+                         const std::vector<HostValue>& in, base::Buffer& result);
 
 }  // namespace kiln::ops
 

@@ -12,12 +12,12 @@
 #include <limits>
 #include <vector>
 
+#include "base/buffer.h"
 #include "kiln/dtype.h"
-#include "runtime/buffer.h"
 
 namespace kiln::ops {
 
-inline double load_double(const runtime::Buffer& b, DType dt, int64_t i) {
+inline double load_double(const base::Buffer& b, DType dt, int64_t i) {
   switch (dt) {
     case DType::Bool:
       return b.as<uint8_t>()[i] != 0 ? 1.0 : 0.0;
@@ -48,7 +48,7 @@ Int saturate_to(double v) {
   return static_cast<Int>(v);
 }
 
-inline int64_t load_int(const runtime::Buffer& b, DType dt, int64_t i) {
+inline int64_t load_int(const base::Buffer& b, DType dt, int64_t i) {
   switch (dt) {
     case DType::Bool:
       return b.as<uint8_t>()[i] != 0;
@@ -61,12 +61,12 @@ inline int64_t load_int(const runtime::Buffer& b, DType dt, int64_t i) {
   }
 }
 
-inline bool load_truth(const runtime::Buffer& b, DType dt, int64_t i) {
+inline bool load_truth(const base::Buffer& b, DType dt, int64_t i) {
   if (is_floating(dt)) return load_double(b, dt, i) != 0.0 || std::isnan(load_double(b, dt, i));
   return load_int(b, dt, i) != 0;
 }
 
-inline void store_double(runtime::Buffer& b, DType dt, int64_t i, double v) {
+inline void store_double(base::Buffer& b, DType dt, int64_t i, double v) {
   switch (dt) {
     case DType::Bool:
       b.as<uint8_t>()[i] = (v != 0.0 || std::isnan(v)) ? 1 : 0;
@@ -92,7 +92,7 @@ inline void store_double(runtime::Buffer& b, DType dt, int64_t i, double v) {
   }
 }
 
-inline void store_int(runtime::Buffer& b, DType dt, int64_t i, int64_t v) {
+inline void store_int(base::Buffer& b, DType dt, int64_t i, int64_t v) {
   switch (dt) {
     case DType::Bool:
       b.as<uint8_t>()[i] = v != 0;
@@ -110,7 +110,7 @@ inline void store_int(runtime::Buffer& b, DType dt, int64_t i, int64_t v) {
 }
 
 // Copies element src[i] (dtype from) to dst[j] (dtype to) under the cast rules.
-inline void convert_element(const runtime::Buffer& src, DType from, int64_t i, runtime::Buffer& dst,
+inline void convert_element(const base::Buffer& src, DType from, int64_t i, base::Buffer& dst,
                             DType to, int64_t j) {
   if (is_floating(from)) {
     store_double(dst, to, j, load_double(src, from, i));

@@ -78,7 +78,7 @@ absl::StatusOr<ValueType> infer_dynamic_slice(const std::vector<ValueType>& in, 
 
 // dynamic_slice's reference evaluation: one checked start, then a strided copy.
 void evaluate_dynamic_slice(const Attrs& attrs, const ValueType& out,
-                            const std::vector<HostValue>& in, runtime::Buffer& result) {
+                            const std::vector<HostValue>& in, base::Buffer& result) {
   const Shape& x = in[0].type.shape;
   const int axis = attrs.axis;
   const int64_t count = slice_start_count(x[axis], out.shape[axis]);
@@ -142,7 +142,7 @@ std::string index_error_message(OpKind op, int64_t index, int64_t extent) {
 }
 
 void evaluate_gather(OpKind op, const Attrs& attrs, const ValueType& out,
-                     const std::vector<HostValue>& in, runtime::Buffer& result) {
+                     const std::vector<HostValue>& in, base::Buffer& result) {
   if (op == OpKind::DynamicSlice) {
     evaluate_dynamic_slice(attrs, out, in, result);
     return;

@@ -21,11 +21,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/buffer.h"
 #include "ops/attrs.h"
 #include "ops/op_catalog.h"
 #include "ops/reference_evaluator.h"
 #include "ops/value_type.h"
-#include "runtime/buffer.h"
 
 namespace kiln::ops {
 
@@ -45,7 +45,7 @@ std::string index_error_message(OpKind op, int64_t index, int64_t extent);
 // The reference evaluation of gather `op` into `result` (of type `out`); throws kiln::Error
 // with index_error_message at the first out-of-range index, in row-major output order.
 void evaluate_gather(OpKind op, const Attrs& attrs, const ValueType& out,
-                     const std::vector<HostValue>& in, runtime::Buffer& result);
+                     const std::vector<HostValue>& in, base::Buffer& result);
 
 }  // namespace kiln::ops
 

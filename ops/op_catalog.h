@@ -30,7 +30,7 @@ enum class OpClass {
   kUpdateSlice,   // update_slice: x with a range along one axis overwritten (ops/update_slice.h)
   kAttention,     // scaled_dot_product_attention: softmax(q kᵀ scale + mask) v (ops/attention.h)
   kCollective,    // all_reduce all_gather reduce_scatter broadcast send recv: bytes exchanged
-                  // with the other processes of a group (runtime/distributed/)
+                  // with the other processes of a group (comm/)
 };
 
 // X(Enum, name, class, arity): the enum, the name in trace files, errors and the public API

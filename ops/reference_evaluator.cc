@@ -18,7 +18,7 @@
 namespace kiln::ops {
 namespace {
 
-using runtime::Buffer;
+using base::Buffer;
 using Strides = std::vector<int64_t>;
 
 // Element strides of `in` seen through numpy broadcasting to `out` (0 on broadcast dims).

@@ -6,22 +6,22 @@
 #include <memory>
 #include <vector>
 
+#include "base/buffer.h"
 #include "ops/attrs.h"
 #include "ops/op_catalog.h"
 #include "ops/value_type.h"
-#include "runtime/buffer.h"
 
 namespace kiln::ops {
 
 struct HostValue {
   ValueType type;
-  std::shared_ptr<const runtime::Buffer> buffer;  // contiguous, row-major
+  std::shared_ptr<const base::Buffer> buffer;  // contiguous, row-major
 };
 
 // Computes `op` (whose output type inference gave as `out`) into a new buffer.
-std::shared_ptr<runtime::Buffer> evaluate_reference(OpKind op, const Attrs& attrs,
-                                                    const ValueType& out,
-                                                    const std::vector<HostValue>& inputs);
+std::shared_ptr<base::Buffer> evaluate_reference(OpKind op, const Attrs& attrs,
+                                                 const ValueType& out,
+                                                 const std::vector<HostValue>& inputs);
 
 }  // namespace kiln::ops
 

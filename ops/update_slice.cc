@@ -57,7 +57,7 @@ std::string update_start_error(int64_t start, int64_t length, int64_t extent, in
 }
 
 void evaluate_update_slice(const Attrs& attrs, const ValueType& out,
-                           const std::vector<HostValue>& in, runtime::Buffer& result) {
+                           const std::vector<HostValue>& in, base::Buffer& result) {
   const HostValue &x = in[0], &update = in[1];
   int64_t start = attrs.start;
   if (in.size() == 3) {

@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/buffer.h"
 #include "ops/attrs.h"
 #include "ops/reference_evaluator.h"
 #include "ops/value_type.h"
-#include "runtime/buffer.h"
 
 namespace kiln::ops {
 
@@ -33,7 +33,7 @@ std::string update_start_error(int64_t start, int64_t length, int64_t extent, in
 
 // The reference: a copy of x, then update's elements at start along the axis.
 void evaluate_update_slice(const Attrs& attrs, const ValueType& out,
-                           const std::vector<HostValue>& in, runtime::Buffer& result);
+                           const std::vector<HostValue>& in, base::Buffer& result);
 
 }  // namespace kiln::ops
 

@@ -1,4 +1,4 @@
-// The on-disk kernel cache is private (runtime/cache_dir.h): what Kiln creates there is 0700
+// The on-disk kernel cache is private (base/cache_dir.h): what Kiln creates there is 0700
 // (folders, libraries) or 0600 (other files), and a library or cubin planted where another
 // user could have put it is never loaded: a compiled CPU kernel then runs on the tile
 // evaluator with the same results, a cubin is compiled again and kept in memory. The cache
@@ -18,9 +18,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/cache_dir.h"
 #include "gtest/gtest.h"
 #include "kiln/kiln.h"
-#include "runtime/cache_dir.h"
 #include "runtime/cpu/compiled_pointwise.h"
 #include "runtime/cpu/host_compiler.h"
 #include "runtime/cuda/cubin_cache.h"
@@ -356,7 +356,7 @@ std::string cache_dir_with(const char* kiln, const char* xdg, const char* home) 
   set("KILN_CACHE_DIR", kiln);
   set("XDG_CACHE_HOME", xdg);
   set("HOME", home);
-  return runtime::default_cache_dir();
+  return base::default_cache_dir();
 }
 
 TEST(CacheDir, WithNothingSetTheCacheIsNeverUnderTheWorkingDirectory) {

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "jit/backend/backend.h"
 #include "ops/scalar_math.h"
-#include "runtime/backend.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -135,7 +135,7 @@ TEST(Creation, EmptyHandleThrows) {
 TEST(Device, DefaultIsCpuWithoutCuda) {
   EXPECT_EQ(Tensor::zeros({1}).device().type, default_device().type);
   EXPECT_EQ(device_name({DeviceType::CPU, 0}), "cpu");
-  if (runtime::device_usable({DeviceType::CUDA, 0}).ok()) {
+  if (jit::device_usable({DeviceType::CUDA, 0}).ok()) {
     testing::DefaultDevice gpu({DeviceType::CUDA, 0});  // a GPU is there: no throw
     EXPECT_EQ(Tensor::zeros({1}).device().type, DeviceType::CUDA);
   } else {

@@ -24,12 +24,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "jit/backend/backend.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/trace.h"
 #include "kiln/debug.h"
 #include "kiln/nn.h"
 #include "ops/element_access.h"
-#include "runtime/backend.h"
 #include "runtime/cuda/cublaslt_gemm.h"
 #include "runtime/cuda/cublaslt_matmul.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -370,7 +370,7 @@ TEST(CublasLtEligibility, ANarrowingCastIsTakenOnlyAsTheLastStepIntoTheOutput) {
 constexpr int kGpu = 0;  // shared with cuda_backend_test: nothing here changes the GPU
 
 // Every element of `got` (a result of `p`'s plan) against `want`, computed by the CPU.
-void expect_matches_cpu(const Tensor& want, const runtime::Buffer& got, double tol) {
+void expect_matches_cpu(const Tensor& want, const base::Buffer& got, double tol) {
   const std::vector<double> values = testing::values(want);
   ASSERT_EQ(got.nbytes(), static_cast<int64_t>(values.size() * dtype_size(want.dtype())));
   for (size_t i = 0; i < values.size(); ++i) {
@@ -410,7 +410,7 @@ class CublasLtOnEmulatedDriver : public testing::ScratchDirTest {
         {testing::emulated_module(*p.matmul->program)}, dir_.string());
     ASSERT_TRUE(kernels.ok()) << kernels.status();
     ASSERT_EQ(p.plan->kernels.size(), 1u);
-    const std::vector<std::shared_ptr<runtime::Buffer>> out = testing::run_emulated_plan(
+    const std::vector<std::shared_ptr<base::Buffer>> out = testing::run_emulated_plan(
         *kernels, *p.plan, p.args, {0}, testing::emulation_variants()[0]);
     expect_matches_cpu(want, *out[0], 2e-5);
   }
@@ -426,7 +426,7 @@ class CublasLtOnEmulatedDriver : public testing::ScratchDirTest {
   }
 
   testing::EmulatedDriver& driver_ = testing::EmulatedDriver::get();
-  std::unique_ptr<runtime::Backend> gpu_;
+  std::unique_ptr<jit::Backend> gpu_;
 };
 
 TEST_F(CublasLtOnEmulatedDriver, AMissingLibraryFallsBackToTheGeneratedKernelWhichMatchesTheCpu) {
@@ -479,13 +479,13 @@ TEST_F(CublasLtOnEmulatedDriver, ThePlanDumpNamesAnUnsupportedEpilogueAndOnlyMat
   EXPECT_EQ(gpu_->describe_plan(*plan_of(exp(x)).plan), "") << "no matmul, nothing to say";
 }
 
-// The planner's hook (jit::find_or_build_plan appends it to the plan dump): a device with
+// The planner's hook (explain_plan and KILN_DUMP=plan append it to the plan): a device with
 // nothing to choose, or none usable here, adds nothing; a GPU names its choice.
 TEST(CublasLtPlanDump, DevicesWithNoChoiceOrNotUsableAddNothing) {
   const Planned p = plan_of(matmul(randn({5, 16}, 54), randn({16, 8}, 55)));
-  EXPECT_EQ(runtime::describe_plan_on(Device{DeviceType::CPU, 0}, *p.plan), "");
-  if (!runtime::device_usable(Device{DeviceType::CUDA, 0}).ok()) {
-    EXPECT_EQ(runtime::describe_plan_on(Device{DeviceType::CUDA, 0}, *p.plan), "");
+  EXPECT_EQ(jit::describe_plan_on(Device{DeviceType::CPU, 0}, *p.plan), "");
+  if (!jit::device_usable(Device{DeviceType::CUDA, 0}).ok()) {
+    EXPECT_EQ(jit::describe_plan_on(Device{DeviceType::CUDA, 0}, *p.plan), "");
   }
   const std::string dump =
       explain_plan({matmul(randn({5, 16}, 56), randn({16, 8}, 57))}, ExplainDetail::kPlan);
@@ -499,7 +499,7 @@ TEST(CublasLtPlanDump, DevicesWithNoChoiceOrNotUsableAddNothing) {
 
 TEST(CublasLtChoice, KilnCublasltZeroChoosesTheGeneratedKernelWithoutLoadingAnything) {
   ScopedEnv env("KILN_CUBLASLT", "0");
-  runtime::cuda::CublasLtMatmuls lt("cuda:0", [](int64_t) -> std::shared_ptr<runtime::Buffer> {
+  runtime::cuda::CublasLtMatmuls lt("cuda:0", [](int64_t) -> std::shared_ptr<base::Buffer> {
     ADD_FAILURE() << "no workspace is needed";
     return nullptr;
   });
@@ -820,7 +820,7 @@ class CublasLtStandIn : public CublasLtOnEmulatedDriver {
     EXPECT_NE(dump.find("): cublaslt ("), std::string::npos) << dump;
     const int calls = fake::matmuls;
     const size_t before = driver_.launches().size();
-    const std::vector<std::shared_ptr<runtime::Buffer>> out = gpu_->run(*p.plan, p.args);
+    const std::vector<std::shared_ptr<base::Buffer>> out = gpu_->run(*p.plan, p.args);
     EXPECT_EQ(fake::matmuls, calls + 1);
     EXPECT_FALSE(generated_kernel_launched(p, before));
     expect_matches_cpu(y, *runtime::cuda::copy_to_host(*out[0]), tol);
@@ -907,13 +907,13 @@ TEST_F(CublasLtStandIn, AFailedPreferenceIsNamedAndAnUnsuccessfulAlgorithmIsNone
 
 // A copy of host buffer `values` on the GPU, `bytes` past a 256-byte-aligned address: what a
 // view into a larger device buffer gives a plan.
-std::shared_ptr<runtime::Buffer> misaligned_copy(const runtime::Buffer& values, int64_t bytes) {
-  auto host = std::make_shared<runtime::Buffer>(values.nbytes() + bytes);
+std::shared_ptr<base::Buffer> misaligned_copy(const base::Buffer& values, int64_t bytes) {
+  auto host = std::make_shared<base::Buffer>(values.nbytes() + bytes);
   std::memcpy(static_cast<std::byte*>(host->data()) + bytes, values.data(),
               static_cast<size_t>(values.nbytes()));
-  std::shared_ptr<runtime::Buffer> whole = runtime::place_on(host, Device{DeviceType::CUDA, kGpu});
-  return std::make_shared<runtime::Buffer>(values.nbytes(), whole->device(),
-                                           whole->device_pointer() + bytes, [whole] {});
+  std::shared_ptr<base::Buffer> whole = jit::place_on(host, Device{DeviceType::CUDA, kGpu});
+  return std::make_shared<base::Buffer>(values.nbytes(), whole->device(),
+                                        whole->device_pointer() + bytes, [whole] {});
 }
 
 // The input slot of `p` whose buffer has `bytes` bytes (the test's shapes make it unique).
@@ -987,7 +987,7 @@ TEST_F(CublasLtStandIn, NoAlgorithmForARunsAlignmentFallsBackToTheGeneratedKerne
 // compute them again over each call's activations. Every result matches the CPU.
 TEST_F(CublasLtStandIn, AReplayedPlanOfTwoCublasLtMatmulsIsCapturedAndMatchesTheCpu) {
   runtime::cuda::set_driver_api_for_testing(&fake::capturing_driver());
-  std::unique_ptr<runtime::Backend> gpu = runtime::cuda::make_cuda_backend(kGpu);
+  std::unique_ptr<jit::Backend> gpu = runtime::cuda::make_cuda_backend(kGpu);
   const Tensor w1 = randn({16, 12}, 80), b1 = randn({12}, 81), w2 = randn({12, 8}, 82);
   auto model = [&](const Tensor& x) { return matmul(relu(matmul(x, w1) + b1), w2); };
   const Planned p = plan_of(model(randn({5, 16}, 83)));
@@ -1005,7 +1005,7 @@ TEST_F(CublasLtStandIn, AReplayedPlanOfTwoCublasLtMatmulsIsCapturedAndMatchesThe
     SCOPED_TRACE(::testing::Message() << "call " << call);
     const Tensor y = model(randn({5, 16}, 90 + call));
     const Planned q = plan_of(y);
-    std::vector<std::shared_ptr<runtime::Buffer>> out;
+    std::vector<std::shared_ptr<base::Buffer>> out;
     ASSERT_NO_THROW(out = gpu->replay(p.plan, q.args));
     expect_matches_cpu(y, *runtime::cuda::copy_to_host(*out[0]), 2e-5);
   }

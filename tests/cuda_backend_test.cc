@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "jit/backend/backend.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/trace.h"
 #include "kiln/nn.h"
-#include "runtime/backend.h"
 #include "runtime/cuda/cuda_renderer.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/kernel_args.h"
@@ -34,8 +34,8 @@
 namespace kiln {
 namespace {
 
-using runtime::Backend;
-using runtime::Buffer;
+using base::Buffer;
+using jit::Backend;
 using runtime::cuda::make_cuda_backend;
 
 // The emulated GPUs each test uses (EmulatedDriver::kGpus in all).

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "jit/eval/sync_dump.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/trace.h"
 #include "kernel_corpus.h"
@@ -156,7 +157,7 @@ class CudaEmulationTest : public testing::ScratchDirTest {
     int64_t checked = 0;
     for (const Case& c : cases_) {
       for (const Variant& v : testing::emulation_variants()) {
-        const std::vector<std::shared_ptr<runtime::Buffer>> got =
+        const std::vector<std::shared_ptr<base::Buffer>> got =
             testing::run_emulated_plan(*kernels, *c.plan, c.args, c.modules, v);
         for (size_t o = 0; o < c.results.size(); ++o) checked += compare(c, o, *got[o], v);
       }
@@ -180,7 +181,7 @@ class CudaEmulationTest : public testing::ScratchDirTest {
   using Variant = testing::EmulationVariant;
 
   // Output `o` of `c` against the CPU backend; the elements compared.
-  static int64_t compare(const Case& c, size_t o, const runtime::Buffer& got, const Variant& v) {
+  static int64_t compare(const Case& c, size_t o, const base::Buffer& got, const Variant& v) {
     const Tensor& t = c.results[o];
     const std::vector<double> want = testing::values(t);  // computed by the CPU backend
     const DType dt = t.dtype();

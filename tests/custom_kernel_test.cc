@@ -3,6 +3,7 @@
 // the GPU by NVRTC, and rejected with clear errors when the definition or a call is bad.
 #include <random>
 
+#include "jit/eval/sync_dump.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/trace.h"
 #include "jit/graph/record.h"

@@ -2,20 +2,20 @@
 // machines that run this have no usable GPU; the tests hold either way.
 #include <string>
 
-#include "runtime/backend.h"
+#include "jit/backend/backend.h"
 #include "test_util.h"
 
 namespace kiln {
 namespace {
 
-using runtime::device_from_setting;
+using jit::device_from_setting;
 
-bool cuda_usable() { return runtime::device_usable({DeviceType::CUDA, 0}).ok(); }
+bool cuda_usable() { return jit::device_usable({DeviceType::CUDA, 0}).ok(); }
 
 // The number of usable GPUs (0 where CUDA is not usable).
 int cuda_device_count() {
   int count = 0;
-  while (count < 64 && runtime::device_usable({DeviceType::CUDA, count}).ok()) ++count;
+  while (count < 64 && jit::device_usable({DeviceType::CUDA, count}).ok()) ++count;
   return count;
 }
 
@@ -64,16 +64,16 @@ TEST(DeviceSelection, UnusableDevicesAreErrorsEverywhere) {
   const int count = cuda_device_count();
   if (count > 7) GTEST_SKIP() << "cuda:7 exists here";
   const Device seven{DeviceType::CUDA, 7};
-  absl::Status s = runtime::device_usable(seven);
+  absl::Status s = jit::device_usable(seven);
   EXPECT_FALSE(s.ok());
   if (count > 0) {
     EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << s;
     EXPECT_NE(s.message().find("device 7"), std::string::npos) << s;
   }
-  testing::expect_error([&] { runtime::backend_for(seven); }, {"device cuda:7 is not usable"});
+  testing::expect_error([&] { jit::backend_for(seven); }, {"device cuda:7 is not usable"});
   testing::expect_error([&] { set_default_device(seven); }, {"set_default_device(cuda:7)"});
-  EXPECT_FALSE(runtime::device_usable({DeviceType::CPU, 1}).ok());
-  EXPECT_TRUE(runtime::device_usable({DeviceType::CPU, 0}).ok());
+  EXPECT_FALSE(jit::device_usable({DeviceType::CPU, 1}).ok());
+  EXPECT_TRUE(jit::device_usable({DeviceType::CPU, 0}).ok());
 }
 
 // The process picks its device from KILN_DEVICE at the first op.
@@ -90,12 +90,12 @@ TEST(DeviceSelection, EnvironmentErrorsStopTheProgramWithTheMessage) {
 
 // Dumps and explain_plan show CUDA C++ whether or not a GPU is usable.
 TEST(DeviceSelection, SourceRendererNeedsNoGpu) {
-  const runtime::SourceRenderer* r = runtime::dump_source_renderer();
+  const jit::SourceRenderer* r = jit::dump_source_renderer();
   ASSERT_NE(r, nullptr);
-  EXPECT_EQ(r, runtime::source_renderer(DeviceType::CUDA));
+  EXPECT_EQ(r, jit::source_renderer(DeviceType::CUDA));
   EXPECT_EQ(r->language(), "CUDA C++");
   EXPECT_EQ(r->file_extension(), ".cu");
-  EXPECT_EQ(runtime::source_renderer(DeviceType::CPU), nullptr);
+  EXPECT_EQ(jit::source_renderer(DeviceType::CPU), nullptr);
   Tensor y = relu(Tensor::randn({4, 8}, 1) * 2.0);
   const std::string cuda = explain_plan({y}, ExplainDetail::kCuda);
   EXPECT_NE(cuda.find("(CUDA C++)"), std::string::npos) << cuda;

@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/buffer.h"
+#include "jit/backend/backend.h"
+#include "jit/eval/sync_dump.h"
 #include "jit/formats/npy_file.h"
 #include "jit/formats/trace_export.h"
 #include "jit/fusion/launch_plan.h"
@@ -15,7 +18,6 @@
 #include "ops/element_access.h"
 #include "random_program.h"
 #include "reference_util.h"
-#include "runtime/buffer.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -32,7 +34,7 @@ struct Reference {
 
 Reference run_reference(const std::vector<detail::Node*>& outputs) {
   std::vector<detail::Node*> pending = jit::collect_pending(outputs);
-  std::vector<std::shared_ptr<runtime::Buffer>> values = ops::reference_run(pending);
+  std::vector<std::shared_ptr<base::Buffer>> values = ops::reference_run(pending);
   Reference ref;
   for (size_t i = 0; i < pending.size(); ++i) {
     const ops::ValueType& type = pending[i]->type;
@@ -44,15 +46,16 @@ Reference run_reference(const std::vector<detail::Node*>& outputs) {
   }
   for (detail::Node* out : outputs) {
     const size_t i = std::find(pending.begin(), pending.end(), out) - pending.begin();
-    ref.outputs.push_back(jit::make_realized(out->type, values[i], out->device));
+    ref.outputs.push_back(
+        jit::make_realized(out->type, jit::place_on(values[i], out->device), out->device));
   }
   return ref;
 }
 
 // A host copy of `b`'s bytes.
-std::shared_ptr<const runtime::Buffer> copy_of(const std::shared_ptr<const runtime::Buffer>& b) {
-  const std::shared_ptr<const runtime::Buffer> host = runtime::host_view(b);
-  auto copy = std::make_shared<runtime::Buffer>(host->nbytes());
+std::shared_ptr<const base::Buffer> copy_of(const std::shared_ptr<const base::Buffer>& b) {
+  const std::shared_ptr<const base::Buffer> host = jit::host_view(b);
+  auto copy = std::make_shared<base::Buffer>(host->nbytes());
   std::memcpy(copy->data(), host->data(), static_cast<size_t>(host->nbytes()));
   return copy;
 }
@@ -97,7 +100,7 @@ TEST(Differential, RandomProgramsMatchTheReferenceEvaluator) {
     ASSERT_EQ(std::sscanf(s, "%d/%d", &slice, &slices), 2) << "KILN_DIFFERENTIAL_SLICE=" << s;
     ASSERT_TRUE(slices > 0 && slice >= 0 && slice < slices) << "KILN_DIFFERENTIAL_SLICE=" << s;
   }
-  runtime::set_poison_new_buffers(true);
+  base::set_poison_new_buffers(true);
   int compared = 0;
   for (int p = 0; p < programs; ++p) {
     if (p % slices != slice) continue;
@@ -149,7 +152,7 @@ TEST(Differential, RandomProgramsMatchTheReferenceEvaluator) {
       break;
     }
   }
-  runtime::set_poison_new_buffers(false);
+  base::set_poison_new_buffers(false);
   jit::set_cuda_recording_paused(false);
   EXPECT_GT(compared, programs / slices / 2);
   RecordProperty("programs_compared", compared);

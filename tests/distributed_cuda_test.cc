@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "jit/backend/backend.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/trace.h"
 #include "jit/graph/node.h"
 #include "kiln/distributed.h"
 #include "kiln/kiln.h"
-#include "runtime/backend.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/driver.h"
 #include "tests/cuda_emulation/emulated_driver.h"
@@ -43,8 +43,8 @@ std::vector<float> run_on_emulated_gpu(const Tensor& result, std::string* descri
   const jit::Trace trace = jit::build_trace({node});
   const std::shared_ptr<const jit::LaunchPlan> plan = jit::build_plan(trace);
   const jit::PlanArguments args = jit::arguments_of(trace);
-  std::unique_ptr<runtime::Backend> backend = runtime::cuda::make_cuda_backend(0);
-  const std::vector<std::shared_ptr<runtime::Buffer>> out = backend->run(*plan, args);
+  std::unique_ptr<jit::Backend> backend = runtime::cuda::make_cuda_backend(0);
+  const std::vector<std::shared_ptr<base::Buffer>> out = backend->run(*plan, args);
   backend->synchronize();
   if (description != nullptr) *description = backend->describe_plan(*plan);
   // Emulated device memory is host memory at the same address.

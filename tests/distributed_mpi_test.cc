@@ -26,13 +26,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm/communicator.h"
+#include "comm/mpi_communicator.h"
+#include "comm/single_process_communicator.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"
-#include "runtime/distributed/communicator.h"
-#include "runtime/distributed/mpi_communicator.h"
-#include "runtime/distributed/single_process_communicator.h"
 
-namespace kiln::distributed_runtime {
+namespace kiln::comm {
 namespace {
 
 constexpr int kChunk = 100;  // the chunked world's largest MPI count
@@ -674,16 +674,16 @@ class FailuresOnlyPrinter : public testing::EmptyTestEventListener {
 };
 
 }  // namespace
-}  // namespace kiln::distributed_runtime
+}  // namespace kiln::comm
 
 int main(int argc, char** argv) {
   GTEST_FLAG_SET(filter, "-MpiFailureTest.*");  // each runs alone, named by --gtest_filter
   testing::InitGoogleTest(&argc, argv);
-  int rank = kiln::distributed_runtime::launcher_rank();
+  int rank = kiln::comm::launcher_rank();
   if (rank != 0) {
     testing::TestEventListeners& listeners = testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new kiln::distributed_runtime::FailuresOnlyPrinter(rank));
+    listeners.Append(new kiln::comm::FailuresOnlyPrinter(rank));
   }
   return RUN_ALL_TESTS();
 }

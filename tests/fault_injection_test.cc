@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "base/buffer.h"
 #include "kiln/custom.h"
-#include "runtime/buffer.h"
 #include "tests/reference_util.h"
 #include "tests/test_util.h"
 
@@ -19,8 +19,8 @@ using testing::test_seed;
 
 // Turns the allocation hook off however a test ends.
 struct AllocationFault {
-  explicit AllocationFault(int64_t after) { runtime::set_fail_allocation_after(after); }
-  ~AllocationFault() { runtime::set_fail_allocation_after(-1); }
+  explicit AllocationFault(int64_t after) { base::set_fail_allocation_after(after); }
+  ~AllocationFault() { base::set_fail_allocation_after(-1); }
 };
 
 void expect_equal(const Tensor& want, const Tensor& got) {

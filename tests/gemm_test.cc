@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "base/buffer.h"
 #include "kiln/dtype.h"
-#include "runtime/buffer.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -179,7 +179,7 @@ TEST(Gemm, PackedWeightCacheKeepsReusedWeightsAndNeverServesStaleOnes) {
   std::mt19937 rng(std::random_device{}());
   const int64_t m = 3, k = 40, n = 24;
   const TestMatrix a = random_matrix(rng, m, k, false);
-  Buffer weight(k * n * static_cast<int64_t>(sizeof(float)));
+  base::Buffer weight(k * n * static_cast<int64_t>(sizeof(float)));
   TestMatrix b = random_matrix(rng, k, n, true);
   std::memcpy(weight.data(), b.values.data(), b.values.size() * sizeof(float));
   auto product = [&] {

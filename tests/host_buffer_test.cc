@@ -1,16 +1,16 @@
-// Host buffers of 256 KiB and more are recycled through runtime/buffer.cc's cache of freed
+// Host buffers of 256 KiB and more are recycled through base/buffer.cc's cache of freed
 // blocks, the most recently freed block of a size first (it is the one still in the CPU's
 // cache), so a program that allocates the same outputs every step pays no page faults.
 #include <gtest/gtest.h>
 
 #include <memory>
 
-#include "runtime/buffer.h"
+#include "base/buffer.h"
 
 namespace kiln {
 namespace {
 
-using runtime::Buffer;
+using base::Buffer;
 
 TEST(HostBuffer, FreedBlocksFromAQuarterMiBAreReusedLastFreedFirst) {
   // A size no other test in this process allocates, so the cache holds no block of it.

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "jit/backend/backend.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/trace.h"
 #include "kiln/kiln.h"
-#include "runtime/backend.h"
 #include "tests/cuda_emulation/emulated_kernels.h"
 #include "tests/cuda_emulation/run_emulated.h"
 #include "tests/reference_util.h"
@@ -247,7 +247,7 @@ TEST_F(StartTensorEmulationTest, KernelReadsTheStartAndReportsOneOutsideX) {
   for (const testing::EmulationVariant& v : testing::emulation_variants()) {
     SCOPED_TRACE(v.name());
     for (int c = 0; c < 2; ++c) {
-      std::vector<std::shared_ptr<runtime::Buffer>> out = plans.run(*kernels, c, v);
+      std::vector<std::shared_ptr<base::Buffer>> out = plans.run(*kernels, c, v);
       const std::vector<float> want = testing::reference_tensor(cpu[c]).to_vector<float>();
       ASSERT_EQ(out[0]->nbytes(), static_cast<int64_t>(want.size() * 4));
       for (size_t e = 0; e < want.size(); ++e) {

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "jit/backend/backend.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/trace.h"
 #include "kiln/kiln.h"
-#include "runtime/backend.h"
 #include "tests/cuda_emulation/emulated_kernels.h"
 #include "tests/cuda_emulation/run_emulated.h"
 #include "tests/test_util.h"
@@ -272,7 +272,7 @@ TEST_F(GatherEmulationTest, OutOfRangeIndexIsReportedByTheKernel) {
   ASSERT_TRUE(kernels.ok()) << kernels.status();
   for (const testing::EmulationVariant& v : testing::emulation_variants()) {
     SCOPED_TRACE(v.name());
-    std::vector<std::shared_ptr<runtime::Buffer>> out = plans.run(*kernels, 0, v);
+    std::vector<std::shared_ptr<base::Buffer>> out = plans.run(*kernels, 0, v);
     const float* got = out[0]->as<float>();
     const float want[] = {3, 1, 6, 4};
     for (int e = 0; e < 4; ++e) EXPECT_FLOAT_EQ(got[e], std::exp(want[e]));

@@ -1,4 +1,4 @@
-// Pins Kiln's hand-written Open MPI declarations (runtime/distributed/mpi_library.h) to the
+// Pins Kiln's hand-written Open MPI declarations (comm/mpi_library.h) to the
 // real <mpi.h>: the constants, the handle types, MPI_Status's layout and the entry points'
 // signatures at compile time, and the predefined handles that Kiln resolves with dlsym
 // against mpi.h's MPI_COMM_WORLD, MPI_FLOAT, MPI_SUM, ... at run time. Built only where
@@ -13,9 +13,9 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "runtime/distributed/mpi_library.h"
+#include "comm/mpi_library.h"
 
-namespace kiln::distributed_runtime::mpi {
+namespace kiln::comm::mpi {
 namespace {
 
 static_assert(kSuccess == MPI_SUCCESS);
@@ -117,4 +117,4 @@ TEST(MpiAbiTest, DatatypeSizesMatchKilnsDtypes) {
 }
 
 }  // namespace
-}  // namespace kiln::distributed_runtime::mpi
+}  // namespace kiln::comm::mpi

@@ -26,9 +26,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "kiln/error.h"
 #include "runtime/cuda/nccl_api.h"
-#include "runtime/distributed/communicator.h"
 #include "tests/test_util.h"
 
 #ifdef KILN_NCCL_HEADER
@@ -39,7 +39,6 @@ namespace kiln {
 namespace {
 
 namespace rc = runtime::cuda;
-namespace dist = distributed_runtime;
 using rc::NcclApi;
 using rc::NcclCommunicator;
 using rc::NcclDataType;
@@ -302,23 +301,23 @@ TEST(NcclLibrary, GetUniqueIdWorksWithoutAGpu) {
 // A stand-in host Communicator: one process playing rank `rank` of `size`. What the other
 // ranks would contribute is set by the test.
 
-class FakeHost : public dist::Communicator {
+class FakeHost : public comm::Communicator {
  public:
   FakeHost(int rank, int size) : rank_(rank), size_(size) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend_name() const override { return "fake"; }
   void all_reduce(const void* in, void* out, int64_t count, DType dtype,
-                  dist::ReduceOp op) override {
+                  comm::ReduceOp op) override {
     ASSERT_EQ(dtype, DType::I32);
-    ASSERT_EQ(op, dist::ReduceOp::kMin);
+    ASSERT_EQ(op, comm::ReduceOp::kMin);
     for (int64_t i = 0; i < count; ++i) {
       const int32_t mine = static_cast<const int32_t*>(in)[i];
       static_cast<int32_t*>(out)[i] = others_usable ? mine : 0;
     }
   }
   void all_gather(const void*, void*, int64_t) override { FAIL() << "unexpected"; }
-  void reduce_scatter(const void*, void*, int64_t, DType, dist::ReduceOp) override {
+  void reduce_scatter(const void*, void*, int64_t, DType, comm::ReduceOp) override {
     FAIL() << "unexpected";
   }
   void broadcast(void* data, int64_t bytes, int root) override {
@@ -585,7 +584,7 @@ TEST_F(NcclCommunicatorTest, InitIsNonblockingAndPolledUntilReady) {
   EXPECT_EQ(state_.init_config->net_name, nullptr);
   EXPECT_EQ(state_.async_polls, 5) << "four answers of in progress, then ready";
   EXPECT_EQ(state_.init_rank, 1);
-  comm->all_reduce(1, 2, 3, DType::F32, dist::ReduceOp::kSum, stream_);
+  comm->all_reduce(1, 2, 3, DType::F32, comm::ReduceOp::kSum, stream_);
   ASSERT_EQ(state_.calls.size(), 1u);
   EXPECT_EQ(state_.calls[0].comm, kFakeComm);
   EXPECT_EQ(state_.aborts, 0);
@@ -645,7 +644,7 @@ TEST_F(NcclCommunicatorTest, KilnNcclBlockingMakesABlockingCommunicator) {
 // reports after the last wait is aborted instead.
 TEST_F(NcclCommunicatorTest, ACommunicatorInErrorIsAbortedNotDestroyed) {
   auto comm = make(0, 2);
-  comm->all_reduce(1, 2, 3, DType::F32, dist::ReduceOp::kSum, stream_);
+  comm->all_reduce(1, 2, 3, DType::F32, comm::ReduceOp::kSum, stream_);
   comm->wait(stream_, [] { return true; });
   state_.async_error = NcclResult::kRemoteError;
   comm.reset();
@@ -709,25 +708,25 @@ TEST_F(NcclCommunicatorTest, EachDtypeAndOpIsNcclsOwn) {
       {DType::F16, NcclDataType::kFloat16}, {DType::BF16, NcclDataType::kBfloat16},
       {DType::F32, NcclDataType::kFloat32}, {DType::F64, NcclDataType::kFloat64},
       {DType::I32, NcclDataType::kInt32},   {DType::I64, NcclDataType::kInt64}};
-  const std::pair<dist::ReduceOp, NcclRedOp> ops[] = {{dist::ReduceOp::kSum, NcclRedOp::kSum},
-                                                      {dist::ReduceOp::kMax, NcclRedOp::kMax},
-                                                      {dist::ReduceOp::kMin, NcclRedOp::kMin}};
+  const std::pair<comm::ReduceOp, NcclRedOp> ops[] = {{comm::ReduceOp::kSum, NcclRedOp::kSum},
+                                                      {comm::ReduceOp::kMax, NcclRedOp::kMax},
+                                                      {comm::ReduceOp::kMin, NcclRedOp::kMin}};
   for (const auto& [dtype, type] : types) {
     for (const auto& [op, nccl_op] : ops) {
       comm->all_reduce(0x1000, 0x2000, 7, dtype, op, stream_);
       ASSERT_FALSE(state_.calls.empty());
       const Call& call = state_.calls.back();
       EXPECT_EQ(call.type, type) << dtype_name(dtype);
-      EXPECT_EQ(call.op, nccl_op) << dist::reduce_op_name(op);
+      EXPECT_EQ(call.op, nccl_op) << comm::reduce_op_name(op);
     }
   }
 }
 
 TEST_F(NcclCommunicatorTest, EachCollectivePassesItsArguments) {
   auto comm = make(1, 4);
-  comm->all_reduce(0x1000, 0x2000, 5, DType::F32, dist::ReduceOp::kSum, stream_);
+  comm->all_reduce(0x1000, 0x2000, 5, DType::F32, comm::ReduceOp::kSum, stream_);
   comm->all_gather(0x1100, 0x2100, 6, DType::BF16, stream_);
-  comm->reduce_scatter(0x1200, 0x2200, 7, DType::I64, dist::ReduceOp::kMax, stream_);
+  comm->reduce_scatter(0x1200, 0x2200, 7, DType::I64, comm::ReduceOp::kMax, stream_);
   comm->broadcast(0x1300, 8, DType::F16, 2, stream_);
   comm->group_start();
   comm->send(0x1400, 9, DType::F64, 2, stream_);
@@ -779,7 +778,7 @@ TEST_F(NcclCommunicatorTest, BadArgumentsThrowBeforeNcclAndLeaveTheGroupUsable) 
   auto comm = make(0, 2);
   state_.calls.clear();
   const std::string dtype =
-      error_of([&] { comm->all_reduce(1, 2, 3, DType::Bool, dist::ReduceOp::kSum, stream_); });
+      error_of([&] { comm->all_reduce(1, 2, 3, DType::Bool, comm::ReduceOp::kSum, stream_); });
   EXPECT_NE(dtype.find("[all_reduce] rank 0 of 2 (nccl): dtype bool is not supported"),
             std::string::npos)
       << dtype;
@@ -792,7 +791,7 @@ TEST_F(NcclCommunicatorTest, BadArgumentsThrowBeforeNcclAndLeaveTheGroupUsable) 
   EXPECT_NE(root.find("root -1 is not a rank"), std::string::npos) << root;
   EXPECT_TRUE(state_.calls.empty());
   EXPECT_EQ(state_.aborts, 0);
-  comm->all_reduce(1, 2, 3, DType::F32, dist::ReduceOp::kSum, stream_);
+  comm->all_reduce(1, 2, 3, DType::F32, comm::ReduceOp::kSum, stream_);
   EXPECT_EQ(state_.calls.size(), 1u);
 }
 
@@ -800,7 +799,7 @@ TEST_F(NcclCommunicatorTest, AFailedEnqueueAbortsAndEveryLaterCallThrows) {
   auto comm = make(1, 2);
   state_.enqueue_result = NcclResult::kInvalidUsage;
   const std::string message =
-      error_of([&] { comm->all_reduce(1, 2, 3, DType::F32, dist::ReduceOp::kSum, stream_); });
+      error_of([&] { comm->all_reduce(1, 2, 3, DType::F32, comm::ReduceOp::kSum, stream_); });
   EXPECT_NE(
       message.find("[all_reduce] rank 1 of 2 (nccl): ncclAllReduce failed: stand-in error (5)"),
       std::string::npos)
@@ -820,7 +819,7 @@ TEST_F(NcclCommunicatorTest, AFailedEnqueueAbortsAndEveryLaterCallThrows) {
 
 TEST_F(NcclCommunicatorTest, WaitReturnsWhenTheStreamIsDone) {
   auto comm = make(0, 2);
-  comm->all_reduce(1, 2, 3, DType::F32, dist::ReduceOp::kSum, stream_);
+  comm->all_reduce(1, 2, 3, DType::F32, comm::ReduceOp::kSum, stream_);
   int polls = 0;
   comm->wait(stream_, [&] { return ++polls >= 5; });
   EXPECT_EQ(polls, 5);
@@ -833,7 +832,7 @@ TEST_F(NcclCommunicatorTest, WaitReturnsWhenTheStreamIsDone) {
 TEST_F(NcclCommunicatorTest, WaitTimesOutAbortsAndNamesTheCollective) {
   ScopedEnv timeout("KILN_DIST_TIMEOUT", "0.2");
   auto comm = make(1, 2);
-  comm->all_reduce(1, 2, 3, DType::F32, dist::ReduceOp::kSum, stream_);
+  comm->all_reduce(1, 2, 3, DType::F32, comm::ReduceOp::kSum, stream_);
   const auto start = std::chrono::steady_clock::now();
   // Done after 30 s regardless, so a collective_timeout() that ignored KILN_DIST_TIMEOUT
   // fails this test instead of hanging it.
@@ -858,7 +857,7 @@ TEST_F(NcclCommunicatorTest, WaitTimesOutAbortsAndNamesTheCollective) {
 
 TEST_F(NcclCommunicatorTest, WaitThrowsNcclsAsyncError) {
   auto comm = make(0, 2);
-  comm->reduce_scatter(1, 2, 3, DType::F32, dist::ReduceOp::kSum, stream_);
+  comm->reduce_scatter(1, 2, 3, DType::F32, comm::ReduceOp::kSum, stream_);
   int polls = 0;
   state_.async_error = NcclResult::kInProgress;  // still going: not an error
   const std::string message = error_of([&] {

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "jit/backend/backend.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/trace.h"
 #include "ops/element_access.h"
-#include "runtime/backend.h"
 #include "tests/cuda_emulation/emulated_kernels.h"
 #include "tests/cuda_emulation/run_emulated.h"
 #include "tests/reference_util.h"
@@ -141,7 +141,7 @@ TEST_F(FarRowEmulationTest, LogSoftmaxKeepsItsPrecisionFarFromZero) {
   for (const testing::EmulationVariant& v : testing::emulation_variants()) {
     SCOPED_TRACE(v.name());
     for (size_t i = 0; i < plans.plans.size(); ++i) {
-      std::vector<std::shared_ptr<runtime::Buffer>> out = plans.run(*kernels, i, v);
+      std::vector<std::shared_ptr<base::Buffer>> out = plans.run(*kernels, i, v);
       std::vector<double> got(inputs[i].numel());
       for (size_t e = 0; e < got.size(); ++e) {
         got[e] = ops::load_double(*out[0], cases[i]->dtype, static_cast<int64_t>(e));

@@ -21,15 +21,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "comm/group_registry.h"
+#include "jit/backend/backend.h"
+#include "jit/eval/reference_graph.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/trace.h"
 #include "jit/graph/pending_graph.h"
 #include "jit/graph/record.h"
-#include "jit/graph/reference_graph.h"
 #include "kiln/custom.h"
 #include "ops/element_access.h"
-#include "runtime/backend.h"
-#include "runtime/distributed/group_registry.h"
 #include "tests/cuda_emulation/emulated_kernels.h"
 #include "tests/cuda_emulation/run_emulated.h"
 #include "tests/test_util.h"
@@ -885,7 +885,7 @@ std::vector<Program> custom_kernel_programs(Inputs& in) {
 // group of one. Every dtype each takes, each reduction, an inner axis, and a fused
 // producer and consumer on either side of the boundary.
 std::vector<Program> collective_programs(OpKind op, Inputs& in) {
-  const int world = distributed_runtime::open_world();
+  const int world = comm::open_world();
   auto collective = [&](const Tensor& x, int reduction, int axis) {
     ops::Attrs attrs;
     attrs.group = world;
@@ -1067,8 +1067,8 @@ struct Expected {
 
 Expected expected_of(const Program& p) {
   const std::vector<detail::Node*> pending = jit::collect_pending(nodes_of(p.outputs));
-  const std::vector<std::shared_ptr<runtime::Buffer>> values = ops::reference_run(pending);
-  std::map<const detail::Node*, const runtime::Buffer*> value_of;
+  const std::vector<std::shared_ptr<base::Buffer>> values = ops::reference_run(pending);
+  std::map<const detail::Node*, const base::Buffer*> value_of;
   for (size_t i = 0; i < pending.size(); ++i) value_of[pending[i]] = values[i].get();
   Expected e;
   for (const Tensor& t : p.outputs) {
@@ -1136,7 +1136,7 @@ void expect_output_matches(const Program& p, const Expected& e, size_t o,
 // Every device Kiln can run on here: the CPU always, each usable GPU.
 std::vector<Device> devices_present() {
   std::vector<Device> devices = {{DeviceType::CPU, 0}};
-  for (int i = 0; i < 64 && runtime::device_usable({DeviceType::CUDA, i}).ok(); ++i) {
+  for (int i = 0; i < 64 && jit::device_usable({DeviceType::CUDA, i}).ok(); ++i) {
     devices.push_back({DeviceType::CUDA, i});
   }
   return devices;
@@ -1255,7 +1255,7 @@ TEST_F(OpCatalogTest, EveryOpMatchesTheReferenceInTheCudaEmulation) {
     const Program& p = cases[c.op].programs[c.program];
     const Expected& e = expected[c.op][c.program];
     for (const testing::EmulationVariant& v : testing::emulation_variants()) {
-      const std::vector<std::shared_ptr<runtime::Buffer>> got =
+      const std::vector<std::shared_ptr<base::Buffer>> got =
           testing::run_emulated_plan(*kernels, *c.plan, c.args, c.modules, v);
       for (size_t o = 0; o < got.size(); ++o) {
         std::vector<double> values(got[o]->nbytes() / dtype_size(e.dtypes[o]));

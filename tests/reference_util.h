@@ -2,9 +2,9 @@
 #ifndef KILN_TESTS_REFERENCE_UTIL_H_
 #define KILN_TESTS_REFERENCE_UTIL_H_
 
+#include "jit/eval/reference_graph.h"
 #include "jit/graph/node.h"
 #include "jit/graph/record.h"
-#include "jit/graph/reference_graph.h"
 #include "kiln/kiln.h"
 
 namespace kiln::testing {

@@ -23,14 +23,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/cache_dir.h"
+#include "base/thread_pool.h"
 #include "kiln/kiln.h"
-#include "runtime/cache_dir.h"
 #include "runtime/cpu/simd_math.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "runtime/cuda/parallel_compile.h"  // KernelSource
-#include "runtime/thread_pool.h"
 
 namespace {
 
@@ -90,7 +90,7 @@ std::vector<absl::Status> check_kernels(
   namespace cuda = kiln::runtime::cuda;
   const int64_t n = static_cast<int64_t>(kernels.size());
   std::vector<absl::Status> results(archs.size() * kernels.size());
-  kiln::runtime::parallel_for(static_cast<int64_t>(results.size()), 1, [&](int64_t b, int64_t e) {
+  kiln::base::parallel_for(static_cast<int64_t>(results.size()), 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const cuda::KernelSource& k = kernels[i % n];
       const int arch = archs[i / n];
@@ -174,7 +174,7 @@ int info() {
               nvrtc.ok() ? nvrtc->c_str() : std::string(nvrtc.status().message()).c_str());
   std::printf("CPU SIMD target: %s, %u threads\n", kiln::runtime::cpu::simd_target_name(),
               std::thread::hardware_concurrency());
-  const std::string where = kiln::runtime::default_cache_dir();
+  const std::string where = kiln::base::default_cache_dir();
   std::printf("kernel cache: %s (KILN_CACHE_DIR)\n",
               where.empty() ? "none, no home directory" : where.c_str());
   return 0;

@@ -3,11 +3,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "jit/backend/backend.h"
 #include "jit/graph/record.h"
 #include "kiln/custom.h"
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
-#include "runtime/backend.h"
 
 namespace kiln {
 namespace {
@@ -28,7 +28,7 @@ std::string check_kernel_source(const ElementwiseFunction& f) {
 // OK when CUDA's registered renderer compiles `source` (NVRTC), or cannot check it here (no
 // CUDA toolkit: nothing can run it).
 absl::Status check_cuda(const std::string& source, const std::string& name) {
-  const runtime::SourceRenderer* cuda = runtime::source_renderer(DeviceType::CUDA);
+  const jit::SourceRenderer* cuda = jit::source_renderer(DeviceType::CUDA);
   return cuda == nullptr ? absl::OkStatus() : cuda->check(source, name);
 }
 

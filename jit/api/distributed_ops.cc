@@ -6,21 +6,19 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm/group_registry.h"
+#include "comm/host_collective.h"
 #include "jit/graph/record.h"
 #include "kiln/distributed.h"
 #include "kiln/error.h"
 #include "kiln/io.h"
 #include "kiln/nn.h"
 #include "kiln/ops.h"
-#include "runtime/distributed/group_registry.h"
-#include "runtime/distributed/host_collective.h"
 
 namespace kiln::distributed {
 namespace {
 
-namespace dr = distributed_runtime;
-
-dr::Communicator& communicator(const Group& g) { return *dr::group_info(g.id()).communicator; }
+comm::Communicator& communicator(const Group& g) { return *comm::group_info(g.id()).communicator; }
 
 Tensor record_collective(ops::OpKind op, const Tensor& x, const Group& group,
                          ops::Attrs attrs = {}) {
@@ -31,13 +29,13 @@ Tensor record_collective(ops::OpKind op, const Tensor& x, const Group& group,
 int reduction_code(Reduction r) {
   switch (r) {
     case Reduction::kSum:
-      return static_cast<int>(dr::Reduction::kSum);
+      return static_cast<int>(comm::Reduction::kSum);
     case Reduction::kMean:
-      return static_cast<int>(dr::Reduction::kMean);
+      return static_cast<int>(comm::Reduction::kMean);
     case Reduction::kMax:
-      return static_cast<int>(dr::Reduction::kMax);
+      return static_cast<int>(comm::Reduction::kMax);
     case Reduction::kMin:
-      return static_cast<int>(dr::Reduction::kMin);
+      return static_cast<int>(comm::Reduction::kMin);
   }
   return 0;
 }
@@ -59,13 +57,13 @@ Tensor collective(ops::OpKind op, const Tensor& x, const Group& group, ops::Attr
 int Group::rank() const { return communicator(*this).rank(); }
 int Group::size() const { return communicator(*this).size(); }
 std::string Group::backend() const { return communicator(*this).backend_name(); }
-std::vector<int> Group::world_ranks() const { return dr::group_info(id_).world_ranks; }
+std::vector<int> Group::world_ranks() const { return comm::group_info(id_).world_ranks; }
 Group Group::split(int color, int key) const {
-  return Group(dr::split_group(id_, color, key < 0 ? rank() : key));
+  return Group(comm::split_group(id_, color, key < 0 ? rank() : key));
 }
 void Group::barrier() const { communicator(*this).barrier(); }
 
-Group init() { return Group(dr::open_world()); }
+Group init() { return Group(comm::open_world()); }
 
 Tensor all_reduce(const Tensor& x, Reduction reduction, const Group& group) {
   ops::Attrs attrs;

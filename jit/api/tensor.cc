@@ -6,11 +6,11 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "jit/backend/backend.h"
+#include "jit/eval/sync.h"
 #include "jit/graph/node.h"
 #include "jit/graph/record.h"
-#include "jit/graph/sync.h"
 #include "kiln/error.h"
-#include "runtime/backend.h"
 
 namespace kiln {
 namespace {
@@ -49,13 +49,14 @@ Tensor Tensor::from_vector(const std::vector<T>& data, std::vector<int64_t> shap
     throw Error(absl::StrCat("[from_vector] shape ", ops::format_shape(shape), " needs ", *count,
                              " elements but the vector has ", data.size()));
   }
-  auto buffer = std::make_shared<runtime::Buffer>(*count * dtype_size(dt));
+  auto buffer = std::make_shared<base::Buffer>(*count * dtype_size(dt));
   if constexpr (std::is_same_v<T, bool>) {
     for (int64_t i = 0; i < *count; ++i) buffer->as<uint8_t>()[i] = data[i] ? 1 : 0;
   } else if (*count > 0) {
     std::memcpy(buffer->data(), data.data(), data.size() * sizeof(T));
   }
-  return jit::make_realized({std::move(shape), dt}, buffer, default_device());
+  return jit::make_realized({std::move(shape), dt}, jit::place_on(buffer, default_device()),
+                            default_device());
 }
 
 Tensor Tensor::from_blob(void* data, std::vector<int64_t> shape, DType dt,
@@ -74,9 +75,10 @@ Tensor Tensor::from_blob(void* data, std::vector<int64_t> shape, DType dt,
   }
   std::function<void()> release;
   if (deleter) release = [deleter = std::move(deleter), data] { deleter(data); };
-  auto buffer = std::make_shared<runtime::Buffer>(static_cast<std::byte*>(data),
-                                                  *count * dtype_size(dt), std::move(release));
-  return jit::make_realized({std::move(shape), dt}, buffer, default_device());
+  auto buffer = std::make_shared<base::Buffer>(static_cast<std::byte*>(data),
+                                               *count * dtype_size(dt), std::move(release));
+  return jit::make_realized({std::move(shape), dt}, jit::place_on(buffer, default_device()),
+                            default_device());
 }
 
 template <class T>
@@ -88,8 +90,8 @@ std::vector<T> Tensor::to_vector() const {
                              " (use astype first)"));
   }
   eval();
-  const std::shared_ptr<const runtime::Buffer> host = runtime::host_view(node().buffer);
-  const runtime::Buffer& buffer = *host;
+  const std::shared_ptr<const base::Buffer> host = jit::host_view(node().buffer);
+  const base::Buffer& buffer = *host;
   const int64_t n = numel();
   if constexpr (std::is_same_v<T, bool>) {
     std::vector<bool> out(n);
@@ -130,7 +132,7 @@ const Tensor& Tensor::eval() const {
   return *this;
 }
 
-void synchronize() { runtime::synchronize_all_devices(); }
+void synchronize() { jit::synchronize_all_devices(); }
 
 void eval(const std::vector<Tensor>& outputs) {
   std::vector<detail::Node*> nodes;

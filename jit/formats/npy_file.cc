@@ -11,12 +11,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/atomic_file.h"
+#include "jit/backend/backend.h"
 #include "jit/graph/node.h"
 #include "jit/graph/record.h"
-#include "jit/graph/sync.h"
 #include "kiln/error.h"
 #include "kiln/io.h"
-#include "runtime/atomic_file.h"
 
 namespace kiln::jit {
 namespace {
@@ -221,14 +221,14 @@ absl::StatusOr<NpyArray> read_npy(const std::string& path) {
                              ops::format_shape(*parser.shape), " of ", dtype_name(*dtype),
                              " needs ", nbytes));
   }
-  NpyArray array{{*parser.shape, *dtype}, std::make_shared<runtime::Buffer>(nbytes)};
+  NpyArray array{{*parser.shape, *dtype}, std::make_shared<base::Buffer>(nbytes)};
   in.read(reinterpret_cast<char*>(array.data->data()), nbytes);
   if (!in) return fail("truncated data");
   return array;
 }
 
 absl::Status write_npy(const std::string& path, const ops::ValueType& type,
-                       const runtime::Buffer& data) {
+                       const base::Buffer& data) {
   const bool widen = type.dtype == DType::BF16;
   // Python tuple syntax: "()", "(3,)", "(2, 3)".
   std::string shape =
@@ -239,7 +239,7 @@ absl::Status write_npy(const std::string& path, const ops::ValueType& type,
   const size_t unpadded = kMagicSize + 4 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header.push_back('\n');
-  return runtime::write_file_atomically(path, [&](std::ostream& out) {
+  return base::write_file_atomically(path, [&](std::ostream& out) {
     out.write(kMagic, kMagicSize);
     const char version_and_len[4] = {1, 0, static_cast<char>(header.size() & 0xff),
                                      static_cast<char>(header.size() >> 8)};
@@ -263,14 +263,15 @@ namespace kiln {
 Tensor load_npy(const std::string& path) {
   absl::StatusOr<jit::NpyArray> array = jit::read_npy(path);
   if (!array.ok()) throw Error(absl::StrCat("[load_npy] ", array.status().message()));
-  return jit::make_realized(array->type, array->data, default_device());
+  return jit::make_realized(array->type, jit::place_on(array->data, default_device()),
+                            default_device());
 }
 
 void save_npy(const std::string& path, const Tensor& t) {
   if (!t.defined()) throw Error("[save_npy] the tensor is empty (undefined)");
   t.eval();
   const detail::Node& node = *detail::TensorAccess::node(t);
-  absl::Status s = jit::write_npy(path, node.type, *runtime::host_view(node.buffer));
+  absl::Status s = jit::write_npy(path, node.type, *jit::host_view(node.buffer));
   if (!s.ok()) throw Error(absl::StrCat("[save_npy] ", s.message()));
 }
 

@@ -6,14 +6,14 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "base/buffer.h"
 #include "ops/value_type.h"
-#include "runtime/buffer.h"
 
 namespace kiln::jit {
 
 struct NpyArray {
   ops::ValueType type;
-  std::shared_ptr<runtime::Buffer> data;  // row-major
+  std::shared_ptr<base::Buffer> data;  // row-major
 };
 
 // Reads versions 1.0-3.0 with dtypes |b1 <i4 <i8 <f2 <f4 <f8 in C order. Rejects anything
@@ -24,7 +24,7 @@ absl::StatusOr<NpyArray> read_npy(const std::string& path);
 // Writes version 1.0 through a temporary file renamed into place, so a failure leaves any
 // existing file as it was. BF16 data is written as <f4 (exact).
 absl::Status write_npy(const std::string& path, const ops::ValueType& type,
-                       const runtime::Buffer& data);
+                       const base::Buffer& data);
 
 }  // namespace kiln::jit
 

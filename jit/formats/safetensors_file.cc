@@ -20,13 +20,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/atomic_file.h"
+#include "jit/backend/backend.h"
 #include "jit/formats/trace_format.h"
 #include "jit/graph/node.h"
 #include "jit/graph/record.h"
 #include "kiln/error.h"
 #include "kiln/io.h"
 #include "ops/value_type.h"
-#include "runtime/atomic_file.h"
 
 namespace kiln {
 namespace {
@@ -157,7 +158,7 @@ uint64_t little_endian_u64(const unsigned char* bytes) {
 }
 
 // Normalizes bool bytes to 0 or 1, as Kiln stores bools.
-void normalize_bools(DType dtype, runtime::Buffer& buffer) {
+void normalize_bools(DType dtype, base::Buffer& buffer) {
   if (dtype != DType::Bool) return;
   for (int64_t i = 0; i < buffer.nbytes(); ++i)
     buffer.as<uint8_t>()[i] = buffer.as<uint8_t>()[i] != 0;
@@ -215,10 +216,11 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path) {
       parse_header(bytes + 8, header_length, map.size - data_start, fail);
   std::map<std::string, Tensor> tensors;
   for (const Entry& e : entries) {
-    auto buffer = std::make_shared<runtime::Buffer>(static_cast<int64_t>(e.end - e.begin));
+    auto buffer = std::make_shared<base::Buffer>(static_cast<int64_t>(e.end - e.begin));
     if (e.end > e.begin) std::memcpy(buffer->data(), bytes + data_start + e.begin, e.end - e.begin);
     normalize_bools(e.type.dtype, *buffer);
-    tensors[e.name] = jit::make_realized(e.type, buffer, default_device());
+    tensors[e.name] =
+        jit::make_realized(e.type, jit::place_on(buffer, default_device()), default_device());
   }
   return tensors;
 }
@@ -265,7 +267,9 @@ Tensor load_safetensors_shard(const std::string& path, const std::string& name, 
   ops::ValueType shard = type;
   shard.shape[static_cast<size_t>(axis)] = extent / parts;
   if (ops::numel(type.shape) == 0) {  // nothing to read (and no runs to count)
-    return jit::make_realized(shard, std::make_shared<runtime::Buffer>(0), default_device());
+    return jit::make_realized(shard,
+                              jit::place_on(std::make_shared<base::Buffer>(0), default_device()),
+                              default_device());
   }
   // The shard is `outer` runs of (extent / parts) * inner elements each: one read per run.
   // The header check bounded outer * extent * inner * esize by the file's size.
@@ -274,14 +278,14 @@ Tensor load_safetensors_shard(const std::string& path, const std::string& name, 
   for (int i = axis + 1; i < rank; ++i) inner *= type.shape[static_cast<size_t>(i)];
   const int64_t esize = dtype_size(type.dtype);
   const int64_t run = extent / parts * inner * esize;
-  auto buffer = std::make_shared<runtime::Buffer>(outer * run);
+  auto buffer = std::make_shared<base::Buffer>(outer * run);
   for (int64_t o = 0; o < outer; ++o) {
     const uint64_t offset =
         data_start + it->begin + static_cast<uint64_t>(o * extent * inner * esize + part * run);
     read_at(file.fd, buffer->as<char>() + o * run, static_cast<uint64_t>(run), offset, fail);
   }
   normalize_bools(shard.dtype, *buffer);
-  return jit::make_realized(shard, buffer, default_device());
+  return jit::make_realized(shard, jit::place_on(buffer, default_device()), default_device());
 }
 
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors) {
@@ -305,15 +309,15 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   }
   std::string text = header.dump();
   while ((8 + text.size()) % 8 != 0) text.push_back(' ');  // data starts 8-byte aligned
-  absl::Status written = runtime::write_file_atomically(path, [&](std::ostream& out) {
+  absl::Status written = base::write_file_atomically(path, [&](std::ostream& out) {
     const uint64_t length = text.size();
     char le[8];
     for (int i = 0; i < 8; ++i) le[i] = static_cast<char>((length >> (8 * i)) & 0xff);
     out.write(le, 8);
     out << text;
     for (const auto& [name, t] : tensors) {
-      const std::shared_ptr<const runtime::Buffer> b =
-          runtime::host_view(detail::TensorAccess::node(t)->buffer);
+      const std::shared_ptr<const base::Buffer> b =
+          jit::host_view(detail::TensorAccess::node(t)->buffer);
       out.write(reinterpret_cast<const char*>(b->data()), t.numel() * dtype_size(t.dtype()));
     }
   });

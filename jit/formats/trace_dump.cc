@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "jit/backend/backend.h"
 #include "jit/formats/trace_export.h"
 #include "jit/formats/trace_format.h"
 #include "jit/graph/pending_graph.h"
@@ -110,7 +111,7 @@ TraceExport export_trace(const std::vector<Node*>& outputs) {
     if (row.op == "input") {
       j["name"] = row.name;
       if (row.node->realized())
-        result.inputs.push_back({row.name, row.node->type, runtime::host_view(row.node->buffer)});
+        result.inputs.push_back({row.name, row.node->type, jit::host_view(row.node->buffer)});
     } else {
       if (row.node->op == ops::OpKind::Constant) j["value"] = scalar_to_json(row.node->attrs.value);
       if (!row.args.empty()) j["args"] = row.args;

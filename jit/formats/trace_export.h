@@ -21,7 +21,7 @@ struct TraceExport {
   struct Input {
     std::string name;
     ops::ValueType type;
-    std::shared_ptr<const runtime::Buffer> data;
+    std::shared_ptr<const base::Buffer> data;
   };
   std::vector<Input> inputs;
 };

@@ -7,10 +7,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "comm/group_registry.h"
+#include "comm/host_collective.h"
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
-#include "runtime/distributed/group_registry.h"
-#include "runtime/distributed/host_collective.h"
 
 namespace kiln::jit {
 namespace {
@@ -51,14 +51,12 @@ absl::Status read_registered(const json& attrs, const char* key, const char* def
   return absl::OkStatus();
 }
 
-namespace dr = distributed_runtime;
-
 // A collective names its group by the world ranks in it (ids are per process), and its
 // reduction by name.
 void collective_attrs_to_json(OpKind op, const ops::Attrs& a, json& j) {
-  j["ranks"] = dr::group_info(a.group).world_ranks;
+  j["ranks"] = comm::group_info(a.group).world_ranks;
   if (op == OpKind::AllReduce || op == OpKind::ReduceScatter) {
-    j["reduction"] = dr::reduction_name(static_cast<dr::Reduction>(a.reduction));
+    j["reduction"] = comm::reduction_name(static_cast<comm::Reduction>(a.reduction));
   }
   if (op == OpKind::AllGather || op == OpKind::ReduceScatter) j["axis"] = a.axis;
   if (op == OpKind::Broadcast) j["root"] = a.peer;
@@ -69,15 +67,15 @@ void collective_attrs_to_json(OpKind op, const ops::Attrs& a, json& j) {
 // needs the processes it ran over.
 absl::Status find_recorded_group(OpKind op, const std::vector<int>& ranks, int& group) {
   try {
-    dr::open_world();
+    comm::open_world();
   } catch (const Error& e) {
     return absl::FailedPreconditionError(e.what());
   }
-  if (std::optional<int> id = dr::find_group(ranks)) {
+  if (std::optional<int> id = comm::find_group(ranks)) {
     group = *id;
     return absl::OkStatus();
   }
-  const dr::Communicator& world = *dr::group_info(dr::kWorldGroup).communicator;
+  const comm::Communicator& world = *comm::group_info(comm::kWorldGroup).communicator;
   return absl::FailedPreconditionError(absl::StrCat(
       ops::op_name(op), " ran over the processes with world ranks [", absl::StrJoin(ranks, ", "),
       "], but this process is rank ", world.rank(), " of a world of ", world.size(),
@@ -92,8 +90,8 @@ absl::Status collective_attrs_from_json(OpKind op, const json& j, ops::Attrs& a)
   if (op == OpKind::AllReduce || op == OpKind::ReduceScatter) {
     std::string name = "sum";
     if (absl::Status s = read_attr(j, "reduction", name, false); !s.ok()) return s;
-    dr::Reduction r;
-    if (!dr::reduction_from_name(name, &r)) {
+    comm::Reduction r;
+    if (!comm::reduction_from_name(name, &r)) {
       return absl::InvalidArgumentError(
           absl::StrCat("attribute 'reduction' is \"", name, "\" (expected sum, mean, max or min)"));
     }

@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "jit/backend/backend.h"
 #include "jit/formats/npy_file.h"
 #include "jit/formats/trace_format.h"
 #include "jit/graph/node.h"
@@ -313,7 +314,8 @@ void replay_trace(const std::string& trace_path, const std::string& inputs_dir,
     const std::string path = absl::StrCat(inputs_dir, "/", in.name, ".npy");
     absl::StatusOr<jit::NpyArray> array = jit::read_npy(path);
     if (!array.ok()) throw Error(absl::StrCat("input '", in.name, "': ", array.status().message()));
-    Tensor t = jit::make_realized(array->type, array->data, default_device());
+    Tensor t = jit::make_realized(array->type, jit::place_on(array->data, default_device()),
+                                  default_device());
     // BF16 travels as f32 in .npy (numpy has no bfloat16): narrow it back, exactly.
     if (in.dtype == DType::BF16 && t.dtype() == DType::F32) t = t.astype(DType::BF16);
     if (t.dtype() != in.dtype || t.shape() != in.shape) {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "base/buffer.h"
 #include "jit/fusion/kernel_ir.h"
 #include "jit/fusion/trace.h"
-#include "runtime/buffer.h"
 
 namespace kiln::jit {
 
@@ -35,8 +35,8 @@ struct LaunchPlan {
 // its parameters. A plan plus its arguments is all a backend needs, so a compiled function
 // replays a plan without any trace.
 struct PlanArguments {
-  std::vector<std::shared_ptr<runtime::Buffer>> inputs;  // per trace input slot
-  std::vector<double> params;                            // per trace parameter slot
+  std::vector<std::shared_ptr<base::Buffer>> inputs;  // per trace input slot
+  std::vector<double> params;                         // per trace parameter slot
   // Per input slot (empty: none): nothing outside this run can see the buffer any more, so
   // an update_slice may write it in place (donatable_inputs).
   std::vector<bool> donated;
@@ -58,10 +58,6 @@ std::vector<bool> donatable_inputs(const Trace& trace, const std::vector<detail:
 // input 0, marked in `donated`: PlanArguments::donated), or -1: then its output starts as
 // a copy of x.
 int donated_slot(const LaunchPlan& plan, const std::vector<bool>& donated, const KernelLaunch& l);
-
-// KILN_RECORD_CUDA_DIR writes every new kernel's CUDA source; tests that plan thousands of
-// random kernels pause it after a sample (scripts/test.sh compiles what was recorded).
-void set_cuda_recording_paused(bool paused);
 
 // Plans `trace`: fusion, lowering, the kernel cache, the buffer plan.
 std::shared_ptr<const LaunchPlan> build_plan(const Trace& trace);

@@ -7,11 +7,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "comm/host_collective.h"
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
 #include "ops/gather.h"
 #include "ops/infer.h"
-#include "runtime/distributed/host_collective.h"
 
 namespace kiln::jit {
 namespace {
@@ -594,9 +594,7 @@ LoweredKernel lower_collective(const Trace& trace, const KernelGroup& group) {
   switch (n.op) {
     case ops::OpKind::AllReduce:
     case ops::OpKind::ReduceScatter:
-      absl::StrAppend(&name, "_",
-                      distributed_runtime::reduction_name(
-                          static_cast<distributed_runtime::Reduction>(a.reduction)));
+      absl::StrAppend(&name, "_", comm::reduction_name(static_cast<comm::Reduction>(a.reduction)));
       break;
     case ops::OpKind::Broadcast:
       absl::StrAppend(&name, "_from_", a.peer);

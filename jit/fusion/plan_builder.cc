@@ -6,15 +6,14 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/atomic_file.h"
+#include "base/cache_dir.h"
+#include "base/env_options.h"
+#include "base/stats_counters.h"
 #include "jit/fusion/attention_fusion.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/lowering.h"
 #include "jit/fusion/planner.h"
-#include "jit/graph/env_options.h"
-#include "runtime/atomic_file.h"
-#include "runtime/backend.h"
-#include "runtime/cache_dir.h"
-#include "runtime/stats_counters.h"
 
 namespace kiln::jit {
 namespace {
@@ -69,28 +68,7 @@ std::string describe(const Trace& trace, const FusionPlan& fusion, const LaunchP
   return out;
 }
 
-std::atomic<bool> recording_paused{false};
-
-// KILN_RECORD_CUDA_DIR: every new program's CUDA source (the registry's renderer for dumps),
-// one file each, named by a hash of its text that every process computes alike (absl::Hash
-// is seeded per process), so the test processes that plan the same kernel write one file and
-// `kiln compile-cuda DIR` compiles everything a run planned once (scripts/test.sh does).
-void record_cuda_source(const KernelProgram& program) {
-  const runtime::SourceRenderer* renderer = runtime::dump_source_renderer();
-  if (renderer == nullptr) return;
-  const std::string source = renderer->render(program);
-  const std::string dir = env_options().record_cuda_dir;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  const std::string path = absl::StrCat(
-      dir, "/", program.name, "_", runtime::cache_file_stem(source), renderer->file_extension());
-  if (std::filesystem::exists(path, ec)) return;
-  (void)runtime::write_file_atomically(path, [&](std::ostream& out) { out << source; });
-}
-
 }  // namespace
-
-void set_cuda_recording_paused(bool paused) { recording_paused = paused; }
 
 PlanArguments arguments_of(const Trace& trace) {
   PlanArguments args;
@@ -127,8 +105,9 @@ int donated_slot(const LaunchPlan& plan, const std::vector<bool>& donated, const
 std::shared_ptr<const LaunchPlan> build_plan(const Trace& user_trace) {
   // Hand-written attention becomes attention nodes first (same node ids, same inputs and
   // parameters), so the plan runs with the user's trace's arguments.
-  const AttentionRewrite attention =
-      env_options().fuse_attention ? fuse_hand_written_attention(user_trace) : AttentionRewrite{};
+  const AttentionRewrite attention = base::env_options().fuse_attention
+                                         ? fuse_hand_written_attention(user_trace)
+                                         : AttentionRewrite{};
   const Trace& trace = attention.fused.empty() ? user_trace : attention.trace;
   std::vector<int> forced;
   FusionPlan fusion;
@@ -154,12 +133,7 @@ std::shared_ptr<const LaunchPlan> build_plan(const Trace& user_trace) {
     bool added = false;
     pk.program = kernel_cache().find_or_add(std::move(k.program), &added);
     pk.compiled_here = added;
-    // A collective is no kernel: the communicator moves its bytes.
-    if (added && !recording_paused && !env_options().record_cuda_dir.empty() &&
-        pk.program->anchor != AnchorKind::kCollective) {
-      record_cuda_source(*pk.program);
-    }
-    (added ? runtime::counters().kernels_compiled : runtime::counters().kernel_cache_hits) += 1;
+    (added ? base::counters().kernels_compiled : base::counters().kernel_cache_hits) += 1;
     pk.launch = std::move(k.launch);
     plan->kernels.push_back(std::move(pk));
   }

@@ -8,8 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
-#include "runtime/backend.h"
-#include "runtime/stats_counters.h"
+#include "base/stats_counters.h"
 
 namespace kiln::jit {
 namespace {
@@ -95,14 +94,7 @@ std::shared_ptr<const LaunchPlan> find_or_build_plan(const Trace& trace, Device 
   *hit = plan != nullptr;
   if (*hit) return plan;
   plan = build_plan(trace);
-  // The device's own words on how it runs the plan (on CUDA: cuBLASLt or the generated kernel
-  // for each matmul) end the plan dump. Copied only when there are some.
-  if (std::string notes = runtime::describe_plan_on(device, *plan); !notes.empty()) {
-    auto described = std::make_shared<LaunchPlan>(*plan);
-    described->description += notes;
-    plan = std::move(described);
-  }
-  runtime::counters().plans_built += 1;
+  base::counters().plans_built += 1;
   add_plan(trace, device, plan);
   return plan;
 }

@@ -42,7 +42,7 @@ struct HeldValues {
 };
 
 // The rule applied to the pending nodes that `targets` reach; with `store_at_once` (the
-// trace cap's sync, jit/graph/sync.h) every held value is stored now. Call it under the
+// trace cap's sync, jit/eval/sync.h) every held value is stored now. Call it under the
 // sync's ClaimedGraph for `targets`, before anything else takes a reference to them: a
 // reference count says whether a node is held outside the sync, and the claim's own
 // references are discounted.

@@ -4,7 +4,7 @@
 
 namespace kiln::detail {
 
-void Node::realize(std::shared_ptr<runtime::Buffer> data) {
+void Node::realize(std::shared_ptr<base::Buffer> data) {
   buffer = std::move(data);
   pending_bound.store(0, std::memory_order_relaxed);
   realized_.store(true, std::memory_order_release);  // published with its buffer

@@ -11,11 +11,11 @@
 #include <memory>
 #include <vector>
 
+#include "base/buffer.h"
 #include "kiln/dtype.h"
 #include "ops/attrs.h"
 #include "ops/op_catalog.h"
 #include "ops/value_type.h"
-#include "runtime/buffer.h"
 
 namespace kiln::detail {
 
@@ -25,7 +25,7 @@ struct Node {
   ops::ValueType type;
   Device device;
   std::vector<std::shared_ptr<Node>> inputs;
-  std::shared_ptr<runtime::Buffer> buffer;  // set once realized; read only after realized()
+  std::shared_ptr<base::Buffer> buffer;  // set once realized; read only after realized()
   // Upper bound on the unrealized nodes reachable from here (this one included); shared
   // subgraphs are counted once per path, so it may overcount, never undercount. Atomic: a
   // thread recording on top of a node reads it while another thread's sync realizes the node.
@@ -49,7 +49,7 @@ struct Node {
   // Acquire: a thread that sees the node realized also sees its buffer.
   bool realized() const { return realized_.load(std::memory_order_acquire); }
   // Becomes a leaf holding `data`: the recipe and the references to inputs are dropped.
-  void realize(std::shared_ptr<runtime::Buffer> data);
+  void realize(std::shared_ptr<base::Buffer> data);
 
   Node() { live_nodes().fetch_add(1, std::memory_order_relaxed); }
   Node(const Node&) = delete;

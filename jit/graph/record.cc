@@ -7,7 +7,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "jit/graph/node.h"
-#include "jit/graph/sync.h"
 #include "jit/graph/sync_claims.h"
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
@@ -38,6 +37,8 @@ Device common_device(ops::OpKind op, const std::vector<Tensor>& inputs) {
   return d;
 }
 
+std::atomic<TraceCapSync> trace_cap_sync{nullptr};
+
 // Keeps pending graphs bounded: pending_bound overcounts shared subgraphs, so only when it
 // passes the cap is the exact size counted (and the bound tightened to it).
 void enforce_trace_cap(const std::shared_ptr<Node>& node) {
@@ -45,13 +46,19 @@ void enforce_trace_cap(const std::shared_ptr<Node>& node) {
   if (node->pending_bound.load(std::memory_order_relaxed) <= cap) return;
   int64_t exact = count_pending_nodes(node.get(), cap);
   if (exact > cap) {
-    sync({node.get()}, SyncReason::kTraceCap);
+    TraceCapSync sync = trace_cap_sync.load(std::memory_order_acquire);
+    if (sync == nullptr) throw Error("[record] no sync is installed to cut the pending graph");
+    sync(node.get());
   } else {
     node->pending_bound.store(exact, std::memory_order_relaxed);
   }
 }
 
 }  // namespace
+
+void set_trace_cap_sync(TraceCapSync sync) {
+  trace_cap_sync.store(sync, std::memory_order_release);
+}
 
 int64_t max_trace_nodes() {
   static const int64_t cap = read_max_trace();
@@ -109,7 +116,7 @@ Tensor record(ops::OpKind op, const std::vector<Tensor>& inputs, ops::Attrs attr
   return TensorAccess::wrap(std::move(node));
 }
 
-Tensor make_realized(const ops::ValueType& type, const std::shared_ptr<runtime::Buffer>& data,
+Tensor make_realized(const ops::ValueType& type, const std::shared_ptr<base::Buffer>& data,
                      Device device) {
   auto node = std::make_shared<Node>();
   node->op = ops::OpKind::Input;
@@ -117,8 +124,15 @@ Tensor make_realized(const ops::ValueType& type, const std::shared_ptr<runtime::
   node->attrs.shape = type.shape;
   node->attrs.dtype = type.dtype;
   node->device = device;
-  // A computed tensor's data lives on its device (uploaded once, here).
-  node->realize(runtime::place_on(data, device));
+  // A computed tensor's data lives on its device: callers place it there first
+  // (jit::place_on), since recording cannot reach the devices.
+  const bool on_device = data == nullptr || (data->on_device() ? data->device() == device
+                                                               : device.type == DeviceType::CPU);
+  if (!on_device) {
+    throw Error(
+        absl::StrCat("[make_realized] the data is not in ", device_name(device), "'s memory"));
+  }
+  node->realize(data);
   return TensorAccess::wrap(std::move(node));
 }
 

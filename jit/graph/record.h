@@ -5,11 +5,15 @@
 #include <memory>
 #include <vector>
 
+#include "base/buffer.h"
 #include "kiln/tensor.h"
 #include "ops/attrs.h"
 #include "ops/op_catalog.h"
 #include "ops/value_type.h"
-#include "runtime/buffer.h"
+
+namespace kiln::detail {
+struct Node;
+}  // namespace kiln::detail
 
 namespace kiln::jit {
 
@@ -25,8 +29,9 @@ ops::ValueType check_op(ops::OpKind op, const std::vector<Tensor>& inputs, ops::
 // Throws kiln::Error when `op` cannot run on `device`: a CPU-only custom kernel elsewhere.
 void check_runs_on(ops::OpKind op, const ops::Attrs& attrs, Device device);
 
-// A tensor that is already computed: a realized "input" node holding `data`.
-Tensor make_realized(const ops::ValueType& type, const std::shared_ptr<runtime::Buffer>& data,
+// A tensor that is already computed: a realized "input" node holding `data`, which must be
+// in `device`'s memory already (jit::place_on puts it there).
+Tensor make_realized(const ops::ValueType& type, const std::shared_ptr<base::Buffer>& data,
                      Device device);
 
 // An input node with no data yet: a placeholder for checking a trace file without running
@@ -38,6 +43,11 @@ bool any_collective_recorded();
 
 // The cap on pending nodes (KILN_MAX_TRACE, default 4096).
 int64_t max_trace_nodes();
+
+// How record() evaluates a pending graph that grew past the cap. The graph layer cannot call
+// up into evaluation, so jit/eval/sync.cc installs its sync here when the program starts.
+using TraceCapSync = void (*)(detail::Node* node);
+void set_trace_cap_sync(TraceCapSync sync);
 
 }  // namespace kiln::jit
 

@@ -1,9 +1,9 @@
+#include "base/stats_counters.h"
 #include "kiln/debug.h"
-#include "runtime/stats_counters.h"
 
 namespace kiln {
 Stats stats() {
-  const runtime::Counters& c = runtime::counters();
+  const base::Counters& c = base::counters();
   Stats s;
   s.syncs = c.syncs;
   s.plans_built = c.plans_built;
@@ -20,7 +20,7 @@ Stats stats() {
 }
 
 void reset_stats() {
-  runtime::Counters& c = runtime::counters();
+  base::Counters& c = base::counters();
   for (std::atomic<int64_t>* counter :
        {&c.syncs, &c.plans_built, &c.plan_cache_hits, &c.kernels_compiled, &c.kernel_cache_hits,
         &c.disk_cache_hits, &c.kernels_launched, &c.bytes_allocated, &c.compiled_records,

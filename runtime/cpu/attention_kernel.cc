@@ -12,6 +12,7 @@
 #include <limits>
 #include <utility>
 
+#include "base/thread_pool.h"
 #include "ops/attention.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel_families.h"
@@ -19,7 +20,6 @@
 #include "runtime/cpu/row_reductions.h"
 #include "runtime/cpu/simd_math.h"
 #include "runtime/cpu/tile_evaluator.h"
-#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -189,7 +189,7 @@ void multiply(const A& a, const B& b, T* out, int64_t ldc) {
 
 template <class T>
 void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
-               const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
+               const std::vector<const base::Buffer*>& inputs, const std::vector<double>& params,
                T* result) {
   const MatrixOperand<T> q =
       matrix_operand<T>(program, launch, inputs, params, 0, launch.spaces[1]);
@@ -207,7 +207,7 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
   const T factor =
       split.factor >= 0 ? static_cast<T>(params[program.instrs[split.factor].param]) : T(1);
   const int64_t row_blocks = (s.sq + kQueryBlock - 1) / kQueryBlock;
-  parallel_for(s.batches * row_blocks, 1, [&](int64_t t0, int64_t t1) {
+  base::parallel_for(s.batches * row_blocks, 1, [&](int64_t t0, int64_t t1) {
     TileEvaluator ev(program, launch, inputs, params, nullptr);
     // A tile of scores is contiguous (row stride = its key count), so the score ops run over
     // it in one evaluator pass and the softmax reads their result where it lies.
@@ -275,8 +275,8 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
 }  // namespace
 
 void run_attention(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
-                   const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
-                   const std::vector<double>& params) {
+                   const std::vector<const base::Buffer*>& inputs,
+                   const std::vector<base::Buffer*>& outputs, const std::vector<double>& params) {
   run_anchored(program, launch, inputs, outputs, params, [&](auto* result) {
     using T = std::remove_pointer_t<decltype(result)>;
     if constexpr (std::is_floating_point_v<T>) {

@@ -10,12 +10,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "base/cache_dir.h"
+#include "base/thread_pool.h"
 #include "ops/op_catalog.h"
-#include "runtime/cache_dir.h"
 #include "runtime/cpu/host_compiler.h"
 #include "runtime/cpu/simd_math_inl_source.h"
 #include "runtime/cpu/tile_evaluator.h"
-#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -194,7 +194,7 @@ CompiledPointwise function_for(const KernelProgram& program) {
         compiled_function(kSimdMathInlSource, *source, kCompiledPointwiseSymbol);
     if (compiled.ok()) {
       function = reinterpret_cast<CompiledPointwise>(*compiled);
-    } else if (!reported_on_stderr(compiled.status())) {  // a refused cache file was said
+    } else if (!base::reported_on_stderr(compiled.status())) {  // a refused cache file was said
       static std::once_flag said;
       std::call_once(said, [&] {
         std::fprintf(stderr, "kiln: %s; the tile evaluator runs such kernels instead\n",
@@ -266,8 +266,8 @@ int64_t compiled_pointwise_runs() { return runs.load(); }
 bool last_kernel_ran_compiled_loop() { return last_ran_compiled; }
 
 bool run_compiled_pointwise(const KernelProgram& program, const jit::KernelLaunch& launch,
-                            const std::vector<const Buffer*>& inputs,
-                            const std::vector<Buffer*>& outputs,
+                            const std::vector<const base::Buffer*>& inputs,
+                            const std::vector<base::Buffer*>& outputs,
                             const std::vector<double>& params) {
   last_ran_compiled = false;
   if (!host_compiler_enabled() || program.anchor != jit::AnchorKind::kNone) return false;
@@ -283,11 +283,11 @@ bool run_compiled_pointwise(const KernelProgram& program, const jit::KernelLaunc
   }
   std::vector<float*> output_pointers;
   output_pointers.reserve(outputs.size());
-  for (Buffer* out : outputs) output_pointers.push_back(out->as<float>());
+  for (base::Buffer* out : outputs) output_pointers.push_back(out->as<float>());
   std::vector<float> float_params(params.size());
   for (size_t k = 0; k < params.size(); ++k) float_params[k] = static_cast<float>(params[k]);
   const int64_t tiles = (total + kTile - 1) / kTile;
-  parallel_for(tiles, 16, [&](int64_t t0, int64_t t1) {
+  base::parallel_for(tiles, 16, [&](int64_t t0, int64_t t1) {
     function(load_pointers.data(), output_pointers.data(), float_params.data(), t0 * kTile,
              std::min(total, t1 * kTile));
   });

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "base/buffer.h"
 #include "jit/fusion/kernel_ir.h"
-#include "runtime/buffer.h"
 
 namespace kiln::runtime::cpu {
 
@@ -36,8 +36,9 @@ inline constexpr char kCompiledPointwiseSymbol[] = "kiln_compiled_pointwise";
 // Runs the kernel through its compiled loop when it is compiled (building it on first use)
 // and this launch suits it; false when the caller must use the tile evaluator.
 bool run_compiled_pointwise(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
-                            const std::vector<const Buffer*>& inputs,
-                            const std::vector<Buffer*>& outputs, const std::vector<double>& params);
+                            const std::vector<const base::Buffer*>& inputs,
+                            const std::vector<base::Buffer*>& outputs,
+                            const std::vector<double>& params);
 
 // The smallest kernel (positions) compiled: KILN_CPU_JIT_MIN_ELEMENTS unless a test set it.
 int64_t compiled_pointwise_min_elements();

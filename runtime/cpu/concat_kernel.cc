@@ -1,8 +1,8 @@
 // Concat kernels: each operand is evaluated whole and scattered into its slice of the
 // result.
+#include "base/thread_pool.h"
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/tile_evaluator.h"
-#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -13,7 +13,7 @@ using ops::Shape;
 
 template <class T>
 void concat(const KernelProgram& program, const KernelLaunch& launch,
-            const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
+            const std::vector<const base::Buffer*>& inputs, const std::vector<double>& params,
             T* result) {
   const Shape& out = launch.spaces[0];
   const int axis = program.anchor_attrs.axis;
@@ -33,8 +33,8 @@ void concat(const KernelProgram& program, const KernelLaunch& launch,
 }  // namespace
 
 void run_concat(const KernelProgram& program, const KernelLaunch& launch,
-                const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
-                const std::vector<double>& params) {
+                const std::vector<const base::Buffer*>& inputs,
+                const std::vector<base::Buffer*>& outputs, const std::vector<double>& params) {
   run_anchored(program, launch, inputs, outputs, params, [&](auto* result) {
     using T = std::remove_pointer_t<decltype(result)>;
     concat<T>(program, launch, inputs, params, result);

@@ -1,3 +1,6 @@
+// The CPU device's backend: kernels in plan order, intermediates recycled by size.
+#include "runtime/cpu/cpu_backend.h"
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -8,13 +11,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "jit/graph/env_options.h"
-#include "runtime/backend.h"
+#include "base/env_options.h"
+#include "base/stats_counters.h"
+#include "jit/backend/backend.h"
 #include "runtime/cpu/compiled_pointwise.h"
 #include "runtime/cpu/kernel_executor.h"
-#include "runtime/stats_counters.h"
 
-namespace kiln::runtime {
+namespace kiln::runtime::cpu {
 namespace {
 
 // Bytes a kernel moves: every input and output buffer once.
@@ -45,38 +48,39 @@ double flops(const jit::KernelProgram& p, const jit::KernelLaunch& l) {
 }
 
 // A buffer of `bytes` from the released intermediates when one fits exactly, else a new one.
-std::shared_ptr<Buffer> recycled(std::multimap<int64_t, std::shared_ptr<Buffer>>& pool,
-                                 int64_t bytes) {
+std::shared_ptr<base::Buffer> recycled(std::multimap<int64_t, std::shared_ptr<base::Buffer>>& pool,
+                                       int64_t bytes) {
   auto it = pool.find(bytes);
-  if (it == pool.end()) return std::make_shared<Buffer>(bytes);
-  std::shared_ptr<Buffer> b = std::move(it->second);
+  if (it == pool.end()) return std::make_shared<base::Buffer>(bytes);
+  std::shared_ptr<base::Buffer> b = std::move(it->second);
   pool.erase(it);
   return b;
 }
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public jit::Backend {
  public:
-  std::vector<std::shared_ptr<Buffer>> run(const jit::LaunchPlan& plan,
-                                           const jit::PlanArguments& args) override {
-    absl::flat_hash_map<int, std::shared_ptr<Buffer>> buffers;
+  std::vector<std::shared_ptr<base::Buffer>> run(const jit::LaunchPlan& plan,
+                                                 const jit::PlanArguments& args) override {
+    absl::flat_hash_map<int, std::shared_ptr<base::Buffer>> buffers;
     for (size_t slot = 0; slot < plan.input_nodes.size(); ++slot) {
-      buffers[plan.input_nodes[slot]] = place_on(args.inputs[slot], Device{DeviceType::CPU, 0});
+      buffers[plan.input_nodes[slot]] =
+          jit::place_on(args.inputs[slot], Device{DeviceType::CPU, 0});
     }
-    std::multimap<int64_t, std::shared_ptr<Buffer>> pool;  // released intermediates by size
-    const int log_level = jit::env_options().log_level;
+    std::multimap<int64_t, std::shared_ptr<base::Buffer>> pool;  // released intermediates by size
+    const int log_level = base::env_options().log_level;
     for (size_t k = 0; k < plan.kernels.size(); ++k) {
       const jit::PlannedKernel& pk = plan.kernels[k];
       const jit::KernelLaunch& l = pk.launch;
-      std::vector<const Buffer*> ins;
+      std::vector<const base::Buffer*> ins;
       for (int n : l.inputs) ins.push_back(buffers.at(n).get());
-      std::vector<Buffer*> outs;
+      std::vector<base::Buffer*> outs;
       for (int n : l.outputs) {
         if (pk.program->anchor != jit::AnchorKind::kUpdateSlice) {
           buffers[n] = recycled(pool, plan.node_bytes[n]);
         } else if (jit::donated_slot(plan, args.donated, l) >= 0) {
           // x's own buffer, written in place. Copied out first: `buffers[n]` may insert and
           // rehash, which would leave a reference into the map dangling.
-          std::shared_ptr<Buffer> x = buffers.at(l.inputs[0]);
+          std::shared_ptr<base::Buffer> x = buffers.at(l.inputs[0]);
           buffers[n] = std::move(x);
         } else {
           buffers[n] = recycled(pool, plan.node_bytes[n]);  // a copy of x
@@ -90,7 +94,7 @@ class CpuBackend final : public Backend {
       for (int p : l.params) params.push_back(args.params[p]);
       const auto start = std::chrono::steady_clock::now();
       cpu::execute_kernel(*pk.program, l, ins, outs, params);
-      runtime::counters().kernels_launched += 1;
+      base::counters().kernels_launched += 1;
       if (log_level >= 2) {
         const double s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -119,7 +123,7 @@ class CpuBackend final : public Backend {
         buffers.erase(it);
       }
     }
-    std::vector<std::shared_ptr<Buffer>> results;
+    std::vector<std::shared_ptr<base::Buffer>> results;
     results.reserve(plan.outputs.size());
     for (int o : plan.outputs) results.push_back(buffers.at(o));
     return results;
@@ -128,6 +132,6 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<jit::Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 
-}  // namespace kiln::runtime
+}  // namespace kiln::runtime::cpu

@@ -9,8 +9,8 @@
 namespace kiln::runtime::cpu {
 
 void run_cumsum(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
-                const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
-                const std::vector<double>& params) {
+                const std::vector<const base::Buffer*>& inputs,
+                const std::vector<base::Buffer*>& outputs, const std::vector<double>& params) {
   run_anchored(program, launch, inputs, outputs, params, [&](auto* result) {
     using T = std::remove_pointer_t<decltype(result)>;
     const jit::RowShape rows = jit::row_norm_shape(program, launch);

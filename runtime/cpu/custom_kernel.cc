@@ -10,8 +10,8 @@
 namespace kiln::runtime::cpu {
 
 void run_custom_kernel(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
-                       const std::vector<const Buffer*>& inputs,
-                       const std::vector<Buffer*>& outputs) {
+                       const std::vector<const base::Buffer*>& inputs,
+                       const std::vector<base::Buffer*>& outputs) {
   std::vector<const void*> data;
   std::vector<ops::ValueType> types;
   for (size_t k = 0; k < inputs.size(); ++k) {

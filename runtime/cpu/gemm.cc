@@ -36,12 +36,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "hwy/highway.h"
 #include "kiln/dtype.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/packed_weight_cache.h"
 #include "runtime/cpu/scratch.h"
-#include "runtime/thread_pool.h"
 
 #ifndef KILN_GEMM_ROW_TILE_FOR_TEST_
 #define KILN_GEMM_ROW_TILE_FOR_TEST_
@@ -361,10 +361,10 @@ void PackImpl(int64_t k, int64_t n, const GemmOperand& b, float* packed) {
   if (k == 0 || n == 0) return;  // nothing to read: an empty B may have no data pointer
   const int64_t w = panel_width(), panels = ceil_div(n, w);
   with_elements(b, [&](const auto* data) {
-    parallel_for(panels, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, k * w)),
-                 [&](int64_t p0, int64_t p1) {
-                   pack_b_panels(data, b.row_stride, b.col_stride, k, n, p0, p1, packed);
-                 });
+    base::parallel_for(panels, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, k * w)),
+                       [&](int64_t p0, int64_t p1) {
+                         pack_b_panels(data, b.row_stride, b.col_stride, k, n, p0, p1, packed);
+                       });
   });
 }
 
@@ -392,7 +392,7 @@ void gemm_in_tiles(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const 
   // holds strips [b * strips / row_blocks, (b + 1) * strips / row_blocks), and when there
   // are several blocks their count is a multiple of the cores (m = 512 in blocks of 72 rows
   // was 7 × 72 + 8 rows: one core did 30% more than the other).
-  const int64_t workers = worker_count();
+  const int64_t workers = base::worker_count();
   int64_t row_blocks = ceil_div(strips, row_block_rows() / kRows);
   if (row_blocks > 1) row_blocks = std::min(strips, ceil_div(row_blocks, workers) * workers);
   auto block_start = [&](int64_t b) { return std::min(m, b * strips / row_blocks * kRows); };
@@ -406,13 +406,14 @@ void gemm_in_tiles(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const 
   float* ap = a_packed.data();
   if (!in_place) {
     with_elements(a, [&](const auto* data) {
-      parallel_for(strips, std::max<int64_t>(1, 8192 / (kRows * k)), [&](int64_t s0, int64_t s1) {
-        pack_a_strips<kRows>(data, a.row_stride, a.col_stride, m, k, s0, s1, ap);
-      });
+      base::parallel_for(strips, std::max<int64_t>(1, 8192 / (kRows * k)),
+                         [&](int64_t s0, int64_t s1) {
+                           pack_a_strips<kRows>(data, a.row_stride, a.col_stride, m, k, s0, s1, ap);
+                         });
     });
   }
   const auto* a_f32 = static_cast<const float*>(a.data);
-  parallel_for(row_blocks * runs, 1, [&](int64_t t0, int64_t t1) {
+  base::parallel_for(row_blocks * runs, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t i0 = block_start(t / runs), rows = block_start(t / runs + 1) - i0;
       if (rows <= 0) continue;

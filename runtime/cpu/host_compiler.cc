@@ -25,10 +25,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/atomic_file.h"
+#include "base/cache_dir.h"
+#include "base/env_options.h"
 #include "hwy/targets.h"
-#include "jit/graph/env_options.h"
-#include "runtime/atomic_file.h"
-#include "runtime/cache_dir.h"
 
 extern char** environ;  // NOLINT: POSIX declares it nowhere else
 
@@ -149,9 +149,10 @@ struct CacheFolder {
 // Whether `root`/cpu/`name` may be used: the compiler reads the file by its name, so the
 // check is on the file as it is now, in folders only this user can change.
 absl::Status check_cached_file(const CacheFolder& cache, const std::string& name) {
-  absl::StatusOr<FileDescriptor> file = open_trusted_file(cache.root, absl::StrCat("cpu/", name));
+  absl::StatusOr<base::FileDescriptor> file =
+      base::open_trusted_file(cache.root, absl::StrCat("cpu/", name));
   if (file.ok() || !absl::IsPermissionDenied(file.status())) return file.status();
-  return refuse_to_load(absl::StrCat(cache.dir, "/", name), file.status());
+  return base::refuse_to_load(absl::StrCat(cache.dir, "/", name), file.status());
 }
 
 // The prelude's header in the cache, precompiled beside it (`.gch`) on first use: GCC reads the
@@ -159,11 +160,12 @@ absl::Status check_cached_file(const CacheFolder& cache, const std::string& name
 // to 0.2 s; any other compiler, or a failed precompile, just parses the header. Both files are
 // checked like a library, since what they hold goes into every kernel built with them.
 absl::StatusOr<std::string> prelude_header(const CacheFolder& cache, const std::string& prelude) {
-  const std::string name = absl::StrCat("prelude_", cache_file_stem(build_key(prelude)), ".h");
+  const std::string name =
+      absl::StrCat("prelude_", base::cache_file_stem(build_key(prelude)), ".h");
   const std::string header = absl::StrCat(cache.dir, "/", name);
   std::error_code error;
   if (!fs::exists(header, error)) {
-    absl::Status written = write_file_atomically(
+    absl::Status written = base::write_file_atomically(
         header, [&](std::ostream& out) { out << prelude; }, 0600);
     if (!written.ok()) return written;
   }
@@ -196,14 +198,14 @@ absl::Status build_library(const CacheFolder& cache, const std::string& prelude,
     if (!header.ok()) return header.status();
     argv.insert(argv.end(), {"-include", *header});
   }
-  absl::Status written = write_file_atomically(
+  absl::Status written = base::write_file_atomically(
       source_path, [&](std::ostream& out) { out << source; }, 0600);
   if (!written.ok()) return written;
   const std::string temporary = library + temporary_suffix();
   argv.insert(argv.end(), {"-o", temporary, source_path});
   absl::Status built = run_compiler(argv, temporary, library, 0700);
   if (!built.ok()) return built;
-  if (jit::env_options().log_level >= 1) {
+  if (base::env_options().log_level >= 1) {
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "kiln: compiled CPU kernel %s in %.0f ms\n", source_path.c_str(), ms);
@@ -216,8 +218,9 @@ absl::Status build_library(const CacheFolder& cache, const std::string& prelude,
 absl::StatusOr<void*> load_function(const CacheFolder& cache, const std::string& name,
                                     const std::string& symbol) {
   const std::string library = absl::StrCat(cache.dir, "/", name);
-  absl::StatusOr<FileDescriptor> file = open_trusted_file(cache.root, absl::StrCat("cpu/", name));
-  if (absl::IsPermissionDenied(file.status())) return refuse_to_load(library, file.status());
+  absl::StatusOr<base::FileDescriptor> file =
+      base::open_trusted_file(cache.root, absl::StrCat("cpu/", name));
+  if (absl::IsPermissionDenied(file.status())) return base::refuse_to_load(library, file.status());
   if (!file.ok()) {
     return absl::InternalError(absl::StrCat("compiled CPU kernel: ", file.status().message()));
   }
@@ -243,19 +246,19 @@ absl::StatusOr<void*> load_function(const CacheFolder& cache, const std::string&
 // could write is refused (said once on stderr), and so is running without a cache at all,
 // since a kernel is loaded from the file it was built into.
 absl::StatusOr<CacheFolder> cache_folder() {
-  CacheFolder cache{default_cache_dir(), ""};
+  CacheFolder cache{base::default_cache_dir(), ""};
   if (cache.root.empty()) {
     return absl::FailedPreconditionError(
         "compiled CPU kernel: no cache folder (KILN_CACHE_DIR, XDG_CACHE_HOME and HOME are "
         "unset and this user has no home directory)");
   }
   cache.dir = cache.root + "/cpu";
-  if (absl::Status made = create_private_directories(cache.dir); !made.ok()) {
+  if (absl::Status made = base::create_private_directories(cache.dir); !made.ok()) {
     return absl::FailedPreconditionError(absl::StrCat("compiled CPU kernel: ", made.message()));
   }
-  absl::Status trusted = check_trusted_directory(cache.root, "cpu");
+  absl::Status trusted = base::check_trusted_directory(cache.root, "cpu");
   if (absl::IsPermissionDenied(trusted)) {
-    return refuse_to_load(absl::StrCat("compiled CPU kernels from ", cache.dir), trusted);
+    return base::refuse_to_load(absl::StrCat("compiled CPU kernels from ", cache.dir), trusted);
   }
   if (!trusted.ok())
     return absl::InternalError(absl::StrCat("compiled CPU kernel: ", trusted.message()));
@@ -267,14 +270,14 @@ absl::StatusOr<void*> load_or_build(const std::string& key, const std::string& p
                                     const std::string& source, const std::string& symbol) {
   absl::StatusOr<CacheFolder> cache = cache_folder();
   if (!cache.ok()) return cache.status();
-  const std::string stem = cache_file_stem(key);
+  const std::string stem = base::cache_file_stem(key);
   const std::string path_stem = absl::StrCat(cache->dir, "/", stem);
   const std::string library = path_stem + ".so", key_path = path_stem + ".key";
   std::error_code error;
   if (!(fs::exists(library, error) && read_whole_file(key_path) == key)) {
     absl::Status built = build_library(*cache, prelude, source, path_stem + ".cc", library);
     if (!built.ok()) return built;
-    built = write_file_atomically(
+    built = base::write_file_atomically(
         key_path, [&](std::ostream& out) { out << key; }, 0600);
     if (!built.ok()) return built;
   }

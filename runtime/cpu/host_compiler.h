@@ -2,11 +2,11 @@
 // C++ compiler (the CPU counterpart of NVRTC): the source goes to a file, the compiler
 // builds a shared library from it, and the library is loaded with dlopen.
 //
-// Compiled libraries are kept across processes under <cache dir>/cpu/ (runtime/cache_dir.h),
+// Compiled libraries are kept across processes under <cache dir>/cpu/ (base/cache_dir.h),
 // named by a checksum of the key (prelude, source, compiler, flags), next to the source they
 // came from; a key is compiled once per machine and loaded once per process. A library is only
 // renamed into place once the compiler succeeded, so a failed or interrupted build never
-// leaves a file that a later process would load. The cache is private (runtime/cache_dir.h):
+// leaves a file that a later process would load. The cache is private (base/cache_dir.h):
 // a library is loaded only when it and the folders above it, up to the cache root, belong to
 // this user and no one else can write them, and it is loaded through the descriptor that was
 // checked. Otherwise, or with no cache folder at all, compiled_function fails and the caller

@@ -7,8 +7,8 @@
 namespace kiln::runtime::cpu {
 
 void execute_kernel(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
-                    const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
-                    const std::vector<double>& params) {
+                    const std::vector<const base::Buffer*>& inputs,
+                    const std::vector<base::Buffer*>& outputs, const std::vector<double>& params) {
   switch (program.anchor) {
     case jit::AnchorKind::kNone:
       return run_pointwise(program, launch, inputs, outputs, params, /*anchor=*/nullptr);

@@ -7,16 +7,16 @@
 #include <functional>
 #include <vector>
 
+#include "base/buffer.h"
 #include "jit/fusion/kernel_ir.h"
-#include "runtime/buffer.h"
 
 namespace kiln::runtime::cpu {
 
 // Runs `program` with `launch`'s sizes. `inputs`/`outputs` are per slot; `params` per
 // parameter slot. Output buffers are allocated by the caller.
 void execute_kernel(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
-                    const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
-                    const std::vector<double>& params);
+                    const std::vector<const base::Buffer*>& inputs,
+                    const std::vector<base::Buffer*>& outputs, const std::vector<double>& params);
 
 }  // namespace kiln::runtime::cpu
 

@@ -8,13 +8,13 @@
 #include <algorithm>
 #include <optional>
 
+#include "base/thread_pool.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/matrix_operand.h"
 #include "runtime/cpu/scratch.h"
 #include "runtime/cpu/simd_math.h"
 #include "runtime/cpu/tile_evaluator.h"
-#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -41,8 +41,8 @@ std::optional<GemmElement> gemm_element(DType dt) {
 class GemmMatrices {
  public:
   GemmMatrices(const KernelProgram& program, const KernelLaunch& launch,
-               const std::vector<const Buffer*>& inputs, const std::vector<double>& params, int k,
-               const ops::Shape& shape) {
+               const std::vector<const base::Buffer*>& inputs, const std::vector<double>& params,
+               int k, const ops::Shape& shape) {
     std::optional<InPlaceMatrix> in_place = in_place_matrix(program, launch, inputs, k, shape);
     if (in_place && gemm_element(in_place->dtype)) {
       in_place_ = std::move(in_place);
@@ -109,8 +109,8 @@ const jit::Instr* added_load(const KernelProgram& program, const std::vector<int
 // The f32 input that add `sum` adds to one of `values` as a bias row: broadcast over every
 // row of space 0, one value per column of C. Null when `sum` is no such add.
 const float* bias_row(const KernelProgram& program, const KernelLaunch& launch,
-                      const std::vector<const Buffer*>& inputs, const std::vector<int>& values,
-                      int sum) {
+                      const std::vector<const base::Buffer*>& inputs,
+                      const std::vector<int>& values, int sum) {
   const jit::Instr* load = added_load(program, values, sum);
   if (load == nullptr) return nullptr;
   const ops::Shape& space = launch.spaces[0];
@@ -127,9 +127,9 @@ const float* bias_row(const KernelProgram& program, const KernelLaunch& launch,
 // walks space 0 contiguously (flat position f at offset + f), such as a residual, in a
 // buffer that is no output. Null when `sum` is no such add.
 const float* matrix_addend(const KernelProgram& program, const KernelLaunch& launch,
-                           const std::vector<const Buffer*>& inputs,
-                           const std::vector<Buffer*>& outputs, const std::vector<int>& values,
-                           int sum) {
+                           const std::vector<const base::Buffer*>& inputs,
+                           const std::vector<base::Buffer*>& outputs,
+                           const std::vector<int>& values, int sum) {
   const jit::Instr* load = added_load(program, values, sum);
   if (load == nullptr) return nullptr;
   const ops::Shape& space = launch.spaces[0];
@@ -140,8 +140,8 @@ const float* matrix_addend(const KernelProgram& program, const KernelLaunch& lau
   }
   // The core writes C before it adds: an input that is also an output (donated, written
   // in place) must stay with the epilogue, which reads each element before storing it.
-  const Buffer* input = inputs[load->input];
-  for (const Buffer* out : outputs) {
+  const base::Buffer* input = inputs[load->input];
+  for (const base::Buffer* out : outputs) {
     if (out == input || out->data() == input->data()) return nullptr;
   }
   return input->as<float>() + view.offset;
@@ -182,8 +182,8 @@ struct CoreEpilogue {
 };
 
 std::optional<CoreEpilogue> core_epilogue(const KernelProgram& program, const KernelLaunch& launch,
-                                          const std::vector<const Buffer*>& inputs,
-                                          const std::vector<Buffer*>& outputs,
+                                          const std::vector<const base::Buffer*>& inputs,
+                                          const std::vector<base::Buffer*>& outputs,
                                           const jit::MatmulShape& mm) {
   const ops::Shape& space = launch.spaces[0];
   const int rank = static_cast<int>(space.size());
@@ -244,8 +244,8 @@ bool rows_follow_on(const AMatrix& a_matrix, const BMatrix& b_matrix, int64_t ba
 // done in chunks of rows: the product of a chunk on all cores, then the epilogue over it
 // while it is still in cache (the whole product of a large matmul is not).
 void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
-                    const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
-                    const std::vector<double>& params) {
+                    const std::vector<const base::Buffer*>& inputs,
+                    const std::vector<base::Buffer*>& outputs, const std::vector<double>& params) {
   const jit::MatmulShape mm = jit::matmul_shape(launch);
   const int64_t m = mm.m, k = mm.k, n = mm.n, batches = mm.batches;
   if (batches == 0) return;
@@ -260,10 +260,10 @@ void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
   auto epilogue = [&](float* part, int64_t begin, int64_t end) {
     if (!direct) run_epilogue(program, launch, inputs, outputs, params, part, begin, end);
   };
-  if (batches >= worker_count() && m * n * k < (int64_t{1} << 21)) {
+  if (batches >= base::worker_count() && m * n * k < (int64_t{1} << 21)) {
     ScratchFloats scratch(direct ? 0 : batches * m * n);
     float* result = direct ? out : scratch.data();
-    parallel_for(batches, 1, [&](int64_t b0, int64_t b1) {
+    base::parallel_for(batches, 1, [&](int64_t b0, int64_t b1) {
       for (int64_t bi = b0; bi < b1; ++bi) {
         gemm_f32(m, n, k, a_matrix(bi), b_matrix(bi), result + bi * m * n, n);
       }
@@ -287,7 +287,7 @@ void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
   const bool one_product = batches > 1 && rows_follow_on(a_matrix, b_matrix, batches, m);
   const int64_t products = one_product ? 1 : batches, rows_each = one_product ? batches * m : m;
   // Chunks of at most 144 rows per core, of even size in whole row tiles of the core.
-  const int64_t per_chunk = 144 * worker_count();
+  const int64_t per_chunk = 144 * base::worker_count();
   const int64_t chunks = target ? 1 : (rows_each + per_chunk - 1) / per_chunk;
   const int64_t tile = gemm_row_tile();
   const int64_t chunk_rows = ((rows_each + chunks - 1) / chunks + tile - 1) / tile * tile;
@@ -322,7 +322,7 @@ struct EigenOperand {
 
 template <class T>
 EigenOperand<T> eigen_operand(const KernelProgram& program, const KernelLaunch& launch,
-                              const std::vector<const Buffer*>& inputs,
+                              const std::vector<const base::Buffer*>& inputs,
                               const std::vector<double>& params, int k, const ops::Shape& shape) {
   const int rank = static_cast<int>(shape.size());
   const int64_t rows = shape[rank - 2], cols = shape[rank - 1];
@@ -349,7 +349,7 @@ EigenOperand<T> eigen_operand(const KernelProgram& program, const KernelLaunch& 
 
 template <class T>
 void matmul(const KernelProgram& program, const KernelLaunch& launch,
-            const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
+            const std::vector<const base::Buffer*>& inputs, const std::vector<double>& params,
             T* result) {
   const jit::MatmulShape mm = jit::matmul_shape(launch);
   const int64_t m = mm.m, k = mm.k, n = mm.n, batches = mm.batches;
@@ -368,18 +368,18 @@ void matmul(const KernelProgram& program, const KernelLaunch& launch,
     const Operand mb(b.matrices.batch(offsets.b[bi] / (k * n)), k, n,
                      Eigen::OuterStride<>(b.outer));
     // Rows split across cores; Eigen's kernel does each block.
-    parallel_for(m, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, n * k)),
-                 [&](int64_t r0, int64_t r1) {
-                   mc.middleRows(r0, r1 - r0).noalias() = ma.middleRows(r0, r1 - r0) * mb;
-                 });
+    base::parallel_for(m, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, n * k)),
+                       [&](int64_t r0, int64_t r1) {
+                         mc.middleRows(r0, r1 - r0).noalias() = ma.middleRows(r0, r1 - r0) * mb;
+                       });
   }
 }
 
 }  // namespace
 
 void run_matmul(const KernelProgram& program, const KernelLaunch& launch,
-                const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
-                const std::vector<double>& params) {
+                const std::vector<const base::Buffer*>& inputs,
+                const std::vector<base::Buffer*>& outputs, const std::vector<double>& params) {
   if (register_class(program.anchor_dtype) == RegisterClass::kFloat) {
     return run_matmul_f32(program, launch, inputs, outputs, params);
   }

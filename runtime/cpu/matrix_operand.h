@@ -11,8 +11,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/buffer.h"
 #include "jit/fusion/kernel_ir.h"
-#include "runtime/buffer.h"
 #include "runtime/cpu/tile_evaluator.h"
 
 namespace kiln::runtime::cpu {
@@ -21,7 +21,7 @@ namespace kiln::runtime::cpu {
 // view: element (i, j) of batch matrix bi is at batch_at[bi] + i * row_stride + j * col_stride
 // (in elements of `dtype`).
 struct InPlaceMatrix {
-  const Buffer* buffer = nullptr;
+  const base::Buffer* buffer = nullptr;
   DType dtype = DType::F32;
   int64_t row_stride = 0, col_stride = 0;
   std::vector<int64_t> batch_at;
@@ -32,8 +32,8 @@ struct InPlaceMatrix {
 // in place when it is a plain load of an input; nullopt for a computed operand.
 inline std::optional<InPlaceMatrix> in_place_matrix(const jit::KernelProgram& program,
                                                     const jit::KernelLaunch& launch,
-                                                    const std::vector<const Buffer*>& inputs, int k,
-                                                    const ops::Shape& shape) {
+                                                    const std::vector<const base::Buffer*>& inputs,
+                                                    int k, const ops::Shape& shape) {
   const jit::Instr& instr = program.instrs[program.anchor_operands[k]];
   if (instr.kind != jit::InstrKind::kLoad) return std::nullopt;
   const int rank = static_cast<int>(shape.size());
@@ -80,7 +80,7 @@ struct MatrixOperand {
 // dtype, else evaluated whole into contiguous storage.
 template <class T>
 MatrixOperand<T> matrix_operand(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
-                                const std::vector<const Buffer*>& inputs,
+                                const std::vector<const base::Buffer*>& inputs,
                                 const std::vector<double>& params, int k, const ops::Shape& shape) {
   constexpr DType kOwn = std::is_same_v<T, float> ? DType::F32 : DType::F64;
   MatrixOperand<T> op;

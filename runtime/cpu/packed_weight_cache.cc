@@ -15,9 +15,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/numbers.h"
+#include "base/buffer_contents_observer.h"
+#include "base/stats_counters.h"
 #include "kiln/debug.h"
-#include "runtime/buffer_contents_observer.h"
-#include "runtime/stats_counters.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -149,7 +149,7 @@ class Cache {
       std::erase(it->second, key);
       if (it->second.empty()) by_version_.erase(it);
     }
-    runtime::counters().packed_weight_evictions += 1;
+    base::counters().packed_weight_evictions += 1;
   }
 
   std::mutex mutex_;
@@ -166,7 +166,7 @@ class Cache {
 Cache& cache() {
   static Cache* c = [] {
     auto* made = new Cache;  // never destroyed: kernels may run during exit
-    set_contents_dropped_observer([](uint64_t version) { cache().forget(version); });
+    base::set_contents_dropped_observer([](uint64_t version) { cache().forget(version); });
     return made;
   }();
   return *c;

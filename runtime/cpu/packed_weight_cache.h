@@ -4,7 +4,7 @@
 // cost of a small-batch matmul. A matrix is kept the second time its contents are seen
 // (same buffer version, same view), so intermediates, which are new each run, never fill
 // the cache. A kept matrix lives as long as its source's contents: freeing the tensor, or
-// writing its buffer, drops it (runtime/buffer_contents_observer.h). The bytes kept are
+// writing its buffer, drops it (base/buffer_contents_observer.h). The bytes kept are
 // bounded by kiln::set_packed_weight_budget (KILN_PACKED_WEIGHT_MB, default half of the
 // machine's memory); past it the least recently used go first, counted in
 // Stats::packed_weight_evictions. Thread-safe.

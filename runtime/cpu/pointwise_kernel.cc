@@ -3,16 +3,17 @@
 // runs as one compiled loop instead (compiled_pointwise.h).
 #include <algorithm>
 
+#include "base/thread_pool.h"
 #include "runtime/cpu/compiled_pointwise.h"
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/tile_evaluator.h"
-#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 
 void run_pointwise(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
-                   const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
-                   const std::vector<double>& params, const void* anchor) {
+                   const std::vector<const base::Buffer*>& inputs,
+                   const std::vector<base::Buffer*>& outputs, const std::vector<double>& params,
+                   const void* anchor) {
   if (anchor == nullptr && run_compiled_pointwise(program, launch, inputs, outputs, params)) {
     return;
   }
@@ -21,12 +22,12 @@ void run_pointwise(const jit::KernelProgram& program, const jit::KernelLaunch& l
 }
 
 void run_pointwise_range(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
-                         const std::vector<const Buffer*>& inputs,
-                         const std::vector<Buffer*>& outputs, const std::vector<double>& params,
-                         const void* anchor, int64_t anchor_origin, int64_t begin, int64_t end,
-                         int anchor_instr) {
+                         const std::vector<const base::Buffer*>& inputs,
+                         const std::vector<base::Buffer*>& outputs,
+                         const std::vector<double>& params, const void* anchor,
+                         int64_t anchor_origin, int64_t begin, int64_t end, int anchor_instr) {
   const int64_t tiles = (end - begin + kTile - 1) / kTile;
-  parallel_for(tiles, 16, [&](int64_t t0, int64_t t1) {
+  base::parallel_for(tiles, 16, [&](int64_t t0, int64_t t1) {
     TileEvaluator ev(program, launch, inputs, params, anchor);
     ev.set_anchor_origin(anchor_origin);
     ev.read_as_anchor(anchor_instr);

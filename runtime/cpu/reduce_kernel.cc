@@ -7,11 +7,11 @@
 #include <utility>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "ops/scalar_math.h"
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/simd_column_sum.h"
 #include "runtime/cpu/tile_evaluator.h"
-#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -48,12 +48,12 @@ double sum_in_double(const T* x, int64_t n) {
 // tile of rows is evaluated per evaluator run, so short rows share the run's cost.
 template <class RowFn>
 void for_each_row(const KernelProgram& program, const KernelLaunch& launch,
-                  const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
+                  const std::vector<const base::Buffer*>& inputs, const std::vector<double>& params,
                   int64_t rows, int64_t extent, RowFn row_fn) {
   const int operand = program.anchor_operands[0];
   const int64_t rows_per_run = std::max<int64_t>(1, kTile / extent);
   const int64_t grain = std::max<int64_t>(rows_per_run, 16384 / extent);
-  parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+  base::parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
     TileEvaluator ev(program, launch, inputs, params, nullptr);
     for (int64_t r = r0; r < r1; r += rows_per_run) {
       const int64_t run = std::min(rows_per_run, r1 - r);
@@ -125,18 +125,19 @@ constexpr int64_t kColumnSumRun = 16384;
 // few to keep every core busy, the rows split too, into partial sums merged in row order.
 template <class Result>
 void sum_column_block(const KernelProgram& program, const KernelLaunch& launch,
-                      const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
-                      const ColumnBlock& block, bool mean, Result* result) {
+                      const std::vector<const base::Buffer*>& inputs,
+                      const std::vector<double>& params, const ColumnBlock& block, bool mean,
+                      Result* result) {
   const int64_t inner = block.inner, rows = block.rows;
   const int64_t width = inner <= 8192 ? inner : 4096;
   const int64_t chunks = (inner + width - 1) / width, columns = block.outer * chunks;
-  const int64_t wanted = 4 * static_cast<int64_t>(worker_count());
+  const int64_t wanted = 4 * static_cast<int64_t>(base::worker_count());
   const int64_t splits =
       std::clamp<int64_t>((wanted + columns - 1) / columns, 1, std::max<int64_t>(1, rows / 64));
   const int64_t rows_per_split = (rows + splits - 1) / splits;
   std::vector<double> partial(columns * splits * width, 0.0);
   const int operand = program.anchor_operands[0];
-  parallel_for(columns * splits, 1, [&](int64_t t0, int64_t t1) {
+  base::parallel_for(columns * splits, 1, [&](int64_t t0, int64_t t1) {
     TileEvaluator ev(program, launch, inputs, params, nullptr);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t column = t / splits, split = t % splits;
@@ -178,7 +179,7 @@ void sum_column_block(const KernelProgram& program, const KernelLaunch& launch,
 // Sum/mean/max/min (and argmax/argmin) of operand 0 over the reduced axes, into `result`.
 template <class Acc, class Result>
 void reduce(const KernelProgram& program, const KernelLaunch& launch,
-            const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
+            const std::vector<const base::Buffer*>& inputs, const std::vector<double>& params,
             Result* result) {
   const Shape& space = launch.spaces[1];
   const int64_t out_n = ops::numel(launch.spaces[0]);
@@ -232,7 +233,7 @@ void reduce(const KernelProgram& program, const KernelLaunch& launch,
   const int64_t total = ops::numel(space);
   const int64_t tiles = (total + kTile - 1) / kTile;
   const int threads =
-      static_cast<int>(std::min<int64_t>(worker_count(), std::max<int64_t>(1, tiles / 16)));
+      static_cast<int>(std::min<int64_t>(base::worker_count(), std::max<int64_t>(1, tiles / 16)));
   std::vector<Partial> partials(threads);
   const int operand = program.anchor_operands[0];
   auto better = [&](Acc v, Acc best) {
@@ -254,7 +255,7 @@ void reduce(const KernelProgram& program, const KernelLaunch& launch,
     });
     return;
   }
-  parallel_for(threads, 1, [&](int64_t w0, int64_t w1) {
+  base::parallel_for(threads, 1, [&](int64_t w0, int64_t w1) {
     for (int64_t w = w0; w < w1; ++w) {
       Partial& part = partials[w];
       part.value.assign(out_n, Acc{});
@@ -324,8 +325,8 @@ void reduce(const KernelProgram& program, const KernelLaunch& launch,
 }  // namespace
 
 void run_reduce(const KernelProgram& program, const KernelLaunch& launch,
-                const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
-                const std::vector<double>& params) {
+                const std::vector<const base::Buffer*>& inputs,
+                const std::vector<base::Buffer*>& outputs, const std::vector<double>& params) {
   run_anchored(program, launch, inputs, outputs, params, [&](auto* result) {
     using T = std::remove_pointer_t<decltype(result)>;
     const RegisterClass operand = register_class(program.instrs[program.anchor_operands[0]].dtype);

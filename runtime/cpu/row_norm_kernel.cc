@@ -3,12 +3,12 @@
 #include <cmath>
 #include <type_traits>
 
+#include "base/thread_pool.h"
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/row_reductions.h"
 #include "runtime/cpu/row_walk.h"
 #include "runtime/cpu/simd_math.h"
 #include "runtime/cpu/simd_row_norm.h"
-#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -73,7 +73,7 @@ struct NormOperands {
 
 template <class T>
 NormOperands<T> norm_operands(const KernelProgram& program, const KernelLaunch& launch,
-                              const std::vector<const Buffer*>& inputs,
+                              const std::vector<const base::Buffer*>& inputs,
                               const std::vector<double>& params) {
   NormOperands<T> n;
   if (program.anchor_operands.size() > 1) {
@@ -89,7 +89,7 @@ NormOperands<T> norm_operands(const KernelProgram& program, const KernelLaunch& 
 // softmax / log_softmax / layer_norm / rms_norm along the anchor axis, in T.
 template <class T>
 void row_norm(const KernelProgram& program, const KernelLaunch& launch,
-              const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
+              const std::vector<const base::Buffer*>& inputs, const std::vector<double>& params,
               T* result) {
   const NormOperands<T> norm = norm_operands<T>(program, launch, inputs, params);
   const jit::RowShape rows = jit::row_norm_shape(program, launch);
@@ -108,7 +108,8 @@ void row_norm(const KernelProgram& program, const KernelLaunch& launch,
 // whose allocation, page faults and second pass over memory cost more than the norm itself.
 template <class T>
 void row_norm_chunked(const KernelProgram& program, const KernelLaunch& launch,
-                      const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
+                      const std::vector<const base::Buffer*>& inputs,
+                      const std::vector<base::Buffer*>& outputs,
                       const std::vector<double>& params) {
   const NormOperands<T> norm = norm_operands<T>(program, launch, inputs, params);
   const jit::RowShape rows = jit::row_norm_shape(program, launch);
@@ -118,7 +119,7 @@ void row_norm_chunked(const KernelProgram& program, const KernelLaunch& launch,
   const int64_t chunk_rows = std::max<int64_t>(1, 16384 / extent);
   const int64_t chunks = (outer + chunk_rows - 1) / chunk_rows;
   const int64_t group_rows = std::max<int64_t>(1, kTile / extent);
-  parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+  base::parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
     TileEvaluator ev(program, launch, inputs, params, nullptr);
     thread_local std::vector<T> part, scratch;
     scratch.resize(extent);
@@ -144,8 +145,8 @@ void row_norm_chunked(const KernelProgram& program, const KernelLaunch& launch,
 }  // namespace
 
 void run_row_norm(const KernelProgram& program, const KernelLaunch& launch,
-                  const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
-                  const std::vector<double>& params) {
+                  const std::vector<const base::Buffer*>& inputs,
+                  const std::vector<base::Buffer*>& outputs, const std::vector<double>& params) {
   if (register_class(program.anchor_dtype) == RegisterClass::kFloat &&
       !anchor_writes_output<float>(program) && jit::row_norm_shape(program, launch).inner == 1) {
     row_norm_chunked<float>(program, launch, inputs, outputs, params);

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "jit/fusion/family_geometry.h"
 #include "runtime/cpu/tile_evaluator.h"
-#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 
@@ -19,14 +19,14 @@ namespace kiln::runtime::cpu {
 // stays in cache); other rows come from the operand evaluated whole.
 template <class X, class RowFn>
 void for_each_row(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
-                  const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
+                  const std::vector<const base::Buffer*>& inputs, const std::vector<double>& params,
                   RowFn&& row) {
   const jit::RowShape rows = jit::row_norm_shape(program, launch);
   const int64_t outer = rows.outer, extent = rows.extent, inner = rows.inner;
   if (extent == 0 || outer * inner == 0) return;
   const int operand = program.anchor_operands[0];
   if (inner == 1) {
-    parallel_for(outer, std::max<int64_t>(1, 16384 / extent), [&](int64_t r0, int64_t r1) {
+    base::parallel_for(outer, std::max<int64_t>(1, 16384 / extent), [&](int64_t r0, int64_t r1) {
       TileEvaluator ev(program, launch, inputs, params, nullptr);
       for (int64_t r = r0; r < r1; ++r) {
         ev.run(1, r * extent, extent);
@@ -36,7 +36,7 @@ void for_each_row(const jit::KernelProgram& program, const jit::KernelLaunch& la
     return;
   }
   const std::vector<X> x = evaluate_operand<X>(program, launch, inputs, params, 0);
-  parallel_for(outer * inner, 64, [&](int64_t r0, int64_t r1) {
+  base::parallel_for(outer * inner, 64, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       row(x.data() + (r / inner) * extent * inner + (r % inner), inner, r);
     }

@@ -12,13 +12,13 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "base/thread_pool.h"
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
 #include "ops/element_access.h"
 #include "ops/gather.h"
 #include "ops/scalar_math.h"
 #include "runtime/cpu/simd_math.h"
-#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -61,7 +61,7 @@ To convert(From v, DType from, DType to) {
 // Reads n elements of a buffer of dtype `dt` into a register of class T; element e is at
 // offset index(e). One switch per tile; the loop inlines `index`.
 template <class T, class Index>
-void load_with(const Buffer& b, DType dt, int64_t n, T* out, Index index) {
+void load_with(const base::Buffer& b, DType dt, int64_t n, T* out, Index index) {
   auto run = [&](auto* src, auto&& to_value) {
     for (int64_t e = 0; e < n; ++e) out[e] = to_value(src[index(e)]);
   };
@@ -95,7 +95,7 @@ constexpr DType register_dtype() {
 // Reads elements [start, start + n) of a buffer: load_with over a contiguous run, or a plain
 // copy when the buffer already holds the register's type (f32 into a float register).
 template <class T>
-void load_run(const Buffer& b, DType dt, int64_t start, int64_t n, T* out) {
+void load_run(const base::Buffer& b, DType dt, int64_t start, int64_t n, T* out) {
   if constexpr (std::is_same_v<T, float>) {
     if (dt == DType::F32) {
       std::memcpy(out, b.as<float>() + start, n * sizeof(float));
@@ -112,7 +112,7 @@ void load_run(const Buffer& b, DType dt, int64_t start, int64_t n, T* out) {
 // Writes n register values into a buffer of dtype `dt` at [begin, begin + n), converted as
 // a store converts them.
 template <class T>
-void store_values(Buffer& b, DType dt, int64_t begin, int64_t n, const T* in) {
+void store_values(base::Buffer& b, DType dt, int64_t begin, int64_t n, const T* in) {
   auto run = [&](auto* dst, auto&& convert_one) {
     for (int64_t e = 0; e < n; ++e) dst[begin + e] = convert_one(in[e]);
   };
@@ -280,7 +280,7 @@ void view_offsets(const Shape& shape, const jit::ViewParams& v, int64_t begin, i
 }
 
 TileEvaluator::TileEvaluator(const KernelProgram& program, const KernelLaunch& launch,
-                             const std::vector<const Buffer*>& inputs,
+                             const std::vector<const base::Buffer*>& inputs,
                              const std::vector<double>& params, const void* anchor)
     : program_(program), launch_(launch), inputs_(inputs), params_(params), anchor_(anchor) {
   const size_t n = program_.instrs.size();
@@ -347,7 +347,7 @@ void TileEvaluator::read_as_anchor(int instr) {
   for (size_t k = 0; k < count; ++k) skipped_[k] = program_.instrs[k].space == 0 && !needed[k];
 }
 
-void TileEvaluator::store(int instr, Buffer& out, DType dt, int64_t begin, int64_t n) {
+void TileEvaluator::store(int instr, base::Buffer& out, DType dt, int64_t begin, int64_t n) {
   visit(instr, [&](const auto* values) { store_values(out, dt, begin, n, values); });
 }
 
@@ -376,7 +376,7 @@ void TileEvaluator::eval_gather(int k, const Instr& in, int64_t begin, int64_t n
     if (p < 0) throw Error(ops::index_error_message(in.op, index[e], view.gather_extent));
     return p;
   };
-  const Buffer& input = *inputs_[in.input];
+  const base::Buffer& input = *inputs_[in.input];
   const DType dt = program_.input_dtypes[in.input];
   const int64_t stride = space.empty() ? 0 : view.strides.back();
   dispatch(register_class(in.dtype), [&](auto t) {
@@ -628,14 +628,14 @@ void TileEvaluator::wrap_all(int k, DType dt, int64_t n) {
 
 template <class T>
 std::vector<T> evaluate_operand(const KernelProgram& program, const KernelLaunch& launch,
-                                const std::vector<const Buffer*>& inputs,
+                                const std::vector<const base::Buffer*>& inputs,
                                 const std::vector<double>& params, int k) {
   const int space = k + 1;
   const int instr = program.anchor_operands[k];
   const int64_t total = ops::numel(launch.spaces[space]);
   std::vector<T> values(total);
   const int64_t tiles = (total + kTile - 1) / kTile;
-  parallel_for(tiles, 16, [&](int64_t t0, int64_t t1) {
+  base::parallel_for(tiles, 16, [&](int64_t t0, int64_t t1) {
     TileEvaluator ev(program, launch, inputs, params, nullptr);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t begin = t * kTile, n = std::min(kTile, total - begin);
@@ -649,13 +649,13 @@ std::vector<T> evaluate_operand(const KernelProgram& program, const KernelLaunch
 }
 
 template std::vector<float> evaluate_operand<float>(const KernelProgram&, const KernelLaunch&,
-                                                    const std::vector<const Buffer*>&,
+                                                    const std::vector<const base::Buffer*>&,
                                                     const std::vector<double>&, int);
 template std::vector<double> evaluate_operand<double>(const KernelProgram&, const KernelLaunch&,
-                                                      const std::vector<const Buffer*>&,
+                                                      const std::vector<const base::Buffer*>&,
                                                       const std::vector<double>&, int);
 template std::vector<int64_t> evaluate_operand<int64_t>(const KernelProgram&, const KernelLaunch&,
-                                                        const std::vector<const Buffer*>&,
+                                                        const std::vector<const base::Buffer*>&,
                                                         const std::vector<double>&, int);
 
 }  // namespace kiln::runtime::cpu

@@ -9,10 +9,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/buffer.h"
 #include "jit/fusion/kernel_ir.h"
 #include "kiln/dtype.h"
 #include "ops/value_type.h"
-#include "runtime/buffer.h"
 #include "runtime/cpu/simd_convert.h"
 
 namespace kiln::runtime::cpu {
@@ -87,7 +87,7 @@ class TileEvaluator {
  public:
   // `anchor` is the anchor's result (read by kAnchor instructions), or null.
   TileEvaluator(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
-                const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
+                const std::vector<const base::Buffer*>& inputs, const std::vector<double>& params,
                 const void* anchor);
 
   // Computes every instruction of `space` for its flat positions [begin, begin + n).
@@ -120,7 +120,7 @@ class TileEvaluator {
   }
 
   // Stores `instr` (space 0) into `out` of dtype `dt` at [begin, begin + n).
-  void store(int instr, Buffer& out, DType dt, int64_t begin, int64_t n);
+  void store(int instr, base::Buffer& out, DType dt, int64_t begin, int64_t n);
 
   // Calls f with `instr`'s register as a typed pointer (float, double or int64).
   template <class F>
@@ -189,7 +189,7 @@ class TileEvaluator {
 
   const jit::KernelProgram& program_;
   const jit::KernelLaunch& launch_;
-  const std::vector<const Buffer*>& inputs_;
+  const std::vector<const base::Buffer*>& inputs_;
   const std::vector<double>& params_;
   const void* anchor_;
   int64_t anchor_origin_ = 0;  // the flat position anchor_[0] holds
@@ -204,7 +204,7 @@ class TileEvaluator {
 // of class T, on all cores. Defined for float, double and int64_t.
 template <class T>
 std::vector<T> evaluate_operand(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
-                                const std::vector<const Buffer*>& inputs,
+                                const std::vector<const base::Buffer*>& inputs,
                                 const std::vector<double>& params, int k);
 
 }  // namespace kiln::runtime::cpu

@@ -16,7 +16,7 @@ namespace {
 // result holds k positions per row.
 template <class X>
 void topk_rows(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
-               const std::vector<const Buffer*>& inputs, const std::vector<double>& params,
+               const std::vector<const base::Buffer*>& inputs, const std::vector<double>& params,
                int64_t* result) {
   const jit::RowShape rows = jit::row_norm_shape(program, launch);
   const int64_t k = launch.spaces[0][program.anchor_attrs.axis];
@@ -37,7 +37,8 @@ void topk_rows(const jit::KernelProgram& program, const jit::KernelLaunch& launc
 }  // namespace
 
 void run_topk_indices(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
-                      const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
+                      const std::vector<const base::Buffer*>& inputs,
+                      const std::vector<base::Buffer*>& outputs,
                       const std::vector<double>& params) {
   run_anchored_as<int64_t>(program, launch, inputs, outputs, params, [&](int64_t* result) {
     switch (register_class(program.instrs[program.anchor_operands[0]].dtype)) {

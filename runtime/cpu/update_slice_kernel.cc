@@ -5,16 +5,17 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "base/thread_pool.h"
 #include "kiln/error.h"
 #include "ops/element_access.h"
 #include "ops/update_slice.h"
 #include "runtime/cpu/kernel_families.h"
-#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 
 void run_update_slice(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
-                      const std::vector<const Buffer*>& inputs, const std::vector<Buffer*>& outputs,
+                      const std::vector<const base::Buffer*>& inputs,
+                      const std::vector<base::Buffer*>& outputs,
                       const std::vector<double>& params) {
   const ops::Shape& x = launch.spaces[0];
   const int axis = program.anchor_attrs.axis;
@@ -37,9 +38,9 @@ void run_update_slice(const jit::KernelProgram& program, const jit::KernelLaunch
   }
   if (run == 0) return;
   const int operand = program.anchor_operands[0];
-  Buffer& out = *outputs[0];
+  base::Buffer& out = *outputs[0];
   const DType dtype = program.output_dtypes[0];
-  parallel_for(outer, std::max<int64_t>(1, 16384 / run), [&](int64_t o0, int64_t o1) {
+  base::parallel_for(outer, std::max<int64_t>(1, 16384 / run), [&](int64_t o0, int64_t o1) {
     TileEvaluator ev(program, launch, inputs, params, nullptr);
     for (int64_t o = o0; o < o1; ++o) {
       ev.run(1, o * run, run);

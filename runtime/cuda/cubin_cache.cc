@@ -13,8 +13,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/atomic_file.h"
-#include "runtime/cache_dir.h"
+#include "base/atomic_file.h"
+#include "base/cache_dir.h"
 
 namespace kiln::runtime::cuda {
 namespace {
@@ -62,20 +62,22 @@ CubinCache::CubinCache(std::string dir, int64_t max_bytes)
 
 std::string CubinCache::path_for(const std::string& key) const {
   // File names come from a stable checksum of the key; the key inside the file decides.
-  return absl::StrCat(dir_, "/", cache_file_stem(key), ".cubin");
+  return absl::StrCat(dir_, "/", base::cache_file_stem(key), ".cubin");
 }
 
 std::optional<std::string> CubinCache::read_file(const std::string& key) const {
   if (dir_.empty()) return std::nullopt;
   // A folder someone else can write is refused as a whole, said once for all its files.
-  if (absl::Status trusted = check_trusted_directory(dir_, ""); !trusted.ok()) {
-    if (absl::IsPermissionDenied(trusted)) (void)refuse_to_load("cubins from " + dir_, trusted);
+  if (absl::Status trusted = base::check_trusted_directory(dir_, ""); !trusted.ok()) {
+    if (absl::IsPermissionDenied(trusted))
+      (void)base::refuse_to_load("cubins from " + dir_, trusted);
     return std::nullopt;
   }
   const std::string path = path_for(key);
-  absl::StatusOr<FileDescriptor> file = open_trusted_file(dir_, path.substr(dir_.size() + 1));
+  absl::StatusOr<base::FileDescriptor> file =
+      base::open_trusted_file(dir_, path.substr(dir_.size() + 1));
   if (!file.ok()) {
-    if (absl::IsPermissionDenied(file.status())) (void)refuse_to_load(path, file.status());
+    if (absl::IsPermissionDenied(file.status())) (void)base::refuse_to_load(path, file.status());
     return std::nullopt;
   }
   std::optional<std::string> bytes = read_all(file->get());  // the file that was checked
@@ -100,9 +102,9 @@ std::optional<std::string> CubinCache::read_file(const std::string& key) const {
 
 absl::Status CubinCache::write_file(const std::string& key, const std::string& cubin) const {
   if (dir_.empty()) return absl::OkStatus();
-  if (absl::Status made = create_private_directories(dir_); !made.ok()) return made;
+  if (absl::Status made = base::create_private_directories(dir_); !made.ok()) return made;
   // Nothing is stored where it would not be read back: the cubin stays in memory.
-  if (absl::Status trusted = check_trusted_directory(dir_, ""); !trusted.ok()) {
+  if (absl::Status trusted = base::check_trusted_directory(dir_, ""); !trusted.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("not storing cubins in ", dir_, ": ", trusted.message()));
   }
@@ -113,7 +115,7 @@ absl::Status CubinCache::write_file(const std::string& key, const std::string& c
   put(data, static_cast<uint64_t>(cubin.size()));
   put(data, checksum(key, cubin));
   data += cubin;
-  absl::Status written = write_file_atomically(
+  absl::Status written = base::write_file_atomically(
       path_for(key),
       [&](std::ostream& out) { out.write(data.data(), static_cast<std::streamsize>(data.size())); },
       0600);

@@ -11,7 +11,7 @@
 // the least recently written files are removed. The directory is made 0700 and each file 0600.
 // Nothing is read from a directory or file that another user owns or that group or others can
 // write (said once on stderr), and nothing is written into such a directory: its kernels are
-// compiled and kept in memory only (runtime/cache_dir.h).
+// compiled and kept in memory only (base/cache_dir.h).
 #ifndef KILN_RUNTIME_CUDA_CUBIN_CACHE_H_
 #define KILN_RUNTIME_CUDA_CUBIN_CACHE_H_
 

@@ -20,8 +20,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "base/buffer.h"
 #include "jit/fusion/kernel_ir.h"
-#include "runtime/buffer.h"
 #include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/cublaslt_gemm.h"
 #include "runtime/cuda/driver.h"
@@ -47,7 +47,7 @@ struct MatmulChoice {
 class CublasLtMatmuls {
  public:
   // Device memory for cuBLASLt's workspace, from the device's allocator.
-  using Allocate = std::function<std::shared_ptr<Buffer>(int64_t bytes)>;
+  using Allocate = std::function<std::shared_ptr<base::Buffer>(int64_t bytes)>;
   static constexpr int64_t kWorkspaceBytes = int64_t{32} << 20;  // NVIDIA's advice for Hopper
 
   // KILN_CUBLASLT is read here, once. Nothing is loaded until a matmul could use cuBLASLt.
@@ -88,7 +88,7 @@ class CublasLtMatmuls {
   CublasLtApi api_;
   absl::Status status_;  // why cuBLASLt cannot run here, once ready() has run
   CublasLtHandle handle_ = nullptr;
-  std::shared_ptr<Buffer> workspace_;
+  std::shared_ptr<base::Buffer> workspace_;
   // Per problem and operand alignments (problem_key); bounded (kMaxProblems).
   absl::flat_hash_map<std::vector<int64_t>, std::unique_ptr<Prepared>> problems_;
   // Per problem, whatever the alignments: why cuBLASLt failed on it once.

@@ -18,10 +18,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/atomic_file.h"
+#include "base/cache_dir.h"
+#include "base/stats_counters.h"
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
-#include "runtime/atomic_file.h"
-#include "runtime/cache_dir.h"
 #include "runtime/cuda/cubin_cache.h"
 #include "runtime/cuda/cublaslt_matmul.h"
 #include "runtime/cuda/cuda_renderer.h"
@@ -32,7 +33,6 @@
 #include "runtime/cuda/launch_geometry.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "runtime/cuda/parallel_compile.h"
-#include "runtime/stats_counters.h"
 
 namespace kiln::runtime::cuda {
 namespace {
@@ -116,8 +116,8 @@ class CudaDevice {
         },
         size_t{4} << 30);
     cublaslt_ = std::make_unique<CublasLtMatmuls>(name_, [this](int64_t bytes) {
-      std::shared_ptr<Buffer> workspace = allocate(bytes);
-      runtime::counters().bytes_allocated -= bytes;  // cuBLASLt's scratch, not a result
+      std::shared_ptr<base::Buffer> workspace = allocate(bytes);
+      base::counters().bytes_allocated -= bytes;  // cuBLASLt's scratch, not a result
       return workspace;
     });
     collectives_ = std::make_unique<DeviceCollectives>(api_, stream_, name_);
@@ -137,11 +137,11 @@ class CudaDevice {
     throw_if_failed(api_.ctx_set_current(context_), "cuCtxSetCurrent", name_);
   }
 
-  std::shared_ptr<Buffer> allocate(int64_t nbytes) {
+  std::shared_ptr<base::Buffer> allocate(int64_t nbytes) {
     DeviceAllocator::Block block = allocator_->allocate(static_cast<size_t>(nbytes));
     DeviceAllocator* allocator = allocator_.get();
-    return std::make_shared<Buffer>(nbytes, Device{DeviceType::CUDA, index_}, block.address,
-                                    [allocator, block] { allocator->release(block); });
+    return std::make_shared<base::Buffer>(nbytes, Device{DeviceType::CUDA, index_}, block.address,
+                                          [allocator, block] { allocator->release(block); });
   }
 
   void synchronize() const {
@@ -179,8 +179,7 @@ class CudaDevice {
           compile_in_parallel(cubin_cache(), sources, arch_);
       for (size_t i = 0; i < missing.size(); ++i) {
         if (!cubins[i].ok()) throw_compile_error(sources[i], cubins[i].status());
-        if (cubins[i]->source == CubinCache::Source::kDisk)
-          runtime::counters().disk_cache_hits += 1;
+        if (cubins[i]->source == CubinCache::Source::kDisk) base::counters().disk_cache_hits += 1;
         loaded_.emplace(missing[i],
                         Loaded{missing_programs[i], load(cubins[i]->cubin, sources[i].name)});
       }
@@ -214,7 +213,7 @@ class CudaDevice {
                            static_cast<unsigned>(block[1]), static_cast<unsigned>(block[2]),
                            static_cast<unsigned>(shared_bytes), stream_, args, nullptr),
         "cuLaunchKernel", absl::StrCat(name_, " kernel ", what));
-    runtime::counters().kernels_launched += 1;
+    base::counters().kernels_launched += 1;
     if (sync_each_call_) checked(absl::StrCat("kernel ", what));
   }
 
@@ -283,7 +282,7 @@ class CudaDevice {
   }
 
   static CubinCache& cubin_cache() {
-    static CubinCache* cache = new CubinCache(runtime::default_cache_dir(), int64_t{1} << 30);
+    static CubinCache* cache = new CubinCache(base::default_cache_dir(), int64_t{1} << 30);
     return *cache;
   }
 
@@ -320,7 +319,7 @@ class CudaDevice {
     // The source goes next to the error, so the failing kernel can be read and rebuilt.
     const std::string path = absl::StrCat(std::filesystem::temp_directory_path().string(),
                                           "/kiln_failed_", k.name, ".cu");
-    (void)write_file_atomically(path, [&](std::ostream& out) { out << k.source; });
+    (void)base::write_file_atomically(path, [&](std::ostream& out) { out << k.source; });
     throw Error(absl::StrCat("[cuda] kernel ", k.name, " does not compile (source: ", path,
                              "): ", s.message()));
   }
@@ -393,7 +392,7 @@ class CudaDevice {
   absl::flat_hash_map<ModuleKey, Loaded> loaded_;  // kept for the process
 };
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public jit::Backend {
   struct PlanMatmuls;  // below
 
  public:
@@ -428,18 +427,19 @@ class CudaBackend final : public Backend {
     return out;
   }
 
-  std::vector<std::shared_ptr<Buffer>> run(const jit::LaunchPlan& plan,
-                                           const jit::PlanArguments& args) override {
-    const std::vector<std::shared_ptr<Buffer>> inputs = place_inputs(plan, args);
+  std::vector<std::shared_ptr<base::Buffer>> run(const jit::LaunchPlan& plan,
+                                                 const jit::PlanArguments& args) override {
+    const std::vector<std::shared_ptr<base::Buffer>> inputs = place_inputs(plan, args);
     std::lock_guard<std::recursive_mutex> lock(device_.stream_mutex());
     return run_placed(plan, args, inputs);
   }
 
   // run() once `inputs` (per plan input slot) are on this device, holding the stream mutex.
   // `matmuls`: the plan's (matmuls_of), when the caller has looked them up.
-  std::vector<std::shared_ptr<Buffer>> run_placed(
+  std::vector<std::shared_ptr<base::Buffer>> run_placed(
       const jit::LaunchPlan& plan, const jit::PlanArguments& args,
-      const std::vector<std::shared_ptr<Buffer>>& inputs, const PlanMatmuls* matmuls = nullptr) {
+      const std::vector<std::shared_ptr<base::Buffer>>& inputs,
+      const PlanMatmuls* matmuls = nullptr) {
     device_.make_current();
     if (matmuls == nullptr) matmuls = &matmuls_of(plan);
     std::vector<CudaDevice::Function> functions = device_.prepare(plan, matmuls->on_cublaslt);
@@ -452,7 +452,7 @@ class CudaBackend final : public Backend {
     launch_kernels(plan, *matmuls, functions, args.params, args.donated, buffers,
                    /*capture=*/nullptr);
     if (gathers) check_index_error();
-    std::vector<std::shared_ptr<Buffer>> results;
+    std::vector<std::shared_ptr<base::Buffer>> results;
     for (int o : plan.outputs) results.push_back(buffers.at(o));
     return results;
   }
@@ -466,13 +466,13 @@ class CudaBackend final : public Backend {
   // Changed scalars are written into the graph's launches in place, never re-captured. The
   // first call runs kernel by kernel, uncaptured: a failing kernel is then named (by
   // KILN_CUDA_SYNC=1 too), modules are loaded and the allocator warmed before any capture.
-  std::vector<std::shared_ptr<Buffer>> replay(const std::shared_ptr<const jit::LaunchPlan>& plan,
-                                              const jit::PlanArguments& args) override {
+  std::vector<std::shared_ptr<base::Buffer>> replay(
+      const std::shared_ptr<const jit::LaunchPlan>& plan, const jit::PlanArguments& args) override {
     // A collective's host-side checks (and a staged one's copies) cannot be captured.
     if (plan->kernels.size() < 2 || !graphs_enabled() || has_collective(*plan)) {
       return run(*plan, args);
     }
-    const std::vector<std::shared_ptr<Buffer>> inputs = place_inputs(*plan, args);
+    const std::vector<std::shared_ptr<base::Buffer>> inputs = place_inputs(*plan, args);
     std::lock_guard<std::recursive_mutex> lock(device_.stream_mutex());
     device_.make_current();
     const PlanMatmuls& matmuls = matmuls_of(*plan);
@@ -481,7 +481,7 @@ class CudaBackend final : public Backend {
     if (g.broken) return run_placed(*plan, args, inputs, &matmuls);
     bool capture = g.exec == nullptr;
     for (size_t slot = 0; slot < plan->input_nodes.size(); ++slot) {
-      const std::shared_ptr<Buffer>& given = inputs[slot];
+      const std::shared_ptr<base::Buffer>& given = inputs[slot];
       if (g.slots[slot] == nullptr) {
         g.slots[slot] = given;
         capture = true;
@@ -517,7 +517,7 @@ class CudaBackend final : public Backend {
     if (g.broken) return run_placed(*plan, args, inputs, &matmuls);
     throw_if_failed(device_.api().graph_launch(g.exec, device_.stream()), "cuGraphLaunch",
                     device_.name());
-    runtime::counters().kernels_launched += g.launches;
+    base::counters().kernels_launched += g.launches;
     if (device_.syncs_each_call()) {
       std::vector<std::string> kernels;
       for (const jit::PlannedKernel& k : plan->kernels) kernels.push_back(k.program->name);
@@ -525,8 +525,8 @@ class CudaBackend final : public Backend {
                                    absl::StrJoin(kernels, ", "), ")"));
     }
     if (gathers) check_index_error();
-    std::vector<std::shared_ptr<Buffer>> results;
-    for (const std::shared_ptr<Buffer>& out : g.outputs) {
+    std::vector<std::shared_ptr<base::Buffer>> results;
+    for (const std::shared_ptr<base::Buffer>& out : g.outputs) {
       results.push_back(device_.allocate(out->nbytes()));
       copy_on_device(*results.back(), *out);
     }
@@ -534,7 +534,7 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  using Buffers = absl::flat_hash_map<int, std::shared_ptr<Buffer>>;
+  using Buffers = absl::flat_hash_map<int, std::shared_ptr<base::Buffer>>;
 
   // A captured launch that reads some of the plan's scalars: what a call with other scalars
   // gives cuGraphExecKernelNodeSetParams to change it in place.
@@ -586,15 +586,15 @@ class CudaBackend final : public Backend {
     // update_scalars changes in `exec`.
     CUgraph graph = nullptr;
     CUgraphExec exec = nullptr;
-    std::vector<std::shared_ptr<Buffer>> slots;    // per plan input slot, what the graph reads
-    std::vector<bool> copied;                      // per slot: Kiln's buffer, arguments copied in
-    std::vector<double> params;                    // the scalars its launches have now
-    std::vector<ScalarLaunch> scalar_launches;     // its launches that read any
-    std::vector<std::shared_ptr<Buffer>> owned;    // every buffer its kernels write
-    std::vector<std::shared_ptr<Buffer>> outputs;  // per plan output
-    int64_t launches = 0;                          // kernel launches it replays
-    bool ran_uncaptured = false;                   // the plan's first call has run
-    bool broken = false;                           // capture failed: replay without a graph
+    std::vector<std::shared_ptr<base::Buffer>> slots;  // per plan input slot, what the graph reads
+    std::vector<bool> copied;                   // per slot: Kiln's buffer, arguments copied in
+    std::vector<double> params;                 // the scalars its launches have now
+    std::vector<ScalarLaunch> scalar_launches;  // its launches that read any
+    std::vector<std::shared_ptr<base::Buffer>> owned;    // every buffer its kernels write
+    std::vector<std::shared_ptr<base::Buffer>> outputs;  // per plan output
+    int64_t launches = 0;                                // kernel launches it replays
+    bool ran_uncaptured = false;                         // the plan's first call has run
+    bool broken = false;                                 // capture failed: replay without a graph
   };
 
   Device here() const { return Device{DeviceType::CUDA, index_}; }
@@ -602,12 +602,12 @@ class CudaBackend final : public Backend {
   // The plan's inputs, per slot, on this device. Called before this device's stream mutex
   // is taken: a copy from another GPU holds that GPU's stream mutex, and a thread holding
   // two at once deadlocks with one moving tensors the other way. No thread ever holds two.
-  std::vector<std::shared_ptr<Buffer>> place_inputs(const jit::LaunchPlan& plan,
-                                                    const jit::PlanArguments& args) const {
-    std::vector<std::shared_ptr<Buffer>> inputs;
+  std::vector<std::shared_ptr<base::Buffer>> place_inputs(const jit::LaunchPlan& plan,
+                                                          const jit::PlanArguments& args) const {
+    std::vector<std::shared_ptr<base::Buffer>> inputs;
     inputs.reserve(plan.input_nodes.size());
     for (size_t slot = 0; slot < plan.input_nodes.size(); ++slot) {
-      inputs.push_back(place_on(args.inputs[slot], here()));
+      inputs.push_back(jit::place_on(args.inputs[slot], here()));
     }
     return inputs;
   }
@@ -702,7 +702,7 @@ class CudaBackend final : public Backend {
     }
     const DriverApi& d = device_.api();
     device_.begin_capture();
-    const int64_t launched_before = runtime::counters().kernels_launched;
+    const int64_t launched_before = base::counters().kernels_launched;
     CUgraph graph = nullptr;
     try {
       launch_kernels(plan, matmuls, functions, params, /*donated=*/{}, buffers, &g);
@@ -713,8 +713,8 @@ class CudaBackend final : public Backend {
         report_if_failed(d.graph_destroy(graph), "cuGraphDestroy", device_.name());
       throw;
     }
-    g.launches = runtime::counters().kernels_launched - launched_before;
-    runtime::counters().kernels_launched -= g.launches;  // captured, not run: replay counts them
+    g.launches = base::counters().kernels_launched - launched_before;
+    base::counters().kernels_launched -= g.launches;  // captured, not run: replay counts them
     throw_if_failed(device_.end_capture(&graph), "cuStreamEndCapture", device_.name());
     if (const CUresult made = d.graph_instantiate(&g.exec, graph, 0); made != 0) {
       g.exec = nullptr;
@@ -750,7 +750,7 @@ class CudaBackend final : public Backend {
     g.params = params;
   }
 
-  void copy_on_device(const Buffer& to, const Buffer& from) {
+  void copy_on_device(const base::Buffer& to, const base::Buffer& from) {
     if (from.nbytes() == 0) return;
     throw_if_failed(
         device_.api().memcpy_dtod_async(to.device_pointer(), from.device_pointer(),
@@ -774,7 +774,7 @@ class CudaBackend final : public Backend {
                       const std::vector<double>& plan_params, const std::vector<bool>& donated,
                       Buffers& buffers, Graph* capture) {
     auto allocate = [&](int64_t bytes) {
-      std::shared_ptr<Buffer> b = device_.allocate(bytes);
+      std::shared_ptr<base::Buffer> b = device_.allocate(bytes);
       if (capture != nullptr) capture->owned.push_back(b);
       return b;
     };
@@ -789,7 +789,7 @@ class CudaBackend final : public Backend {
         } else if (jit::donated_slot(plan, donated, l) >= 0) {
           // Copied out first: `buffers[n]` may insert and rehash, which would leave a
           // reference into the map dangling.
-          std::shared_ptr<Buffer> x = buffers.at(l.inputs[0]);
+          std::shared_ptr<base::Buffer> x = buffers.at(l.inputs[0]);
           buffers[n] = std::move(x);
         } else {
           buffers[n] = allocate(plan.node_bytes[n]);
@@ -800,7 +800,7 @@ class CudaBackend final : public Backend {
       if (pk.program->anchor == jit::AnchorKind::kCollective) {
         // Never captured: replay() runs plans with collectives without a graph.
         device_.collectives().run(*pk.program, l, ins.empty() ? 0 : ins[0], outs[0]);
-        runtime::counters().kernels_launched += 1;
+        base::counters().kernels_launched += 1;
         for (int n : plan.release_after[k]) buffers.erase(n);
         continue;
       }
@@ -821,7 +821,7 @@ class CudaBackend final : public Backend {
                         index_error_ != nullptr ? index_error_->device_pointer() : 0);
         const LaunchSchedule schedule = schedule_launches(*pk.program, l, device_.sm_count(),
                                                           functions[k].dynamic_shared_limit);
-        std::shared_ptr<Buffer> scratch;
+        std::shared_ptr<base::Buffer> scratch;
         if (schedule.scratch_bytes > 0) scratch = allocate(schedule.scratch_bytes);
         for (const LaunchStep& step : schedule.steps) {
           SplitArgs split{scratch ? scratch->device_pointer() : 0, step.chunks, step.phase};
@@ -890,7 +890,7 @@ class CudaBackend final : public Backend {
     if (!device_.cublaslt().run(gemm, KernelPointers{ins, outs}, device_.stream()).ok()) {
       return false;
     }
-    runtime::counters().kernels_launched += 1;
+    base::counters().kernels_launched += 1;
     device_.checked(absl::StrCat("cuBLASLt matmul ", pk.program->name));
     return true;
   }
@@ -905,7 +905,7 @@ class CudaBackend final : public Backend {
 
   int index_;
   CudaDevice& device_;
-  std::shared_ptr<Buffer> index_error_;  // the device's IndexErrorWord, once a plan gathers
+  std::shared_ptr<base::Buffer> index_error_;  // the device's IndexErrorWord, once a plan gathers
   absl::flat_hash_map<const jit::LaunchPlan*, Graph> graphs_;  // guarded by the stream mutex
   // Per plan, what matmuls_of decided; guarded by the stream mutex.
   absl::flat_hash_map<const jit::LaunchPlan*, std::unique_ptr<PlanMatmuls>> plan_matmuls_;
@@ -913,7 +913,7 @@ class CudaBackend final : public Backend {
 
 // CUDA C++ for dumps and explain_plan; needs no GPU. Custom source is checked by NVRTC for
 // sm_80 where NVRTC loads (a machine without it cannot run the source anyway).
-class CudaSourceRenderer final : public SourceRenderer {
+class CudaSourceRenderer final : public jit::SourceRenderer {
  public:
   std::string language() const override { return "CUDA C++"; }
   std::string file_extension() const override { return ".cu"; }
@@ -936,12 +936,12 @@ absl::Status cuda_available() {
   return driver_api().status;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int device_index) {
+std::unique_ptr<jit::Backend> make_cuda_backend(int device_index) {
   return std::make_unique<CudaBackend>(device_index);
 }
 
-BackendFactory cuda_backend_factory() {
-  BackendFactory f;
+jit::BackendFactory cuda_backend_factory() {
+  jit::BackendFactory f;
   f.name = "CUDA";
   f.device_count = []() -> absl::StatusOr<int> {
     if (absl::Status s = cuda_available(); !s.ok()) return s;
@@ -951,14 +951,18 @@ BackendFactory cuda_backend_factory() {
   };
   f.make = make_cuda_backend;
   f.renderer = std::make_shared<CudaSourceRenderer>();
+  f.setting = "cuda";
+  f.preferred_by_auto = true;
+  f.copy_to_host = copy_to_host;
+  f.upload = upload;
   return f;
 }
 
-std::shared_ptr<Buffer> copy_to_host(const Buffer& device_buffer) {
+std::shared_ptr<base::Buffer> copy_to_host(const base::Buffer& device_buffer) {
   CudaDevice& d = CudaDevice::get(device_buffer.device().index);
   std::lock_guard<std::recursive_mutex> lock(d.stream_mutex());
   d.make_current();
-  auto host = std::make_shared<Buffer>(device_buffer.nbytes());
+  auto host = std::make_shared<base::Buffer>(device_buffer.nbytes());
   if (device_buffer.nbytes() > 0) {
     throw_if_failed(
         d.api().memcpy_dtoh_async(host->data(), device_buffer.device_pointer(),
@@ -970,11 +974,11 @@ std::shared_ptr<Buffer> copy_to_host(const Buffer& device_buffer) {
   return host;
 }
 
-std::shared_ptr<Buffer> upload(const Buffer& host_buffer, Device device) {
+std::shared_ptr<base::Buffer> upload(const base::Buffer& host_buffer, Device device) {
   CudaDevice& d = CudaDevice::get(device.index);
   std::lock_guard<std::recursive_mutex> lock(d.stream_mutex());
   d.make_current();
-  std::shared_ptr<Buffer> out = d.allocate(host_buffer.nbytes());
+  std::shared_ptr<base::Buffer> out = d.allocate(host_buffer.nbytes());
   if (host_buffer.nbytes() > 0) {
     throw_if_failed(
         d.api().memcpy_htod_async(out->device_pointer(), host_buffer.data(),

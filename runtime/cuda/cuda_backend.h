@@ -10,9 +10,9 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "base/buffer.h"
+#include "jit/backend/backend.h"
 #include "kiln/dtype.h"
-#include "runtime/backend.h"
-#include "runtime/buffer.h"
 
 namespace kiln::runtime::cuda {
 
@@ -20,16 +20,16 @@ namespace kiln::runtime::cuda {
 absl::Status cuda_available();
 
 // The backend for GPU `device_index` (below the number of GPUs the driver sees).
-std::unique_ptr<Backend> make_cuda_backend(int device_index);
+std::unique_ptr<jit::Backend> make_cuda_backend(int device_index);
 
 // CUDA's entry in the backend registry: the GPUs the driver sees (when cuda_available()),
 // make_cuda_backend, and a renderer of CUDA C++ (cuda_renderer.h) that checks custom source
 // with NVRTC for sm_80 where NVRTC loads.
-BackendFactory cuda_backend_factory();
+jit::BackendFactory cuda_backend_factory();
 
 // Copies between host and device memory (synchronizing the device's stream first).
-std::shared_ptr<Buffer> copy_to_host(const Buffer& device_buffer);
-std::shared_ptr<Buffer> upload(const Buffer& host_buffer, Device device);
+std::shared_ptr<base::Buffer> copy_to_host(const base::Buffer& device_buffer);
+std::shared_ptr<base::Buffer> upload(const base::Buffer& host_buffer, Device device);
 
 }  // namespace kiln::runtime::cuda
 

@@ -4,8 +4,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/buffer.h"
 #include "kiln/error.h"
-#include "runtime/buffer.h"
 
 namespace kiln::runtime::cuda {
 
@@ -29,7 +29,7 @@ size_t DeviceAllocator::size_class(size_t bytes) {
 }
 
 DeviceAllocator::Block DeviceAllocator::allocate(size_t bytes) {
-  if (injected_allocation_failure()) {
+  if (base::injected_allocation_failure()) {
     throw Error(absl::StrCat("out of memory allocating ", bytes, " bytes on ", device_name_,
                              " (injected)"));
   }

@@ -7,14 +7,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm/group_registry.h"
 #include "kiln/error.h"
 #include "ops/collective.h"
-#include "runtime/distributed/group_registry.h"
 
 namespace kiln::runtime::cuda {
 namespace {
-
-namespace dr = distributed_runtime;
 
 constexpr CUresult kNotReady = 600;  // CUDA_ERROR_NOT_READY: cuStreamQuery's "still running"
 
@@ -28,23 +26,23 @@ int64_t bytes_of(const std::vector<int64_t>& shape, DType dtype) {
 
 // The rows before the call's axis: NCCL gathers and scatters whole blocks, which is the
 // stacking along an axis only when nothing comes before it.
-int64_t rows_before_axis(const dr::CollectiveCall& call) {
+int64_t rows_before_axis(const comm::CollectiveCall& call) {
   int64_t rows = 1;
   for (int i = 0; i < call.axis; ++i) rows *= call.in_shape[static_cast<size_t>(i)];
   return rows;
 }
 
-bool is_point_to_point(const dr::CollectiveCall& call) {
-  return call.kind == dr::CollectiveKind::kSend || call.kind == dr::CollectiveKind::kRecv;
+bool is_point_to_point(const comm::CollectiveCall& call) {
+  return call.kind == comm::CollectiveKind::kSend || call.kind == comm::CollectiveKind::kRecv;
 }
 
-dr::ReduceOp reduce_op(dr::Reduction r) {
-  return r == dr::Reduction::kMax   ? dr::ReduceOp::kMax
-         : r == dr::Reduction::kMin ? dr::ReduceOp::kMin
-                                    : dr::ReduceOp::kSum;
+comm::ReduceOp reduce_op(comm::Reduction r) {
+  return r == comm::Reduction::kMax   ? comm::ReduceOp::kMax
+         : r == comm::Reduction::kMin ? comm::ReduceOp::kMin
+                                      : comm::ReduceOp::kSum;
 }
 
-dr::CollectiveCall call_of(const jit::KernelProgram& program, const jit::KernelLaunch& launch) {
+comm::CollectiveCall call_of(const jit::KernelProgram& program, const jit::KernelLaunch& launch) {
   const ops::ValueType in{launch.spaces[1], program.anchor_dtype};
   const ops::ValueType out{launch.spaces[0], program.anchor_dtype};
   return ops::collective_call(program.anchor_op, program.anchor_attrs, in, out, nullptr, nullptr);
@@ -57,13 +55,13 @@ DeviceCollectives::DeviceCollectives(const DriverApi& api, CUstream stream, std:
 
 DeviceCollectives::~DeviceCollectives() = default;
 
-std::string DeviceCollectives::unsupported_by_nccl(const dr::CollectiveCall& call) {
-  const bool reduces = call.kind == dr::CollectiveKind::kAllReduce ||
-                       call.kind == dr::CollectiveKind::kReduceScatter;
-  if (reduces && call.reduction == dr::Reduction::kMean) return "NCCL path has no mean";
+std::string DeviceCollectives::unsupported_by_nccl(const comm::CollectiveCall& call) {
+  const bool reduces = call.kind == comm::CollectiveKind::kAllReduce ||
+                       call.kind == comm::CollectiveKind::kReduceScatter;
+  if (reduces && call.reduction == comm::Reduction::kMean) return "NCCL path has no mean";
   if (call.dtype == DType::Bool) return "NCCL has no bool type";
-  const bool stacks = call.kind == dr::CollectiveKind::kAllGather ||
-                      call.kind == dr::CollectiveKind::kReduceScatter;
+  const bool stacks = call.kind == comm::CollectiveKind::kAllGather ||
+                      call.kind == comm::CollectiveKind::kReduceScatter;
   if (stacks && rows_before_axis(call) > 1) {
     return absl::StrCat("NCCL stacks blocks along the first axis only, not axis ", call.axis);
   }
@@ -73,7 +71,7 @@ std::string DeviceCollectives::unsupported_by_nccl(const dr::CollectiveCall& cal
 NcclCommunicator* DeviceCollectives::nccl(int group) {
   if (auto it = nccl_.find(group); it != nccl_.end()) return it->second.get();
   if (why_not_.contains(group)) return nullptr;
-  dr::Communicator& host = *dr::group_info(group).communicator;
+  comm::Communicator& host = *comm::group_info(group).communicator;
   std::unique_ptr<NcclCommunicator> made;
   std::string why;
   try {
@@ -84,7 +82,7 @@ NcclCommunicator* DeviceCollectives::nccl(int group) {
   // Every rank must take the same path: NCCL only where it started on all of them.
   const int32_t ok = made != nullptr ? 1 : 0;
   int32_t all_ok = 0;
-  host.all_reduce(&ok, &all_ok, 1, DType::I32, dr::ReduceOp::kMin);
+  host.all_reduce(&ok, &all_ok, 1, DType::I32, comm::ReduceOp::kMin);
   if (all_ok == 1) {
     NcclCommunicator* n = made.get();
     nccl_[group] = std::move(made);
@@ -102,7 +100,7 @@ NcclCommunicator* DeviceCollectives::nccl(int group) {
 
 std::string DeviceCollectives::describe(const jit::KernelProgram& program,
                                         const jit::KernelLaunch& launch) {
-  const dr::CollectiveCall call = call_of(program, launch);
+  const comm::CollectiveCall call = call_of(program, launch);
   if (std::string why = unsupported_by_nccl(call); !why.empty()) {
     return absl::StrCat("staged through host memory (", why, ")");
   }
@@ -118,7 +116,7 @@ std::string DeviceCollectives::describe(const jit::KernelProgram& program,
 
 void DeviceCollectives::run(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                             uint64_t in, uint64_t out) {
-  const dr::CollectiveCall call = call_of(program, launch);
+  const comm::CollectiveCall call = call_of(program, launch);
   // NCCL starts at a collective of the whole group (every rank takes part in setting it up),
   // never at a send or recv, which only two ranks make.
   NcclCommunicator* n = nullptr;
@@ -136,36 +134,36 @@ void DeviceCollectives::run(const jit::KernelProgram& program, const jit::Kernel
   }
 }
 
-void DeviceCollectives::run_nccl(NcclCommunicator& nccl, const dr::CollectiveCall& call,
+void DeviceCollectives::run_nccl(NcclCommunicator& nccl, const comm::CollectiveCall& call,
                                  uint64_t in, uint64_t out) {
   const int64_t count = numel(call.in_shape);
   const DType dt = call.dtype;
-  const dr::ReduceOp op = reduce_op(call.reduction);
+  const comm::ReduceOp op = reduce_op(call.reduction);
   switch (call.kind) {
-    case dr::CollectiveKind::kAllReduce:
-      dr::agree_on_call(call);
+    case comm::CollectiveKind::kAllReduce:
+      comm::agree_on_call(call);
       nccl.all_reduce(in, out, count, dt, op, stream_);
       break;
-    case dr::CollectiveKind::kAllGather:
-      dr::agree_on_call(call);
+    case comm::CollectiveKind::kAllGather:
+      comm::agree_on_call(call);
       nccl.all_gather(in, out, count, dt, stream_);
       break;
-    case dr::CollectiveKind::kReduceScatter:
-      dr::agree_on_call(call);
+    case comm::CollectiveKind::kReduceScatter:
+      comm::agree_on_call(call);
       nccl.reduce_scatter(in, out, numel(call.out_shape), dt, op, stream_);
       break;
-    case dr::CollectiveKind::kBroadcast:
-      dr::agree_on_call(call);
+    case comm::CollectiveKind::kBroadcast:
+      comm::agree_on_call(call);
       if (nccl.rank() == call.peer) copy_on_device(out, in, bytes_of(call.in_shape, dt));
       nccl.broadcast(out, count, dt, call.peer, stream_);
       break;
-    case dr::CollectiveKind::kSend:
-      dr::announce_send(call);
+    case comm::CollectiveKind::kSend:
+      comm::announce_send(call);
       nccl.send(in, count, dt, call.peer, stream_);
       copy_on_device(out, in, bytes_of(call.in_shape, dt));  // send passes its operand on
       break;
-    case dr::CollectiveKind::kRecv:
-      dr::check_announced_send(call);
+    case comm::CollectiveKind::kRecv:
+      comm::check_announced_send(call);
       nccl.recv(out, count, dt, call.peer, stream_);
       break;
   }
@@ -177,7 +175,7 @@ void DeviceCollectives::run_nccl(NcclCommunicator& nccl, const dr::CollectiveCal
   });
 }
 
-void DeviceCollectives::run_staged(dr::CollectiveCall call, uint64_t in, uint64_t out) {
+void DeviceCollectives::run_staged(comm::CollectiveCall call, uint64_t in, uint64_t out) {
   const int64_t in_bytes = bytes_of(call.in_shape, call.dtype);
   const int64_t out_bytes = bytes_of(call.out_shape, call.dtype);
   std::vector<char> host_in(static_cast<size_t>(in_bytes));
@@ -189,7 +187,7 @@ void DeviceCollectives::run_staged(dr::CollectiveCall call, uint64_t in, uint64_
   check(api_.stream_synchronize(stream_), "cuStreamSynchronize");  // host_in is complete
   call.in = host_in.data();
   call.out = host_out.data();
-  dr::run_host_collective(call);
+  comm::run_host_collective(call);
   if (out_bytes > 0) {
     check(api_.memcpy_htod_async(out, host_out.data(), static_cast<size_t>(out_bytes), stream_),
           "cuMemcpyHtoDAsync");

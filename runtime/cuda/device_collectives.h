@@ -15,10 +15,10 @@
 #include <memory>
 #include <string>
 
+#include "comm/host_collective.h"
 #include "jit/fusion/kernel_ir.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/nccl.h"
-#include "runtime/distributed/host_collective.h"
 
 namespace kiln::runtime::cuda {
 
@@ -37,13 +37,13 @@ class DeviceCollectives {
 
  private:
   // Why NCCL does not take `call` whatever the group (a mean, an inner axis, bools), or "".
-  static std::string unsupported_by_nccl(const distributed_runtime::CollectiveCall& call);
+  static std::string unsupported_by_nccl(const comm::CollectiveCall& call);
   // The group's NCCL communicator, made on first need (collective over the group); nullptr
   // when NCCL cannot start for it (why_not_ says why).
   NcclCommunicator* nccl(int group);
-  void run_nccl(NcclCommunicator& nccl, const distributed_runtime::CollectiveCall& call,
-                uint64_t in, uint64_t out);
-  void run_staged(distributed_runtime::CollectiveCall call, uint64_t in, uint64_t out);
+  void run_nccl(NcclCommunicator& nccl, const comm::CollectiveCall& call, uint64_t in,
+                uint64_t out);
+  void run_staged(comm::CollectiveCall call, uint64_t in, uint64_t out);
   void copy_on_device(uint64_t to, uint64_t from, int64_t bytes);
   void check(CUresult result, const char* call) const;
 

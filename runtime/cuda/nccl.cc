@@ -22,8 +22,6 @@
 namespace kiln::runtime::cuda {
 namespace {
 
-namespace dist = distributed_runtime;
-
 // Resolves every entry point of `lib` into `api`; the first one missing becomes its status.
 void resolve(void* lib, const std::string& name, NcclApi& api) {
   auto sym = [&](auto& entry, const char* symbol) {
@@ -75,13 +73,13 @@ NcclDataType nccl_type(DType dtype, const std::string& context) {
                            " is not supported (f16, bf16, f32, f64, i32, i64 are)"));
 }
 
-NcclRedOp nccl_op(dist::ReduceOp op) {
+NcclRedOp nccl_op(comm::ReduceOp op) {
   switch (op) {
-    case dist::ReduceOp::kSum:
+    case comm::ReduceOp::kSum:
       return NcclRedOp::kSum;
-    case dist::ReduceOp::kMax:
+    case comm::ReduceOp::kMax:
       return NcclRedOp::kMax;
-    case dist::ReduceOp::kMin:
+    case comm::ReduceOp::kMin:
       return NcclRedOp::kMin;
   }
   return NcclRedOp::kSum;  // unreachable: -Werror=switch keeps the cases complete
@@ -182,9 +180,9 @@ std::string nccl_failure(const NcclApi& api, NcclResult result, const char* call
 // ---------------------------------------------------------------------------------------
 // The communicator.
 
-NcclCommunicator::NcclCommunicator(dist::Communicator& host) : NcclCommunicator(host, nccl_api()) {}
+NcclCommunicator::NcclCommunicator(comm::Communicator& host) : NcclCommunicator(host, nccl_api()) {}
 
-NcclCommunicator::NcclCommunicator(dist::Communicator& host, const NcclApi& api)
+NcclCommunicator::NcclCommunicator(comm::Communicator& host, const NcclApi& api)
     : api_(api), rank_(host.rank()), size_(host.size()) {
   initialize(host);
 }
@@ -206,10 +204,10 @@ NcclCommunicator::~NcclCommunicator() {
 
 // Every rank takes part in each host collective below whatever happened before, so that one
 // rank's failure is every rank's error rather than the others' wait for a timeout.
-void NcclCommunicator::initialize(dist::Communicator& host) {
+void NcclCommunicator::initialize(comm::Communicator& host) {
   const std::string where = context("nccl_init");
   int32_t usable = api_.status.ok() ? 1 : 0;
-  host.all_reduce(&usable, &usable, 1, DType::I32, dist::ReduceOp::kMin);
+  host.all_reduce(&usable, &usable, 1, DType::I32, comm::ReduceOp::kMin);
   if (!api_.status.ok()) throw Error(absl::StrCat(where, ": ", api_.status.message()));
   if (usable == 0) throw Error(absl::StrCat(where, ": NCCL is missing on another rank"));
 
@@ -238,7 +236,7 @@ void NcclCommunicator::initialize(dist::Communicator& host) {
   // wait_until_ready() gives up after KILN_DIST_TIMEOUT where a peer never comes.
   NcclConfig config;
   config.blocking = nccl_blocking_requested() ? 1 : 0;
-  dist::collective_timeout();  // a bad KILN_DIST_TIMEOUT throws before NCCL makes anything
+  comm::collective_timeout();  // a bad KILN_DIST_TIMEOUT throws before NCCL makes anything
   NcclComm comm = nullptr;
   const NcclResult result = api_.comm_init_rank_config(&comm, size_, message.id, rank_, &config);
   comm_ = comm;
@@ -255,7 +253,7 @@ void NcclCommunicator::initialize(dist::Communicator& host) {
 // The first polls only yield, since a collective's launch is done within tens of microseconds.
 void NcclCommunicator::wait_until_ready(const std::string& op, const char* call) {
   if (comm_ == nullptr) fail(op, absl::StrCat(call, " made no communicator"));
-  const auto timeout = dist::collective_timeout();
+  const auto timeout = comm::collective_timeout();
   const bool ready = poll_until(
       [&] {
         NcclResult state = NcclResult::kSuccess;
@@ -331,7 +329,7 @@ void NcclCommunicator::abort() {
 }
 
 void NcclCommunicator::all_reduce(uint64_t in, uint64_t out, int64_t count, DType dtype,
-                                  dist::ReduceOp op, void* stream) {
+                                  comm::ReduceOp op, void* stream) {
   constexpr const char* kOp = "all_reduce";
   const NcclDataType type = prepare(kOp, count, dtype);
   check(api_.all_reduce(in_ptr(in), out_ptr(out), static_cast<size_t>(count), type, nccl_op(op),
@@ -351,7 +349,7 @@ void NcclCommunicator::all_gather(uint64_t in, uint64_t out, int64_t count, DTyp
 }
 
 void NcclCommunicator::reduce_scatter(uint64_t in, uint64_t out, int64_t count, DType dtype,
-                                      dist::ReduceOp op, void* stream) {
+                                      comm::ReduceOp op, void* stream) {
   constexpr const char* kOp = "reduce_scatter";
   const NcclDataType type = prepare(kOp, count, dtype);
   check(api_.reduce_scatter(in_ptr(in), out_ptr(out), static_cast<size_t>(count), type, nccl_op(op),
@@ -407,7 +405,7 @@ void NcclCommunicator::wait(void* stream, const std::function<bool()>& stream_do
   const auto found = pending_.find(stream);
   const std::string op = found != pending_.end() ? found->second : "wait";
   check_usable(op.c_str());
-  const auto timeout = dist::collective_timeout();
+  const auto timeout = comm::collective_timeout();
   const bool done = poll_until(
       [&] {
         if (stream_done()) return true;

@@ -1,5 +1,5 @@
 // Collectives on CUDA device memory with NCCL: the device-side partner of the host
-// Communicator (runtime/distributed/communicator.h), which it borrows once to set itself up.
+// Communicator (comm/communicator.h), which it borrows once to set itself up.
 //
 // Each collective only enqueues its work on the caller's stream and returns; wait() then
 // blocks until that stream is done, and turns a peer that never takes part into a
@@ -16,8 +16,8 @@
 #include <map>
 #include <string>
 
+#include "comm/communicator.h"
 #include "kiln/dtype.h"
-#include "runtime/distributed/communicator.h"
 
 namespace kiln::runtime::cuda {
 
@@ -40,9 +40,9 @@ class NcclCommunicator {
   // initialization fails (on a machine without a GPU, for one), or it is not done after
   // collective_timeout(): the communicator is made nonblocking where the library can
   // (ncclCommInitRankConfig), so that a peer that never comes is an error, not a hang.
-  explicit NcclCommunicator(distributed_runtime::Communicator& host);
+  explicit NcclCommunicator(comm::Communicator& host);
   // The same with another NCCL (tests: a stand-in); `api` must outlive this.
-  NcclCommunicator(distributed_runtime::Communicator& host, const NcclApi& api);
+  NcclCommunicator(comm::Communicator& host, const NcclApi& api);
   // Destroys NCCL's communicator; aborts it instead while a collective is enqueued and not
   // waited for (ncclCommDestroy would wait for it, forever where a peer died), while a group
   // is open, or when NCCL reports an error or unfinished work (ncclCommDestroy would return
@@ -55,14 +55,14 @@ class NcclCommunicator {
   int size() const { return size_; }
 
   // out[i] = op over the ranks of their in[i], for i < count; `in == out` is allowed.
-  void all_reduce(uint64_t in, uint64_t out, int64_t count, DType dtype,
-                  distributed_runtime::ReduceOp op, void* stream);
+  void all_reduce(uint64_t in, uint64_t out, int64_t count, DType dtype, comm::ReduceOp op,
+                  void* stream);
   // out (size() * count elements) = every rank's `count` elements of in, in rank order.
   void all_gather(uint64_t in, uint64_t out, int64_t count, DType dtype, void* stream);
   // in holds size() blocks of `count` elements; out (count elements) gets op over the ranks
   // of block rank().
-  void reduce_scatter(uint64_t in, uint64_t out, int64_t count, DType dtype,
-                      distributed_runtime::ReduceOp op, void* stream);
+  void reduce_scatter(uint64_t in, uint64_t out, int64_t count, DType dtype, comm::ReduceOp op,
+                      void* stream);
   // data (count elements) on every rank becomes root's.
   void broadcast(uint64_t data, int64_t count, DType dtype, int root, void* stream);
   // Point to point. A send and a recv that must progress together (a ring exchange) go
@@ -79,7 +79,7 @@ class NcclCommunicator {
   void wait(void* stream, const std::function<bool()>& stream_done);
 
  private:
-  void initialize(distributed_runtime::Communicator& host);
+  void initialize(comm::Communicator& host);
   // "[op] rank r of n (nccl)", the start of every message.
   std::string context(const std::string& op) const;
   // Throws at once where an earlier failure left the group unusable.

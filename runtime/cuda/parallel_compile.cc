@@ -1,7 +1,7 @@
 #include "runtime/cuda/parallel_compile.h"
 
+#include "base/thread_pool.h"
 #include "runtime/cuda/nvrtc_compiler.h"
-#include "runtime/thread_pool.h"
 
 namespace kiln::runtime::cuda {
 
@@ -11,7 +11,7 @@ std::vector<absl::StatusOr<CubinCache::Result>> compile_in_parallel(
   std::vector<absl::StatusOr<CubinCache::Result>> results(kernels.size(),
                                                           absl::UnknownError("not compiled"));
   // Grain 1: every kernel may go to its own core (one compile dwarfs any scheduling cost).
-  parallel_for(static_cast<int64_t>(kernels.size()), 1, [&](int64_t begin, int64_t end) {
+  base::parallel_for(static_cast<int64_t>(kernels.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const KernelSource& k = kernels[i];
       results[i] = cache.get(cubin_key(k.source, arch, version, nvrtc_options()),

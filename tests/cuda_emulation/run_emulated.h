@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/buffer.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/trace.h"
 #include "kiln/tensor.h"
 #include "ops/collective.h"
 #include "ops/custom_functions.h"
-#include "runtime/buffer.h"
 #include "runtime/cuda/cuda_renderer.h"
 #include "runtime/cuda/kernel_args.h"
 #include "runtime/cuda/launch_geometry.h"
@@ -92,10 +92,12 @@ inline void launch_emulated_custom(const EmulatedKernels& kernels, int module,
 
 // Runs `plan` over `args` through the emulated kernels (`modules`: per plan kernel, its
 // module's index in `kernels`); returns the outputs' buffers.
-inline std::vector<std::shared_ptr<runtime::Buffer>> run_emulated_plan(
-    const EmulatedKernels& kernels, const jit::LaunchPlan& plan, const jit::PlanArguments& args,
-    const std::vector<int>& modules, const EmulationVariant& v) {
-  std::map<int, std::shared_ptr<runtime::Buffer>> buffers;
+inline std::vector<std::shared_ptr<base::Buffer>> run_emulated_plan(const EmulatedKernels& kernels,
+                                                                    const jit::LaunchPlan& plan,
+                                                                    const jit::PlanArguments& args,
+                                                                    const std::vector<int>& modules,
+                                                                    const EmulationVariant& v) {
+  std::map<int, std::shared_ptr<base::Buffer>> buffers;
   runtime::cuda::IndexErrorWord index_error;  // as the backend's device word
   for (size_t slot = 0; slot < plan.input_nodes.size(); ++slot) {
     buffers[plan.input_nodes[slot]] = args.inputs[slot];
@@ -107,10 +109,10 @@ inline std::vector<std::shared_ptr<runtime::Buffer>> run_emulated_plan(
       ins.push_back(reinterpret_cast<uint64_t>(buffers.at(n)->data()));
     }
     for (int n : pk.launch.outputs) {
-      auto b = std::make_shared<runtime::Buffer>(plan.node_bytes[n]);
+      auto b = std::make_shared<base::Buffer>(plan.node_bytes[n]);
       std::memset(b->data(), 0xff, static_cast<size_t>(b->nbytes()));  // poison
       if (pk.program->anchor == jit::AnchorKind::kUpdateSlice) {       // starts as x, as on a GPU
-        const runtime::Buffer& x = *buffers.at(pk.launch.inputs[0]);
+        const base::Buffer& x = *buffers.at(pk.launch.inputs[0]);
         std::memcpy(b->data(), x.data(), static_cast<size_t>(x.nbytes()));
       }
       outs.push_back(reinterpret_cast<uint64_t>(b->data()));
@@ -123,7 +125,7 @@ inline std::vector<std::shared_ptr<runtime::Buffer>> run_emulated_plan(
     if (pk.program->anchor == jit::AnchorKind::kCollective) {  // no kernel: the host's part
       const ops::ValueType in{pk.launch.spaces[1], pk.program->anchor_dtype};
       const ops::ValueType out{pk.launch.spaces[0], pk.program->anchor_dtype};
-      distributed_runtime::run_host_collective(
+      comm::run_host_collective(
           ops::collective_call(pk.program->anchor_op, pk.program->anchor_attrs, in, out,
                                ins.empty() ? nullptr : reinterpret_cast<const void*>(ins[0]),
                                reinterpret_cast<void*>(outs[0])));
@@ -144,7 +146,7 @@ inline std::vector<std::shared_ptr<runtime::Buffer>> run_emulated_plan(
     }
   }
   runtime::cuda::throw_if_index_error(index_error);  // as the backend does after the plan
-  std::vector<std::shared_ptr<runtime::Buffer>> out;
+  std::vector<std::shared_ptr<base::Buffer>> out;
   for (int n : plan.outputs) out.push_back(buffers.at(n));
   return out;
 }
@@ -170,8 +172,8 @@ struct EmulatedPlans {
   }
 
   // Runs plan `i` through `kernels` (built from `modules`); its outputs' buffers.
-  std::vector<std::shared_ptr<runtime::Buffer>> run(const EmulatedKernels& kernels, size_t i,
-                                                    const EmulationVariant& v) const {
+  std::vector<std::shared_ptr<base::Buffer>> run(const EmulatedKernels& kernels, size_t i,
+                                                 const EmulationVariant& v) const {
     return run_emulated_plan(kernels, *plans[i], args[i], kernel_modules[i], v);
   }
 };

@@ -1,0 +1,25 @@
+// The CPU device's worker threads: one pool for the process, started on first use, so a
+// kernel launch costs a wake-up rather than creating threads.
+//
+// parallel_for may be called from several threads at once (each call is its own job) and
+// from inside a job (it then runs inline, so a worker never waits on its own pool). An
+// exception thrown by any chunk (a user's custom function, an allocation failure) is
+// rethrown on the calling thread once every chunk has finished.
+#ifndef KILN_BASE_THREAD_POOL_H_
+#define KILN_BASE_THREAD_POOL_H_
+
+#include <cstdint>
+#include <functional>
+
+namespace kiln::base {
+
+// Splits [0, count) into at most one chunk per core, each at least `grain` long, and runs
+// fn(begin, end) for every chunk, the calling thread taking a share.
+void parallel_for(int64_t count, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+// The number of threads parallel_for uses (the cores, the calling thread included).
+int worker_count();
+
+}  // namespace kiln::base
+
+#endif  // KILN_BASE_THREAD_POOL_H_
