@@ -1,3 +1,6 @@
+// Lowering (lowering.h): a kernel group becomes its Kernel IR program and launch. Index
+// maps, which say where each read lands, are in index_map.cc; this file emits the
+// instructions, slots and spaces, and names the kernel.
 #include "jit/fusion/lowering.h"
 
 #include <algorithm>
@@ -8,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/host_collective.h"
+#include "jit/fusion/index_map.h"
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
 #include "ops/gather.h"
@@ -20,89 +24,37 @@ using ops::OpClass;
 using ops::OpKind;
 using ops::Shape;
 
-// How the current space indexes a node: either its multi-index, each dim an affine function
-// of at most one space dim (src < 0: constant), or directly its flat index.
-struct IndexMap {
-  bool flat = false;
-  std::vector<int> src;
-  std::vector<int64_t> scale, base;  // multi form, per node dim
-  std::vector<int64_t> strides;      // flat form, per space dim
-  int64_t offset = 0;
-
-  static IndexMap identity(size_t rank) {
-    IndexMap m;
-    for (size_t j = 0; j < rank; ++j) {
-      m.src.push_back(static_cast<int>(j));
-      m.scale.push_back(1);
-      m.base.push_back(0);
-    }
-    return m;
-  }
-  // The flat index into a contiguous value of `shape`, over a space of rank `space_rank`.
-  ViewParams to_view(const Shape& shape, size_t space_rank) const {
-    ViewParams v;
-    if (flat) {
-      v.strides = strides;
-      v.offset = offset;
-      return v;
-    }
-    std::vector<int64_t> contiguous = ops::contiguous_strides(shape);
-    v.strides.assign(space_rank, 0);
-    for (size_t j = 0; j < src.size(); ++j) {
-      if (src[j] >= 0) v.strides[src[j]] += contiguous[j] * scale[j];
-      v.offset += contiguous[j] * base[j];
-    }
-    return v;
-  }
-  std::vector<int64_t> key() const {
-    std::vector<int64_t> k{flat};
-    if (flat) {
-      k.insert(k.end(), strides.begin(), strides.end());
-      k.push_back(offset);
-    } else {
-      k.insert(k.end(), src.begin(), src.end());
-      k.insert(k.end(), scale.begin(), scale.end());
-      k.insert(k.end(), base.begin(), base.end());
-    }
-    return k;
-  }
-};
-
-struct NeedsMaterialization {
-  int node;
-};
-
 class Lowerer {
  public:
-  Lowerer(const Trace& t, const FusionPlan& p, const KernelGroup& g)
-      : trace_(t), plan_(p), group_(g) {}
+  Lowerer(const Trace& trace, const FusionPlan& plan, const KernelGroup& group)
+      : trace_(trace), plan_(plan), group_(group) {}
 
   LoweredKernel run() {
-    KernelProgram& prog = out_.program;
+    KernelProgram& program = out_.program;
     KernelLaunch& launch = out_.launch;
     const int anchor = group_.anchor_node;
-    prog.anchor = group_.anchor;
+    program.anchor = group_.anchor;
     const Shape& domain = trace_.nodes[anchor >= 0 ? anchor : group_.stores[0]].type->shape;
     launch.spaces.push_back(domain);
     if (anchor >= 0) {
       const TraceNode& a = trace_.nodes[anchor];
-      prog.anchor_op = a.op;
-      prog.anchor_attrs.axes = a.attrs->axes;
-      prog.anchor_attrs.keepdims = a.attrs->keepdims;
-      prog.anchor_attrs.axis = a.attrs->axis;
-      prog.anchor_attrs.largest = a.attrs->largest;
-      prog.anchor_attrs.causal = a.attrs->causal;
-      prog.anchor_attrs.bottom_right = a.attrs->bottom_right;
-      prog.anchor_attrs.exclusive = a.attrs->exclusive;
-      prog.anchor_attrs.reverse = a.attrs->reverse;
-      prog.anchor_dtype = a.type->dtype;
-      if (a.param_slot >= 0) prog.anchor_param = param_slot(a.param_slot);
+      program.anchor_op = a.op;
+      program.anchor_attrs.axes = a.attrs->axes;
+      program.anchor_attrs.keepdims = a.attrs->keepdims;
+      program.anchor_attrs.axis = a.attrs->axis;
+      program.anchor_attrs.largest = a.attrs->largest;
+      program.anchor_attrs.causal = a.attrs->causal;
+      program.anchor_attrs.bottom_right = a.attrs->bottom_right;
+      program.anchor_attrs.exclusive = a.attrs->exclusive;
+      program.anchor_attrs.reverse = a.attrs->reverse;
+      program.anchor_dtype = a.type->dtype;
+      if (a.param_slot >= 0) program.anchor_param = param_slot(a.param_slot);
       record_computed_node(anchor);
       std::vector<int> operands(a.args.begin(), a.args.end());
       if (a.op == OpKind::Attention) operands.resize(3);  // the score (space 4) comes below
       if (a.op == OpKind::UpdateSlice) {
         input_slot(a.args[0]);  // x: input 0, the buffer output 0 starts as
-        if (a.args.size() == 3) prog.anchor_start_input = input_slot(a.args[2]);
+        if (a.args.size() == 3) program.anchor_start_input = input_slot(a.args[2]);
         operands = {a.args[1]};
       }
       for (int arg : operands) {
@@ -114,7 +66,7 @@ class Lowerer {
         int v = value(arg, space, IndexMap::identity(s.size()));
         const bool compares =
             group_.anchor == AnchorKind::kArgReduce || a.op == OpKind::TopkIndices;
-        prog.anchor_operands.push_back(compares ? v : cast(v, a.type->dtype));
+        program.anchor_operands.push_back(compares ? v : cast(v, a.type->dtype));
       }
       if (a.op == OpKind::Attention && a.args.size() == 4) lower_attention_score(a);
     }
@@ -122,13 +74,13 @@ class Lowerer {
       int v = value(store, 0, IndexMap::identity(domain.size()), /*computing=*/true);
       int slot = static_cast<int>(launch.outputs.size());
       launch.outputs.push_back(store);
-      prog.output_dtypes.push_back(trace_.nodes[store].type->dtype);
-      prog.stores.push_back({cast(v, trace_.nodes[store].type->dtype), slot});
+      program.output_dtypes.push_back(trace_.nodes[store].type->dtype);
+      program.stores.push_back({cast(v, trace_.nodes[store].type->dtype), slot});
       record_computed_node(store);
     }
-    for (const Shape& s : launch.spaces) prog.space_ranks.push_back(static_cast<int>(s.size()));
-    prog.num_params = static_cast<int>(launch.params.size());
-    prog.name = name();
+    for (const Shape& s : launch.spaces) program.space_ranks.push_back(static_cast<int>(s.size()));
+    program.num_params = static_cast<int>(launch.params.size());
+    program.name = name();
     std::sort(launch.nodes.begin(), launch.nodes.end());
     return std::move(out_);
   }
@@ -214,48 +166,10 @@ class Lowerer {
   // indices are computed here like any operand; x is read from its buffer (the planner
   // stores every gather's x) through a view that leaves the gathered axis to the index.
   int gather(const TraceNode& n, int node, int space, const IndexMap& map) {
-    if (map.flat) throw NeedsMaterialization{node};
     const int x = n.args[0], indices = n.args[1];
     const Shape& x_shape = trace_.nodes[x].type->shape;
-    const Shape& index_shape = trace_.nodes[indices].type->shape;
     const int axis = n.attrs->axis;
-    const int rank = static_cast<int>(x_shape.size());
-    IndexMap x_map, index_map;
-    auto follow = [&](IndexMap& r, int j) {  // r's next dim follows the node's dim j
-      r.src.push_back(map.src[j]);
-      r.scale.push_back(map.scale[j]);
-      r.base.push_back(map.base[j]);
-    };
-    auto fixed = [](IndexMap& r) {  // r's next dim stays at 0 (the gathered axis, a broadcast)
-      r.src.push_back(-1);
-      r.scale.push_back(0);
-      r.base.push_back(0);
-    };
-    if (n.op == OpKind::DynamicSlice) {
-      // One start for every element (a broadcast scalar); x's view walks the slice itself,
-      // so the start's position moves the whole window.
-      for (size_t i = 0; i < index_shape.size(); ++i) fixed(index_map);
-      for (int d = 0; d < rank; ++d) follow(x_map, d);
-    } else if (n.op == OpKind::Take) {
-      const int index_rank = static_cast<int>(index_shape.size());
-      for (int i = 0; i < index_rank; ++i) follow(index_map, axis + i);
-      for (int d = 0; d < rank; ++d) {
-        if (d == axis) {
-          fixed(x_map);
-        } else {
-          follow(x_map, d < axis ? d : d - 1 + index_rank);
-        }
-      }
-    } else {
-      index_map = broadcast(map, index_shape, n.type->shape, node);
-      for (int d = 0; d < rank; ++d) {
-        if (d == axis || (x_shape[d] == 1 && n.type->shape[d] != 1)) {
-          fixed(x_map);
-        } else {
-          follow(x_map, d);
-        }
-      }
-    }
+    const GatherMaps maps = gather_maps(n, node, x_shape, trace_.nodes[indices].type->shape, map);
     if (!plan_.materialized[x]) {
       throw std::logic_error(
           absl::StrCat("internal error: the x of gather node ", node, " is not stored"));
@@ -265,9 +179,9 @@ class Lowerer {
     in.op = n.op;
     in.dtype = n.type->dtype;
     in.space = space;
-    in.operands[0] = cast(value(indices, space, index_map), DType::I64);
+    in.operands[0] = cast(value(indices, space, maps.indices), DType::I64);
     in.input = input_slot(x);
-    in.view = view_slot(x_map, x_shape, space);
+    in.view = view_slot(maps.x, x_shape, space);
     ViewParams& view = out_.launch.views[in.view];
     view.gather_stride = ops::contiguous_strides(x_shape)[axis];
     view.gather_extent = n.op == OpKind::DynamicSlice
@@ -277,103 +191,6 @@ class Lowerer {
     pattern.access = ViewAccess::kGathered;
     pattern.broadcast_dims.clear();
     return emit(in);
-  }
-
-  // The map for argument `arg` (of shape `from`) broadcast to the node's `to` shape.
-  static IndexMap broadcast(const IndexMap& m, const Shape& from, const Shape& to, int node) {
-    if (from == to) return m;
-    if (m.flat) throw NeedsMaterialization{node};
-    IndexMap r;
-    size_t offset = to.size() - from.size();
-    for (size_t i = 0; i < from.size(); ++i) {
-      size_t j = offset + i;
-      bool stretched = from[i] == 1 && to[j] != 1;
-      r.src.push_back(stretched ? -1 : m.src[j]);
-      r.scale.push_back(stretched ? 0 : m.scale[j]);
-      r.base.push_back(stretched ? 0 : m.base[j]);
-    }
-    return r;
-  }
-
-  IndexMap view_arg_map(const TraceNode& n, int node, int space, const IndexMap& m) {
-    const Shape& from = trace_.nodes[n.args[0]].type->shape;
-    switch (n.op) {
-      case OpKind::Reshape: {
-        if (m.flat) return m;
-        // Inserting or removing size-1 dims (unsqueeze, squeeze) keeps the multi-index form.
-        std::vector<size_t> out_dims, in_dims;
-        for (size_t j = 0; j < n.type->shape.size(); ++j) {
-          if (n.type->shape[j] != 1) out_dims.push_back(j);
-        }
-        for (size_t j = 0; j < from.size(); ++j) {
-          if (from[j] != 1) in_dims.push_back(j);
-        }
-        bool unit_dims_only = in_dims.size() == out_dims.size();
-        for (size_t k = 0; unit_dims_only && k < in_dims.size(); ++k) {
-          unit_dims_only = from[in_dims[k]] == n.type->shape[out_dims[k]];
-        }
-        if (unit_dims_only) {
-          IndexMap r;
-          r.src.assign(from.size(), -1);
-          r.scale.assign(from.size(), 0);
-          r.base.assign(from.size(), 0);
-          for (size_t k = 0; k < in_dims.size(); ++k) {
-            r.src[in_dims[k]] = m.src[out_dims[k]];
-            r.scale[in_dims[k]] = m.scale[out_dims[k]];
-            r.base[in_dims[k]] = m.base[out_dims[k]];
-          }
-          return r;
-        }
-        ViewParams v = m.to_view(n.type->shape, out_.launch.spaces[space].size());
-        IndexMap f;
-        f.flat = true;
-        f.strides = v.strides;
-        f.offset = v.offset;
-        return f;
-      }
-      case OpKind::BroadcastTo:
-        return broadcast(m, from, n.type->shape, node);
-      case OpKind::Permute: {
-        bool identity = true;
-        for (size_t j = 0; j < n.attrs->axes.size(); ++j)
-          identity &= n.attrs->axes[j] == static_cast<int>(j);
-        if (identity) return m;
-        if (m.flat) throw NeedsMaterialization{node};
-        IndexMap r = m;
-        for (size_t j = 0; j < n.attrs->axes.size(); ++j) {
-          int axis = n.attrs->axes[j];
-          r.src[axis] = m.src[j];
-          r.scale[axis] = m.scale[j];
-          r.base[axis] = m.base[j];
-        }
-        return r;
-      }
-      case OpKind::Contiguous:
-        return m;
-      case OpKind::Slice: {
-        int axis = n.attrs->axis;
-        if (n.attrs->step == 1 && n.attrs->start == 0 && n.attrs->stop == from[axis]) return m;
-        if (m.flat) {
-          // A unit-step slice with only size-1 dims before it is a contiguous sub-range.
-          bool leading = n.attrs->step == 1;
-          for (int d = 0; d < axis; ++d) leading &= from[d] == 1;
-          if (!leading) throw NeedsMaterialization{node};
-          IndexMap r = m;
-          r.offset += n.attrs->start * ops::contiguous_strides(from)[axis];
-          return r;
-        }
-        IndexMap r = m;
-        r.scale[axis] = m.scale[axis] * n.attrs->step;
-        r.base[axis] = m.base[axis] * n.attrs->step + n.attrs->start;
-        return r;
-      }
-        KILN_LEAF_OPS(KILN_OP_CASE)
-        KILN_UNARY_OPS(KILN_OP_CASE)
-        KILN_BINARY_OPS(KILN_OP_CASE)
-        KILN_STRUCTURED_OPS(KILN_OP_CASE)
-        break;
-    }
-    throw std::logic_error(absl::StrCat("internal error: ", ops::op_name(n.op), " is not a view"));
   }
 
   // An attention's score in space 4 (the scores' shape), from kAnchor there, the raw score
@@ -457,7 +274,9 @@ class Lowerer {
         }
         return emit(in);
       case OpClass::kView:
-        return value(n.args[0], space, view_arg_map(n, node, space, map));
+        return value(n.args[0], space,
+                     view_argument_map(n, node, trace_.nodes[n.args[0]].type->shape,
+                                       out_.launch.spaces[space].size(), map));
       case OpClass::kCast:
         return cast(value(n.args[0], space, map), n.type->dtype);
       case OpClass::kUnary:  // elementwise: operands below
@@ -495,7 +314,7 @@ class Lowerer {
         n.op == OpKind::LogicalNot || n.op == OpKind::LogicalAnd || n.op == OpKind::LogicalOr;
     for (size_t k = 0; k < n.args.size(); ++k) {
       int a = n.args[k];
-      int v = value(a, space, broadcast(map, trace_.nodes[a].type->shape, n.type->shape, node));
+      int v = value(a, space, broadcast_map(map, trace_.nodes[a].type->shape, n.type->shape, node));
       DType want = n.type->dtype;
       if (logical || (n.op == OpKind::Where && k == 0))
         want = DType::Bool;
@@ -558,22 +377,22 @@ LoweredKernel lower_whole_buffer_op(const Trace& trace, const KernelGroup& group
   LoweredKernel out;
   const int node = group.anchor_node;
   const TraceNode& n = trace.nodes[node];
-  KernelProgram& prog = out.program;
+  KernelProgram& program = out.program;
   KernelLaunch& launch = out.launch;
-  prog.anchor = anchor;
-  prog.anchor_op = n.op;
-  prog.anchor_dtype = n.type->dtype;
-  prog.name = name;
+  program.anchor = anchor;
+  program.anchor_op = n.op;
+  program.anchor_dtype = n.type->dtype;
+  program.name = name;
   launch.spaces.push_back(n.type->shape);
   for (int a : n.args) {
     launch.spaces.push_back(trace.nodes[a].type->shape);
     if (n.op == ops::OpKind::Recv) continue;  // its operand gives only its type
     launch.inputs.push_back(a);
-    prog.input_dtypes.push_back(trace.nodes[a].type->dtype);
+    program.input_dtypes.push_back(trace.nodes[a].type->dtype);
   }
   launch.outputs.push_back(node);
-  prog.output_dtypes.push_back(n.type->dtype);
-  for (const Shape& s : launch.spaces) prog.space_ranks.push_back(static_cast<int>(s.size()));
+  program.output_dtypes.push_back(n.type->dtype);
+  for (const Shape& s : launch.spaces) program.space_ranks.push_back(static_cast<int>(s.size()));
   launch.nodes.push_back(node);
   return out;
 }
