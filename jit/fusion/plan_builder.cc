@@ -1,3 +1,6 @@
+// build_plan (launch_plan.h): plans a trace, lowers its kernel groups, looks each program up
+// in the kernel cache and lays out when buffers are released; also the run-time arguments
+// and the inputs an update_slice may write in place.
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
@@ -10,6 +13,7 @@
 #include "base/cache_dir.h"
 #include "base/env_options.h"
 #include "base/stats_counters.h"
+#include "jit/backend/backend.h"
 #include "jit/fusion/attention_fusion.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/lowering.h"
@@ -93,9 +97,10 @@ std::vector<bool> donatable_inputs(const Trace& trace, const std::vector<detail:
   return donated;
 }
 
-int donated_slot(const LaunchPlan& plan, const std::vector<bool>& donated, const KernelLaunch& l) {
+int donated_slot(const LaunchPlan& plan, const std::vector<bool>& donated,
+                 const KernelLaunch& launch) {
   for (size_t slot = 0; slot < donated.size(); ++slot) {
-    if (donated[slot] && plan.input_nodes[slot] == l.inputs[0]) {
+    if (donated[slot] && plan.input_nodes[slot] == launch.inputs[0]) {
       return static_cast<int>(slot);
     }
   }
