@@ -1,8 +1,16 @@
+// The `kiln.trace` attribute schema (trace_format.h): one table names every attribute a
+// node may carry, with its JSON key and how its value is kept in ops::Attrs, and both
+// attrs_to_json and attrs_from_json walk it, so the writer and the reader cannot drift
+// apart. Also a constant's value as JSON.
 #include "jit/formats/trace_format.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -19,30 +27,86 @@ using nlohmann::json;
 using ops::OpClass;
 using ops::OpKind;
 
-// Reads attrs[key] into `out` when present; a value of the wrong type is an error.
-template <class T>
-absl::Status read_attr(const json& attrs, const char* key, T& out, bool required) {
-  if (!attrs.is_object() || !attrs.contains(key)) {
-    if (required) return absl::InvalidArgumentError(absl::StrCat("missing attribute '", key, "'"));
-    return absl::OkStatus();
-  }
-  if (!json_to(attrs.at(key), out)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("attribute '", key, "' has the wrong type: ", attrs.at(key).dump()));
-  }
-  return absl::OkStatus();
+// What reading one node's attributes builds up: the Attrs, and a collective's world ranks,
+// which name its group only once every other field has been read and checked.
+struct AttrReader {
+  OpKind op;
+  ops::Attrs attrs;
+  std::vector<int> ranks;
+};
+
+// How one attribute's JSON value maps to ops::Attrs. `write` may leave the key out (a custom
+// function this process does not know); `read` gets the file's value, or the field's default
+// when the file leaves it out; `finish`, when set, runs once every field has been read.
+struct AttrCodec {
+  void (*write)(const ops::Attrs& attrs, const char* key, json& out);
+  absl::Status (*read)(const json& value, const char* key, AttrReader& reader);
+  absl::Status (*finish)(AttrReader& reader) = nullptr;
+};
+
+absl::Status wrong_type(const char* key, const json& value) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("attribute '", key, "' has the wrong type: ", value.dump()));
 }
 
-// A custom function's or kernel's id from its name in attrs[key] ("function" or "kernel");
-// the loading process must have defined it (with `define`) first.
-absl::Status read_registered(const json& attrs, const char* key, const char* define, int& id) {
-  std::string name;
-  if (absl::Status s = read_attr(attrs, key, name, true); !s.ok()) return s;
-  const bool is_function = std::string_view(key) == "function";
-  std::optional<int> found =
-      is_function ? ops::custom_function_id(name) : ops::custom_kernel_id(name);
+// A field stored as is in Attrs::*kMember, read only when the JSON value has exactly its
+// type (json_to).
+template <auto kMember>
+constexpr AttrCodec member() {
+  return {[](const ops::Attrs& attrs, const char* key, json& out) { out[key] = attrs.*kMember; },
+          [](const json& value, const char* key, AttrReader& reader) {
+            return json_to(value, reader.attrs.*kMember) ? absl::OkStatus()
+                                                         : wrong_type(key, value);
+          }};
+}
+
+// The string a field is written as; a value of another type is an error.
+absl::StatusOr<std::string> read_string(const json& value, const char* key) {
+  std::string text;
+  if (!json_to(value, text)) return wrong_type(key, value);
+  return text;
+}
+
+// astype's dtype, by name.
+constexpr AttrCodec kDtype = {
+    [](const ops::Attrs& attrs, const char* key, json& out) { out[key] = dtype_name(attrs.dtype); },
+    [](const json& value, const char* key, AttrReader& reader) {
+      absl::StatusOr<std::string> name = read_string(value, key);
+      if (!name.ok()) return name.status();
+      try {
+        reader.attrs.dtype = dtype_from_name(*name);
+      } catch (const Error& e) {
+        return absl::InvalidArgumentError(e.what());
+      }
+      return absl::OkStatus();
+    }};
+
+// Attention's "causal_alignment": "top_left" (the default, as files before it) or
+// "bottom_right"; only a causal cut has an alignment, so `causal` is read first.
+constexpr AttrCodec kCausalAlignment = {
+    [](const ops::Attrs& attrs, const char* key, json& out) {
+      out[key] = attrs.bottom_right ? "bottom_right" : "top_left";
+    },
+    [](const json& value, const char* key, AttrReader& reader) {
+      absl::StatusOr<std::string> alignment = read_string(value, key);
+      if (!alignment.ok()) return alignment.status();
+      if (*alignment != "top_left" && *alignment != "bottom_right") {
+        return absl::InvalidArgumentError(absl::StrCat("attribute '", key, "' is \"", *alignment,
+                                                       "\" (expected top_left or bottom_right)"));
+      }
+      reader.attrs.bottom_right = reader.attrs.causal && *alignment == "bottom_right";
+      return absl::OkStatus();
+    }};
+
+// A custom function or kernel is written by name: ids are per process, and the loading
+// process must have registered the same name (with `define`) first.
+absl::Status read_registered(const json& value, const char* key, const char* define,
+                             std::optional<int> (*find)(std::string_view), int& id) {
+  absl::StatusOr<std::string> name = read_string(value, key);
+  if (!name.ok()) return name.status();
+  std::optional<int> found = find(*name);
   if (!found.has_value()) {
-    return absl::NotFoundError(absl::StrCat("custom ", key, " '", name,
+    return absl::NotFoundError(absl::StrCat("custom ", key, " '", *name,
                                             "' is not registered in this process (define it "
                                             "with kiln::",
                                             define, " before loading)"));
@@ -51,17 +115,23 @@ absl::Status read_registered(const json& attrs, const char* key, const char* def
   return absl::OkStatus();
 }
 
-// A collective names its group by the world ranks in it (ids are per process), and its
-// reduction by name.
-void collective_attrs_to_json(OpKind op, const ops::Attrs& a, json& j) {
-  j["ranks"] = comm::group_info(a.group).world_ranks;
-  if (op == OpKind::AllReduce || op == OpKind::ReduceScatter) {
-    j["reduction"] = comm::reduction_name(static_cast<comm::Reduction>(a.reduction));
-  }
-  if (op == OpKind::AllGather || op == OpKind::ReduceScatter) j["axis"] = a.axis;
-  if (op == OpKind::Broadcast) j["root"] = a.peer;
-  if (op == OpKind::Send || op == OpKind::Recv) j["peer"] = a.peer;
-}
+constexpr AttrCodec kCustomFunction = {
+    [](const ops::Attrs& attrs, const char* key, json& out) {
+      if (const ops::CustomFunction* f = ops::custom_function(attrs.function)) out[key] = f->name;
+    },
+    [](const json& value, const char* key, AttrReader& reader) {
+      return read_registered(value, key, "define_elementwise", ops::custom_function_id,
+                             reader.attrs.function);
+    }};
+
+constexpr AttrCodec kCustomKernel = {
+    [](const ops::Attrs& attrs, const char* key, json& out) {
+      if (const ops::CustomKernel* k = ops::custom_kernel(attrs.function)) out[key] = k->name;
+    },
+    [](const json& value, const char* key, AttrReader& reader) {
+      return read_registered(value, key, "define_kernel", ops::custom_kernel_id,
+                             reader.attrs.function);
+    }};
 
 // The group with those world ranks must exist in this process: replaying a collective
 // needs the processes it ran over.
@@ -84,116 +154,117 @@ absl::Status find_recorded_group(OpKind op, const std::vector<int>& ranks, int& 
       ranks.size(), "; docs/distributed.md)"));
 }
 
-absl::Status collective_attrs_from_json(OpKind op, const json& j, ops::Attrs& a) {
-  std::vector<int> ranks;
-  if (absl::Status s = read_attr(j, "ranks", ranks, true); !s.ok()) return s;
-  if (op == OpKind::AllReduce || op == OpKind::ReduceScatter) {
-    std::string name = "sum";
-    if (absl::Status s = read_attr(j, "reduction", name, false); !s.ok()) return s;
-    comm::Reduction r;
-    if (!comm::reduction_from_name(name, &r)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("attribute 'reduction' is \"", name, "\" (expected sum, mean, max or min)"));
-    }
-    a.reduction = static_cast<int>(r);
-  }
-  absl::Status s;
-  if (op == OpKind::AllGather || op == OpKind::ReduceScatter)
-    s = read_attr(j, "axis", a.axis, false);
-  if (s.ok() && op == OpKind::Broadcast) s = read_attr(j, "root", a.peer, true);
-  if (s.ok() && (op == OpKind::Send || op == OpKind::Recv)) s = read_attr(j, "peer", a.peer, true);
-  if (!s.ok()) return s;
-  return find_recorded_group(op, ranks, a.group);
-}
+// A collective names its group by the world ranks in it (group ids are per process).
+constexpr AttrCodec kGroupRanks = {
+    [](const ops::Attrs& attrs, const char* key, json& out) {
+      out[key] = comm::group_info(attrs.group).world_ranks;
+    },
+    [](const json& value, const char* key, AttrReader& reader) {
+      return json_to(value, reader.ranks) ? absl::OkStatus() : wrong_type(key, value);
+    },
+    [](AttrReader& reader) {
+      return find_recorded_group(reader.op, reader.ranks, reader.attrs.group);
+    }};
 
-// Attention's "causal_alignment": "top_left" (the default, as files before it) or
-// "bottom_right"; only a causal cut has an alignment.
-absl::Status read_causal_alignment(const json& j, ops::Attrs& a) {
-  std::string alignment = "top_left";
-  if (absl::Status s = read_attr(j, "causal_alignment", alignment, false); !s.ok()) return s;
-  if (alignment != "top_left" && alignment != "bottom_right") {
-    return absl::InvalidArgumentError(absl::StrCat("attribute 'causal_alignment' is \"", alignment,
-                                                   "\" (expected top_left or bottom_right)"));
+// all_reduce's and reduce_scatter's reduction, by name.
+constexpr AttrCodec kReduction = {
+    [](const ops::Attrs& attrs, const char* key, json& out) {
+      out[key] = comm::reduction_name(static_cast<comm::Reduction>(attrs.reduction));
+    },
+    [](const json& value, const char* key, AttrReader& reader) {
+      absl::StatusOr<std::string> name = read_string(value, key);
+      if (!name.ok()) return name.status();
+      comm::Reduction r;
+      if (!comm::reduction_from_name(*name, &r)) {
+        return absl::InvalidArgumentError(absl::StrCat("attribute '", key, "' is \"", *name,
+                                                       "\" (expected sum, mean, max or min)"));
+      }
+      reader.attrs.reduction = static_cast<int>(r);
+      return absl::OkStatus();
+    }};
+
+enum class Presence {
+  kRequired,  // a file without it is an error
+  kOptional,  // a file may leave it out
+};
+
+// One attribute of the ops it belongs to: its JSON key, its codec, and what a file that
+// leaves it out means.
+struct AttrField {
+  OpClass op_class;
+  std::vector<OpKind> only;  // the ops of op_class that carry it; empty: all of them
+  const char* key;
+  AttrCodec codec;
+  Presence presence;
+  json absent = nullptr;  // kOptional: read in place of a missing value (null: Attrs' default)
+
+  bool applies_to(OpKind op) const {
+    return ops::op_class(op) == op_class &&
+           (only.empty() || std::find(only.begin(), only.end(), op) != only.end());
   }
-  a.bottom_right = a.causal && alignment == "bottom_right";
-  return absl::OkStatus();
+};
+
+// Every attribute a trace file holds. Attribute names are the C++ argument names. The
+// reader walks an op's fields in this order and reports the first bad one, so the order of
+// one op's rows is part of the format's error messages. Unary, binary, where and matmul ops
+// have no attributes; a constant's value is the node's "value", not an attribute.
+const std::vector<AttrField>& attr_fields() {
+  using A = ops::Attrs;
+  constexpr Presence kRequired = Presence::kRequired, kOptional = Presence::kOptional;
+  // Kept a row a line: clang-format would spread the longer rows over several.
+  // clang-format off
+  static const auto* fields = new std::vector<AttrField>{
+      {OpClass::kReduce, {}, "axes", member<&A::axes>(), kOptional},
+      {OpClass::kReduce, {}, "keepdims", member<&A::keepdims>(), kOptional},
+      {OpClass::kArgReduce, {}, "axis", member<&A::axis>(), kRequired},
+      {OpClass::kArgReduce, {}, "keepdims", member<&A::keepdims>(), kOptional},
+      {OpClass::kCast, {}, "dtype", kDtype, kRequired},
+      {OpClass::kConcat, {}, "axis", member<&A::axis>(), kRequired},
+      {OpClass::kGather, {}, "axis", member<&A::axis>(), kRequired},
+      {OpClass::kGather, {OpKind::DynamicSlice}, "length", member<&A::k>(), kRequired},
+      {OpClass::kUpdateSlice, {}, "axis", member<&A::axis>(), kRequired},
+      {OpClass::kUpdateSlice, {}, "start", member<&A::start>(), kRequired},
+      {OpClass::kAttention, {}, "scale", member<&A::scale>(), kRequired},
+      {OpClass::kAttention, {}, "causal", member<&A::causal>(), kOptional},
+      {OpClass::kAttention, {}, "causal_alignment", kCausalAlignment, kOptional, "top_left"},
+      {OpClass::kView, {OpKind::Permute}, "axes", member<&A::axes>(), kRequired},
+      {OpClass::kView, {OpKind::Reshape, OpKind::BroadcastTo}, "shape", member<&A::shape>(),
+          kRequired},
+      {OpClass::kView, {OpKind::Slice}, "axis", member<&A::axis>(), kRequired},
+      {OpClass::kView, {OpKind::Slice}, "start", member<&A::start>(), kRequired},
+      {OpClass::kView, {OpKind::Slice}, "stop", member<&A::stop>(), kRequired},
+      {OpClass::kView, {OpKind::Slice}, "step", member<&A::step>(), kOptional},
+      {OpClass::kRowNorm, {OpKind::Cumsum}, "axis", member<&A::axis>(), kRequired},
+      {OpClass::kRowNorm, {OpKind::Cumsum}, "exclusive", member<&A::exclusive>(), kOptional},
+      {OpClass::kRowNorm, {OpKind::Cumsum}, "reverse", member<&A::reverse>(), kOptional},
+      {OpClass::kRowNorm, {OpKind::TopkIndices}, "axis", member<&A::axis>(), kRequired},
+      {OpClass::kRowNorm, {OpKind::TopkIndices}, "k", member<&A::k>(), kRequired},
+      {OpClass::kRowNorm, {OpKind::TopkIndices}, "largest", member<&A::largest>(), kOptional},
+      {OpClass::kRowNorm, {OpKind::Softmax, OpKind::LogSoftmax}, "axis", member<&A::axis>(),
+          kOptional, -1},
+      {OpClass::kRowNorm, {OpKind::LayerNorm}, "eps", member<&A::eps>(), kOptional, 1e-5},
+      {OpClass::kRowNorm, {OpKind::RmsNorm}, "eps", member<&A::eps>(), kOptional, 1e-6},
+      {OpClass::kLeaf, {OpKind::Rand, OpKind::Randn}, "seed", member<&A::seed>(), kRequired},
+      {OpClass::kCustom, {}, "function", kCustomFunction, kRequired},
+      {OpClass::kCustomKernel, {}, "kernel", kCustomKernel, kRequired},
+      {OpClass::kCollective, {}, "ranks", kGroupRanks, kRequired},
+      {OpClass::kCollective, {OpKind::AllReduce, OpKind::ReduceScatter}, "reduction", kReduction,
+          kOptional, "sum"},
+      {OpClass::kCollective, {OpKind::AllGather, OpKind::ReduceScatter}, "axis",
+          member<&A::axis>(), kOptional},
+      {OpClass::kCollective, {OpKind::Broadcast}, "root", member<&A::peer>(), kRequired},
+      {OpClass::kCollective, {OpKind::Send, OpKind::Recv}, "peer", member<&A::peer>(), kRequired},
+  };
+  // clang-format on
+  return *fields;
 }
 
 }  // namespace
 
 json attrs_to_json(OpKind op, const ops::Attrs& a) {
   json j = json::object();
-  switch (ops::op_class(op)) {
-    case OpClass::kReduce:
-      j["axes"] = a.axes;
-      j["keepdims"] = a.keepdims;
-      break;
-    case OpClass::kArgReduce:
-      j["axis"] = a.axis;
-      j["keepdims"] = a.keepdims;
-      break;
-    case OpClass::kCast:
-      j["dtype"] = dtype_name(a.dtype);
-      break;
-    case OpClass::kConcat:
-      j["axis"] = a.axis;
-      break;
-    case OpClass::kGather:
-      j["axis"] = a.axis;
-      if (op == OpKind::DynamicSlice) j["length"] = a.k;
-      break;
-    case OpClass::kUpdateSlice:
-      j["axis"] = a.axis;
-      j["start"] = a.start;
-      break;
-    case OpClass::kAttention:
-      j["scale"] = a.scale;
-      j["causal"] = a.causal;
-      j["causal_alignment"] = a.bottom_right ? "bottom_right" : "top_left";
-      break;
-    case OpClass::kView:
-      if (op == OpKind::Permute) j["axes"] = a.axes;
-      if (op == OpKind::Reshape || op == OpKind::BroadcastTo) j["shape"] = a.shape;
-      if (op == OpKind::Slice) {
-        j["axis"] = a.axis;
-        j["start"] = a.start;
-        j["stop"] = a.stop;
-        j["step"] = a.step;
-      }
-      break;
-    case OpClass::kRowNorm:
-      if (op == OpKind::Softmax || op == OpKind::LogSoftmax || op == OpKind::Cumsum) {
-        j["axis"] = a.axis;
-      }
-      if (op == OpKind::Cumsum) {
-        j["exclusive"] = a.exclusive;
-        j["reverse"] = a.reverse;
-      }
-      if (op == OpKind::TopkIndices) {
-        j["axis"] = a.axis;
-        j["k"] = a.k;
-        j["largest"] = a.largest;
-      }
-      if (op == OpKind::LayerNorm || op == OpKind::RmsNorm) j["eps"] = a.eps;
-      break;
-    case OpClass::kLeaf:
-      if (op == OpKind::Rand || op == OpKind::Randn) j["seed"] = a.seed;
-      break;
-    case OpClass::kCustom:
-      // By name: ids are per process; the loading process registers the same function.
-      if (const ops::CustomFunction* f = ops::custom_function(a.function)) j["function"] = f->name;
-      break;
-    case OpClass::kCustomKernel:
-      if (const ops::CustomKernel* k = ops::custom_kernel(a.function)) j["kernel"] = k->name;
-      break;
-    case OpClass::kCollective:
-      collective_attrs_to_json(op, a, j);
-      break;
-    case OpClass::kUnary:  // no attributes
-    case OpClass::kBinary:
-    case OpClass::kWhere:
-    case OpClass::kMatmul:
-      break;
+  for (const AttrField& field : attr_fields()) {
+    if (field.applies_to(op)) field.codec.write(a, field.key, j);
   }
   return j;
 }
@@ -202,96 +273,28 @@ absl::StatusOr<ops::Attrs> attrs_from_json(OpKind op, const json& j) {
   if (!j.is_null() && !j.is_object()) {
     return absl::InvalidArgumentError("\"attrs\" must be an object");
   }
-  ops::Attrs a;
-  absl::Status s;
-  auto read = [&](const char* key, auto& out, bool required) {
-    if (s.ok()) s = read_attr(j, key, out, required);
-  };
-  switch (ops::op_class(op)) {
-    case OpClass::kReduce:
-      read("axes", a.axes, false);
-      read("keepdims", a.keepdims, false);
-      break;
-    case OpClass::kArgReduce:
-      read("axis", a.axis, true);
-      read("keepdims", a.keepdims, false);
-      break;
-    case OpClass::kCast: {
-      std::string name;
-      read("dtype", name, true);
-      if (!s.ok()) return s;
-      try {
-        a.dtype = dtype_from_name(name);
-      } catch (const Error& e) {
-        return absl::InvalidArgumentError(e.what());
-      }
-      break;
+  AttrReader reader{op, {}, {}};
+  std::vector<const AttrField*> applied;
+  for (const AttrField& field : attr_fields()) {
+    if (!field.applies_to(op)) continue;
+    const json* value = nullptr;
+    if (j.is_object() && j.contains(field.key)) {
+      value = &j.at(field.key);
+    } else if (field.presence == Presence::kRequired) {
+      return absl::InvalidArgumentError(absl::StrCat("missing attribute '", field.key, "'"));
+    } else if (!field.absent.is_null()) {
+      value = &field.absent;
     }
-    case OpClass::kConcat:
-      read("axis", a.axis, true);
-      break;
-    case OpClass::kGather:
-      read("axis", a.axis, true);
-      if (op == OpKind::DynamicSlice) read("length", a.k, true);
-      break;
-    case OpClass::kUpdateSlice:
-      read("axis", a.axis, true);
-      read("start", a.start, true);
-      break;
-    case OpClass::kAttention:
-      read("scale", a.scale, true);
-      read("causal", a.causal, false);
-      if (s.ok()) s = read_causal_alignment(j, a);
-      break;
-    case OpClass::kView:
-      if (op == OpKind::Permute) read("axes", a.axes, true);
-      if (op == OpKind::Reshape || op == OpKind::BroadcastTo) read("shape", a.shape, true);
-      if (op == OpKind::Slice) {
-        read("axis", a.axis, true);
-        read("start", a.start, true);
-        read("stop", a.stop, true);
-        read("step", a.step, false);
-      }
-      break;
-    case OpClass::kRowNorm:
-      if (op == OpKind::Cumsum) {
-        read("axis", a.axis, true);
-        read("exclusive", a.exclusive, false);
-        read("reverse", a.reverse, false);
-      }
-      if (op == OpKind::TopkIndices) {
-        read("axis", a.axis, true);
-        read("k", a.k, true);
-        read("largest", a.largest, false);
-      }
-      if (op == OpKind::Softmax || op == OpKind::LogSoftmax) read("axis", a.axis, false);
-      if (op == OpKind::Softmax || op == OpKind::LogSoftmax) {
-        if (!j.is_object() || !j.contains("axis")) a.axis = -1;
-      }
-      if (op == OpKind::LayerNorm) a.eps = 1e-5;
-      if (op == OpKind::RmsNorm) a.eps = 1e-6;
-      if (op == OpKind::LayerNorm || op == OpKind::RmsNorm) read("eps", a.eps, false);
-      break;
-    case OpClass::kLeaf:
-      if (op == OpKind::Rand || op == OpKind::Randn) read("seed", a.seed, true);
-      break;
-    case OpClass::kCustom:
-      if (s.ok()) s = read_registered(j, "function", "define_elementwise", a.function);
-      break;
-    case OpClass::kCustomKernel:
-      if (s.ok()) s = read_registered(j, "kernel", "define_kernel", a.function);
-      break;
-    case OpClass::kCollective:
-      if (s.ok()) s = collective_attrs_from_json(op, j, a);
-      break;
-    case OpClass::kUnary:  // no attributes
-    case OpClass::kBinary:
-    case OpClass::kWhere:
-    case OpClass::kMatmul:
-      break;
+    if (value != nullptr) {
+      if (absl::Status s = field.codec.read(*value, field.key, reader); !s.ok()) return s;
+    }
+    applied.push_back(&field);
   }
-  if (!s.ok()) return s;
-  return a;
+  for (const AttrField* field : applied) {
+    if (field->codec.finish == nullptr) continue;
+    if (absl::Status s = field->codec.finish(reader); !s.ok()) return s;
+  }
+  return std::move(reader.attrs);
 }
 
 json scalar_to_json(double value) {

@@ -64,7 +64,8 @@ bool json_to(const nlohmann::json& j, T& out) {
 }
 
 // The "attrs" object of a node (empty when the op has none). Attribute names are the C++
-// argument names: axes, keepdims, axis, shape, start, stop, step, dtype, eps, seed.
+// argument names: axes, keepdims, axis, shape, start, stop, step, dtype, eps, seed. One
+// table in trace_format.cc lists every attribute; this and attrs_from_json both walk it.
 nlohmann::json attrs_to_json(ops::OpKind op, const ops::Attrs& attrs);
 
 // Reads the op's attributes from `attrs` (a JSON object, or null when absent). Missing
