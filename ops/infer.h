@@ -1,8 +1,12 @@
 // Shape and dtype inference with validation: the one place that decides whether an op
 // application is legal. Used when recording (public API) and when loading trace files.
+// infer_output checks the arity and dispatches on the op's class; each class's rules live in
+// its own file (ops/elementwise.cc, ops/reduction.cc, ops/view.cc, ...), which use the error
+// and shape functions declared here.
 #ifndef KILN_OPS_INFER_H_
 #define KILN_OPS_INFER_H_
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -23,6 +27,14 @@ absl::StatusOr<ValueType> infer_output(OpKind op, const std::vector<ValueType>& 
 // The error for an illegal application of `op`: "[op] what (x: f32[2, 3], ...)", naming each
 // input the way the public API does.
 absl::Status op_error(OpKind op, const std::vector<ValueType>& inputs, const std::string& what);
+
+// The public API's name for operand `index` of `op` ("a", "weight", "inputs[2]"), so that
+// messages read like the call.
+std::string operand_name(OpKind op, size_t index);
+
+// The inputs as op_error lists them: " (x: f32[2, 3], ...)", or "" when there are none. The
+// custom classes put it after a prefix of their own ("[custom name] ...").
+std::string describe_inputs(OpKind op, const std::vector<ValueType>& inputs);
 
 // `axis` of a rank-`ndim` value made non-negative, or an error naming the valid range.
 absl::StatusOr<int> normalize_axis(int axis, int ndim);
