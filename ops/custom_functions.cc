@@ -1,3 +1,4 @@
+// The registry of custom functions and kernels: checks, registration by name and lookup.
 #include "ops/custom_functions.h"
 
 #include <deque>
@@ -98,19 +99,6 @@ const CustomFunction* custom_function(int id) { return definition(registry().fun
 std::optional<int> custom_function_id(std::string_view name) {
   return id_by_name(registry().functions, name);
 }
-
-const char* const kCustomKernelArgsSource =
-    R"(// Kiln passes every custom kernel this struct by value: dense row-major inputs and output.
-struct KilnKernelArgs {
-  const void* in[8];
-  void* out;
-  long long in_shape[8][8];
-  int in_rank[8];
-  long long out_shape[8];
-  int out_rank;
-  long long out_numel;
-};
-)";
 
 absl::Status check_custom_kernel(const CustomKernel& k) {
   if (absl::Status s = check_name_and_arity(k.name, k.arity, kMaxCustomKernelInputs); !s.ok()) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ops/custom_kernel_args.h"
 #include "ops/value_type.h"
 
 namespace kiln::ops {
@@ -55,7 +56,8 @@ struct CustomKernelLaunch {
 struct CustomKernel {
   std::string name;  // a C identifier: the __global__ function's name
   int arity = 1;     // 1 to kMaxCustomKernelInputs inputs
-  // Defines extern "C" __global__ void <name>(KilnKernelArgs); empty for a CPU-only kernel.
+  // Defines extern "C" __global__ void <name>(KilnKernelArgs), with KilnKernelArgs as
+  // kCustomKernelArgsSource (ops/custom_kernel_args.h) defines it; empty for a CPU-only kernel.
   std::string cuda_source;
   // The output's dtype and shape from the inputs'; a status error rejects the call.
   std::function<absl::StatusOr<ValueType>(const std::vector<ValueType>&)> infer;
@@ -68,8 +70,8 @@ struct CustomKernel {
 
 constexpr int kMaxCustomKernelInputs = 8;
 
-// The struct every custom CUDA kernel takes by value (pasted before the user's source).
-extern const char* const kCustomKernelArgsSource;
+// KilnKernelArgs (ops/custom_kernel_args.h) has room for this many inputs.
+static_assert(sizeof(KilnKernelArgs::in) / sizeof(KilnKernelArgs::in[0]) == kMaxCustomKernelInputs);
 
 absl::Status check_custom_kernel(const CustomKernel& k);
 // The error of running CPU-only kernel `k` on `device_name` ("cuda:0").

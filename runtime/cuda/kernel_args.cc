@@ -1,3 +1,5 @@
+// The argument blocks the launcher packs: a generated kernel's Params (laid out by
+// params_layout) and a custom kernel's KilnKernelArgs; and the index error a kernel reports.
 #include "runtime/cuda/kernel_args.h"
 
 #include <algorithm>
@@ -11,17 +13,10 @@
 namespace kiln::runtime::cuda {
 namespace {
 
-// The host's copy of ops::kCustomKernelArgsSource (CUDA lays a struct out as the host
-// compiler does; tests/cuda_codegen_test.cc has NVRTC check its size and members).
-struct KilnKernelArgs {
-  const void* in[8];
-  void* out;
-  long long in_shape[8][8];
-  int in_rank[8];
-  long long out_shape[8];
-  int out_rank;
-  long long out_numel;
-};
+using ops::KilnKernelArgs;
+
+// The launcher's block size, which tests/cuda_codegen_test.cc also checks against NVRTC's
+// layout of ops::kCustomKernelArgsSource.
 static_assert(sizeof(KilnKernelArgs) == kCustomKernelArgsSize);
 
 template <class T>

@@ -77,7 +77,8 @@ static_assert(sizeof(SplitArgs) == 24);
 // counters stepping past the end).
 bool fits_32bit_index(const jit::KernelLaunch& launch, const std::vector<int64_t>& buffer_numels);
 
-// The custom kernel argument struct (ops::kCustomKernelArgsSource) packed for one launch.
+// The custom kernel argument struct (ops::KilnKernelArgs, ops/custom_kernel_args.h) packed for
+// one launch.
 std::vector<std::byte> pack_custom_kernel_args(const std::vector<uint64_t>& input_pointers,
                                                const std::vector<std::vector<int64_t>>& shapes,
                                                uint64_t output_pointer,
