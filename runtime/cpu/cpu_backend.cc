@@ -23,26 +23,27 @@ namespace {
 // Bytes a kernel moves: every input and output buffer once.
 int64_t traffic_bytes(const jit::LaunchPlan& plan, size_t k) {
   int64_t bytes = 0;
-  const jit::KernelLaunch& l = plan.kernels[k].launch;
-  for (int n : l.inputs) bytes += plan.node_bytes[n];
-  for (int n : l.outputs) bytes += plan.node_bytes[n];
+  const jit::KernelLaunch& launch = plan.kernels[k].launch;
+  for (int n : launch.inputs) bytes += plan.node_bytes[n];
+  for (int n : launch.outputs) bytes += plan.node_bytes[n];
   return bytes;
 }
 
 // Arithmetic a kernel does: one op per element per instruction, 2mnk for a matmul.
-double flops(const jit::KernelProgram& p, const jit::KernelLaunch& l) {
+double flops(const jit::KernelProgram& program, const jit::KernelLaunch& launch) {
   double total = 0;
-  for (const jit::Instr& in : p.instrs) {
+  for (const jit::Instr& in : program.instrs) {
     if (in.kind == jit::InstrKind::kUnary || in.kind == jit::InstrKind::kBinary ||
         in.kind == jit::InstrKind::kWhere) {
-      total += static_cast<double>(ops::numel(l.spaces[in.space]));
+      total += static_cast<double>(ops::numel(launch.spaces[in.space]));
     }
   }
-  if (p.anchor == jit::AnchorKind::kMatmul) {
-    const ops::Shape& a = l.spaces[1];
-    total += 2.0 * static_cast<double>(ops::numel(l.spaces[0])) * static_cast<double>(a.back());
-  } else if (p.anchor != jit::AnchorKind::kNone) {
-    total += static_cast<double>(ops::numel(l.spaces[1]));
+  if (program.anchor == jit::AnchorKind::kMatmul) {
+    const ops::Shape& a = launch.spaces[1];
+    total +=
+        2.0 * static_cast<double>(ops::numel(launch.spaces[0])) * static_cast<double>(a.back());
+  } else if (program.anchor != jit::AnchorKind::kNone) {
+    total += static_cast<double>(ops::numel(launch.spaces[1]));
   }
   return total;
 }
@@ -70,17 +71,17 @@ class CpuBackend final : public jit::Backend {
     const int log_level = base::env_options().log_level;
     for (size_t k = 0; k < plan.kernels.size(); ++k) {
       const jit::PlannedKernel& pk = plan.kernels[k];
-      const jit::KernelLaunch& l = pk.launch;
+      const jit::KernelLaunch& launch = pk.launch;
       std::vector<const base::Buffer*> ins;
-      for (int n : l.inputs) ins.push_back(buffers.at(n).get());
+      for (int n : launch.inputs) ins.push_back(buffers.at(n).get());
       std::vector<base::Buffer*> outs;
-      for (int n : l.outputs) {
+      for (int n : launch.outputs) {
         if (pk.program->anchor != jit::AnchorKind::kUpdateSlice) {
           buffers[n] = recycled(pool, plan.node_bytes[n]);
-        } else if (jit::donated_slot(plan, args.donated, l) >= 0) {
+        } else if (jit::donated_slot(plan, args.donated, launch) >= 0) {
           // x's own buffer, written in place. Copied out first: `buffers[n]` may insert and
           // rehash, which would leave a reference into the map dangling.
-          std::shared_ptr<base::Buffer> x = buffers.at(l.inputs[0]);
+          std::shared_ptr<base::Buffer> x = buffers.at(launch.inputs[0]);
           buffers[n] = std::move(x);
         } else {
           buffers[n] = recycled(pool, plan.node_bytes[n]);  // a copy of x
@@ -90,24 +91,25 @@ class CpuBackend final : public jit::Backend {
         outs.push_back(buffers[n].get());
       }
       std::vector<double> params;
-      params.reserve(l.params.size());
-      for (int p : l.params) params.push_back(args.params[p]);
+      params.reserve(launch.params.size());
+      for (int p : launch.params) params.push_back(args.params[p]);
       const auto start = std::chrono::steady_clock::now();
-      cpu::execute_kernel(*pk.program, l, ins, outs, params);
+      cpu::execute_kernel(*pk.program, launch, ins, outs, params);
       base::counters().kernels_launched += 1;
       if (log_level >= 2) {
         const double s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         std::vector<std::string> nodes;
-        for (int n : l.nodes) nodes.push_back(absl::StrCat("%", n));
+        for (int n : launch.nodes) nodes.push_back(absl::StrCat("%", n));
         // A custom kernel's traffic and arithmetic are the user's own: no figures for it.
         const std::string rates =
             pk.program->anchor == jit::AnchorKind::kCustomKernel ? std::string("(custom kernel)")
             : pk.program->anchor == jit::AnchorKind::kCollective
-                ? absl::StrFormat("(collective, %.2f GB/s of this rank's bytes)",
-                                  static_cast<double>(plan.node_bytes[l.outputs[0]]) / s * 1e-9)
+                ? absl::StrFormat(
+                      "(collective, %.2f GB/s of this rank's bytes)",
+                      static_cast<double>(plan.node_bytes[launch.outputs[0]]) / s * 1e-9)
                 : absl::StrFormat("%.2f GB/s %.2f GFLOP/s", traffic_bytes(plan, k) / s * 1e-9,
-                                  flops(*pk.program, l) / s * 1e-9);
+                                  flops(*pk.program, launch) / s * 1e-9);
         // "(C++ loop)": the kernel ran as a compiled loop (docs/cpu_codegen.md).
         const bool loop =
             pk.program->anchor == jit::AnchorKind::kNone && cpu::last_kernel_ran_compiled_loop();
