@@ -14,6 +14,7 @@
 #include "base/thread_pool.h"
 #include "ops/op_catalog.h"
 #include "runtime/cpu/host_compiler.h"
+#include "runtime/cpu/simd_math.h"
 #include "runtime/cpu/simd_math_inl_source.h"
 #include "runtime/cpu/tile_evaluator.h"
 
@@ -29,11 +30,18 @@ using ops::OpKind;
 using CompiledPointwise = void (*)(const float* const* loads, float* const* outputs,
                                    const float* params, int64_t begin, int64_t end);
 
+// A case of unary_expression for each op whose f32 evaluator loop applies a vector function
+// of simd_math-inl.h (the list in simd_math.h): a call of it.
+#define KILN_VECTOR_CALL(Enum, name) \
+  case OpKind::Enum:                 \
+    return absl::StrCat(#name "_vec(d, ", x, ")");
+
 // The vector expression of unary op `op` on value `x`, or "" when the generator has none.
 // Each is the evaluator's f32 loop for the op (simd_math-inl.h, or the functor's IEEE
 // operations), so the bits agree.
 std::string unary_expression(OpKind op, const std::string& x) {
   switch (op) {
+    KILN_SIMD_UNARY_VECTOR_OPS(KILN_VECTOR_CALL)
     case OpKind::Neg:
       return absl::StrCat("hn::Neg(", x, ")");
     case OpKind::Abs:
@@ -46,23 +54,13 @@ std::string unary_expression(OpKind op, const std::string& x) {
       return absl::StrCat("hn::Div(hn::Set(d, 1.0f), ", x, ")");
     case OpKind::Square:
       return absl::StrCat("hn::Mul(", x, ", ", x, ")");
+    case OpKind::Relu:  // the evaluator's functor loop, whose bits relu_vec gives
+      return absl::StrCat("relu_vec(d, ", x, ")");
     default:
-      break;
+      return "";
   }
-  struct Named {
-    OpKind op;
-    const char* function;
-  };
-  static constexpr Named kMath[] = {{OpKind::Relu, "relu_vec"},       {OpKind::Exp, "exp_vec"},
-                                    {OpKind::Log, "log_vec"},         {OpKind::Tanh, "tanh_vec"},
-                                    {OpKind::Sigmoid, "sigmoid_vec"}, {OpKind::Silu, "silu_vec"},
-                                    {OpKind::Erf, "erf_vec"},         {OpKind::Gelu, "gelu_vec"},
-                                    {OpKind::Log1p, "log1p_vec"},     {OpKind::Expm1, "expm1_vec"}};
-  for (const Named& m : kMath) {
-    if (m.op == op) return absl::StrCat(m.function, "(d, ", x, ")");
-  }
-  return "";
 }
+#undef KILN_VECTOR_CALL
 
 std::string binary_expression(OpKind op, const std::string& a, const std::string& b) {
   const char* function = nullptr;

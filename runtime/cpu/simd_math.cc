@@ -10,6 +10,7 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "runtime/cpu/simd_math-inl.h"
+#include "runtime/cpu/simd_math.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::runtime::cpu {
@@ -70,17 +71,13 @@ void DivScalarImpl(const float* in, float s, float* out, size_t n) {
   apply(in, out, n, [s](auto d, auto x) HWY_ATTR { return hn::Div(x, hn::Set(d, s)); });
 }
 
-void ExpImpl(const float* in, float* out, size_t n) {
-  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return exp_vec(d, x); });
-}
-
-void LogImpl(const float* in, float* out, size_t n) {
-  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return log_vec(d, x); });
-}
-
-void TanhImpl(const float* in, float* out, size_t n) {
-  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return tanh_vec(d, x); });
-}
+// <Enum>Impl of each op with a vector function: <name>_vec over every lane.
+#define KILN_VECTOR_IMPL(Enum, name)                                             \
+  void Enum##Impl(const float* in, float* out, size_t n) {                       \
+    apply(in, out, n, [](auto d, auto x) HWY_ATTR { return name##_vec(d, x); }); \
+  }
+KILN_SIMD_UNARY_VECTOR_OPS(KILN_VECTOR_IMPL)
+#undef KILN_VECTOR_IMPL
 
 #if HWY_HAVE_FLOAT64
 // Applies `op` to every lane of in[0, n) in f64 and rounds each result once to float.
@@ -121,30 +118,6 @@ void CosImpl(const float* in, float* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(std::cos(double{in[i]}));
 }
 #endif  // HWY_HAVE_FLOAT64
-
-void SigmoidImpl(const float* in, float* out, size_t n) {
-  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return sigmoid_vec(d, x); });
-}
-
-void SiluImpl(const float* in, float* out, size_t n) {
-  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return silu_vec(d, x); });
-}
-
-void ErfImpl(const float* in, float* out, size_t n) {
-  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return erf_vec(d, x); });
-}
-
-void GeluImpl(const float* in, float* out, size_t n) {
-  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return gelu_vec(d, x); });
-}
-
-void Log1pImpl(const float* in, float* out, size_t n) {
-  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return log1p_vec(d, x); });
-}
-
-void Expm1Impl(const float* in, float* out, size_t n) {
-  apply(in, out, n, [](auto d, auto x) HWY_ATTR { return expm1_vec(d, x); });
-}
 
 // Whether powf(a, b) needs a case the vector formula leaves out: a zero, infinite or NaN
 // base, or an infinite or NaN exponent.
@@ -262,21 +235,11 @@ void OnlineSoftmaxTileImpl(const float* in, float* out, int64_t rows, int64_t co
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-#include "runtime/cpu/simd_math.h"
-
 namespace kiln::runtime::cpu {
 
-HWY_EXPORT(ExpImpl);
-HWY_EXPORT(LogImpl);
-HWY_EXPORT(TanhImpl);
-HWY_EXPORT(SinImpl);
-HWY_EXPORT(CosImpl);
-HWY_EXPORT(SigmoidImpl);
-HWY_EXPORT(SiluImpl);
-HWY_EXPORT(ErfImpl);
-HWY_EXPORT(GeluImpl);
-HWY_EXPORT(Log1pImpl);
-HWY_EXPORT(Expm1Impl);
+#define KILN_EXPORT_IMPL(Enum, name) HWY_EXPORT(Enum##Impl);
+KILN_SIMD_UNARY_OPS(KILN_EXPORT_IMPL)
+#undef KILN_EXPORT_IMPL
 HWY_EXPORT(PowImpl);
 HWY_EXPORT(AddImpl);
 HWY_EXPORT(SubImpl);
@@ -314,11 +277,13 @@ void simd_mul_scalar(const float* in, float s, float* out, size_t n) {
 void simd_div_scalar(const float* in, float s, float* out, size_t n) {
   HWY_DYNAMIC_DISPATCH(DivScalarImpl)(in, s, out, n);
 }
-void simd_exp(const float* in, float* out, size_t n) { HWY_DYNAMIC_DISPATCH(ExpImpl)(in, out, n); }
-void simd_log(const float* in, float* out, size_t n) { HWY_DYNAMIC_DISPATCH(LogImpl)(in, out, n); }
-void simd_tanh(const float* in, float* out, size_t n) {
-  HWY_DYNAMIC_DISPATCH(TanhImpl)(in, out, n);
-}
+// simd_<name> of each op with a vector function: its <Enum>Impl for this machine.
+#define KILN_DISPATCH_IMPL(Enum, name)                      \
+  void simd_##name(const float* in, float* out, size_t n) { \
+    HWY_DYNAMIC_DISPATCH(Enum##Impl)(in, out, n);           \
+  }
+KILN_SIMD_UNARY_VECTOR_OPS(KILN_DISPATCH_IMPL)
+#undef KILN_DISPATCH_IMPL
 void simd_sin(const float* in, float* out, size_t n) {
   if (!in_trig_range(in, n)) {  // in double, as the vectors: sinf itself is 0.52 ulp off
     for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(std::sin(double{in[i]}));
@@ -332,22 +297,6 @@ void simd_cos(const float* in, float* out, size_t n) {
     return;
   }
   HWY_DYNAMIC_DISPATCH(CosImpl)(in, out, n);
-}
-void simd_sigmoid(const float* in, float* out, size_t n) {
-  HWY_DYNAMIC_DISPATCH(SigmoidImpl)(in, out, n);
-}
-void simd_silu(const float* in, float* out, size_t n) {
-  HWY_DYNAMIC_DISPATCH(SiluImpl)(in, out, n);
-}
-void simd_erf(const float* in, float* out, size_t n) { HWY_DYNAMIC_DISPATCH(ErfImpl)(in, out, n); }
-void simd_gelu(const float* in, float* out, size_t n) {
-  HWY_DYNAMIC_DISPATCH(GeluImpl)(in, out, n);
-}
-void simd_log1p(const float* in, float* out, size_t n) {
-  HWY_DYNAMIC_DISPATCH(Log1pImpl)(in, out, n);
-}
-void simd_expm1(const float* in, float* out, size_t n) {
-  HWY_DYNAMIC_DISPATCH(Expm1Impl)(in, out, n);
 }
 void simd_pow(const float* a, const float* b, float* out, size_t n) {
   HWY_DYNAMIC_DISPATCH(PowImpl)(a, b, out, n);

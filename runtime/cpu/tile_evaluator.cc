@@ -156,23 +156,20 @@ void store_values(base::Buffer& b, DType dt, int64_t begin, int64_t n, const T* 
 // The per-op loops over a tile. Each dispatches once per tile to the op's functor
 // (ops/scalar_math.inc), so the loop body is one known inline function and vectorizes.
 
-// The f32 transcendental ops use the Highway versions of runtime/cpu/simd_math.h instead of
-// the functor; tests/scalar_math_test.cc checks each against it. Returns false when `op` has
-// no SIMD version.
+// The f32 transcendental ops, those of KILN_SIMD_UNARY_OPS (runtime/cpu/simd_math.h), use
+// its Highway loops instead of the functor; tests/scalar_math_test.cc checks each against
+// it. Returns false when `op` has no SIMD version.
 bool simd_unary(OpKind op, const float* a, float* out, int64_t n) {
-  using Simd = void (*)(const float*, float*, size_t);
-  static constexpr std::pair<OpKind, Simd> kSimd[] = {
-      {OpKind::Exp, simd_exp},     {OpKind::Log, simd_log},    {OpKind::Tanh, simd_tanh},
-      {OpKind::Sin, simd_sin},     {OpKind::Cos, simd_cos},    {OpKind::Sigmoid, simd_sigmoid},
-      {OpKind::Silu, simd_silu},   {OpKind::Gelu, simd_gelu},  {OpKind::Erf, simd_erf},
-      {OpKind::Log1p, simd_log1p}, {OpKind::Expm1, simd_expm1}};
-  for (const auto& [kind, simd] : kSimd) {
-    if (kind == op) {
-      simd(a, out, static_cast<size_t>(n));
-      return true;
-    }
+  switch (op) {
+#define KILN_SIMD_CASE(Enum, name)               \
+  case OpKind::Enum:                             \
+    simd_##name(a, out, static_cast<size_t>(n)); \
+    return true;
+    KILN_SIMD_UNARY_OPS(KILN_SIMD_CASE)
+#undef KILN_SIMD_CASE
+    default:
+      return false;
   }
-  return false;
 }
 
 template <class T>
