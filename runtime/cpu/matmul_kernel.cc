@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "base/thread_pool.h"
+#include "runtime/cpu/elementwise_loops.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/matrix_operand.h"

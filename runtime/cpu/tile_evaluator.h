@@ -46,11 +46,6 @@ inline int64_t wrap_int(DType dt, int64_t v) {
 void view_offsets(const ops::Shape& shape, const jit::ViewParams& v, int64_t begin, int64_t n,
                   int64_t* out);
 
-// out = op(in) over n f32 values, exactly as the evaluator computes an f32 unary
-// instruction (simd_math.h where it has the op). Elementwise: the same bits however the
-// values are cut into runs, so a GEMM may apply it to the rows it finishes.
-void unary_f32(ops::OpKind op, const float* in, float* out, int64_t n);
-
 // One space's registers for one tile, per thread.
 struct Registers {
   std::vector<std::vector<float>> f;
@@ -174,17 +169,24 @@ class TileEvaluator {
   // Each f16/bf16 op rounds its result to 16 bits, as if stored: fusing ops never changes
   // what they compute (only float-versus-double rounding differs from the reference).
   void round_to_dtype(int k, DType dt, int64_t n);
+  void eval_cast(int k, const jit::Instr& in, int64_t n);
+  void eval_unary(int k, const jit::Instr& in, int64_t n);
+  void eval_binary(int k, const jit::Instr& in, int64_t n);
+
+  // The leaves that read buffers or positions (tile_loads.cc). A load goes through its
+  // view: read in place where the view is contiguous and the buffer holds the register's
+  // type, else converted by runs or element by element.
+  void eval_load(int k, const jit::Instr& in, int64_t begin, int64_t n);
   void eval_index_leaf(int k, const jit::Instr& in, int64_t begin, int64_t n);
   // A gather: loads through its view plus each element's checked position (throws
   // kiln::Error for an out-of-range index).
   void eval_gather(int k, const jit::Instr& in, int64_t begin, int64_t n);
-  void eval_cast(int k, const jit::Instr& in, int64_t n);
   // Whether `instr`'s values never change along the last dim of its space (a parameter, or
   // a load or index leaf whose view has last stride 0, through casts and unary ops), so each
   // run of the last dim holds one value.
   bool constant_along_last_dim(int instr) const;
-  void eval_unary(int k, const jit::Instr& in, int64_t n);
-  void eval_binary(int k, const jit::Instr& in, int64_t n);
+
+  // Integer results wrap to their dtype, as if stored.
   void wrap_all(int k, DType dt, int64_t n);
 
   const jit::KernelProgram& program_;
@@ -201,7 +203,7 @@ class TileEvaluator {
 };
 
 // Evaluates anchor operand `k` over its whole space (space k + 1) into a contiguous array
-// of class T, on all cores. Defined for float, double and int64_t.
+// of class T, on all cores (evaluate_operand.cc). Defined for float, double and int64_t.
 template <class T>
 std::vector<T> evaluate_operand(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                                 const std::vector<const base::Buffer*>& inputs,

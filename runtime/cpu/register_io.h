@@ -1,0 +1,147 @@
+// How the CPU tile evaluator's registers meet buffers: one value converted between dtypes
+// under the cast rules, a tile's elements read from a buffer of any dtype into a register of
+// class float, double or int64, and register values written back as a store converts them.
+// Templates, so that each loop inlines where the evaluator uses it (tile_evaluator.cc,
+// tile_loads.cc) and vectorizes there. Private to runtime/cpu.
+#ifndef KILN_RUNTIME_CPU_REGISTER_IO_H_
+#define KILN_RUNTIME_CPU_REGISTER_IO_H_
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "base/buffer.h"
+#include "kiln/dtype.h"
+#include "ops/element_access.h"
+#include "runtime/cpu/simd_convert.h"
+#include "runtime/cpu/tile_evaluator.h"
+
+namespace kiln::runtime::cpu {
+
+// Rounds a value held in a register to what `dt` can hold.
+inline float round_float(DType dt, float v) {
+  if (dt == DType::F16) return static_cast<float>(Half(v));
+  if (dt == DType::BF16) return static_cast<float>(BFloat16(v));
+  return v;
+}
+
+// Converts one value between dtypes under the cast rules (docs/semantics.md).
+// A 16-bit float value may carry f32 precision inside a kernel; converting it to another
+// dtype first rounds it to what it is (as an astype of a stored value would see).
+template <class To, class From>
+To convert(From v, DType from, DType to) {
+  if constexpr (std::is_same_v<From, float>) v = round_float(from, v);
+  if constexpr (std::is_same_v<To, int64_t>) {
+    if constexpr (std::is_floating_point_v<From>) {
+      if (to == DType::Bool) return (v != 0 || std::isnan(v)) ? 1 : 0;
+      if (to == DType::I32) return ops::saturate_to<int32_t>(static_cast<double>(v));
+      return ops::saturate_to<int64_t>(static_cast<double>(v));
+    } else {
+      return wrap_int(to, v);
+    }
+  } else if constexpr (std::is_same_v<To, float>) {
+    return round_float(to, static_cast<float>(v));
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+// Reads n elements of a buffer of dtype `dt` into a register of class T; element e is at
+// offset index(e). One switch per tile; the loop inlines `index`.
+template <class T, class Index>
+void load_with(const base::Buffer& b, DType dt, int64_t n, T* out, Index index) {
+  auto run = [&](auto* src, auto&& to_value) {
+    for (int64_t e = 0; e < n; ++e) out[e] = to_value(src[index(e)]);
+  };
+  switch (dt) {
+    case DType::Bool:
+      return run(b.as<uint8_t>(), [](uint8_t v) { return static_cast<T>(v != 0); });
+    case DType::I32:
+      return run(b.as<int32_t>(), [](int32_t v) { return static_cast<T>(v); });
+    case DType::I64:
+      return run(b.as<int64_t>(), [](int64_t v) { return static_cast<T>(v); });
+    case DType::F16:
+      return run(b.as<Half>(), [](Half v) { return static_cast<T>(static_cast<float>(v)); });
+    case DType::BF16:
+      return run(b.as<BFloat16>(),
+                 [](BFloat16 v) { return static_cast<T>(static_cast<float>(v)); });
+    case DType::F32:
+      return run(b.as<float>(), [](float v) { return static_cast<T>(v); });
+    case DType::F64:
+      return run(b.as<double>(), [](double v) { return static_cast<T>(v); });
+  }
+}
+
+// The dtype whose values a register of class T holds unchanged.
+template <class T>
+constexpr DType register_dtype() {
+  if constexpr (std::is_same_v<T, float>) return DType::F32;
+  if constexpr (std::is_same_v<T, double>) return DType::F64;
+  if constexpr (std::is_same_v<T, int64_t>) return DType::I64;
+}
+
+// Reads elements [start, start + n) of a buffer: load_with over a contiguous run, or a plain
+// copy when the buffer already holds the register's type (f32 into a float register).
+template <class T>
+void load_run(const base::Buffer& b, DType dt, int64_t start, int64_t n, T* out) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (dt == DType::F32) {
+      std::memcpy(out, b.as<float>() + start, n * sizeof(float));
+      return;
+    }
+    if (dt == DType::F16) {
+      f16_to_floats(b.as<Half>() + start, out, static_cast<size_t>(n));
+      return;
+    }
+  }
+  load_with<T>(b, dt, n, out, [start](int64_t e) { return start + e; });
+}
+
+// Writes n register values into a buffer of dtype `dt` at [begin, begin + n), converted as
+// a store converts them.
+template <class T>
+void store_values(base::Buffer& b, DType dt, int64_t begin, int64_t n, const T* in) {
+  auto run = [&](auto* dst, auto&& convert_one) {
+    for (int64_t e = 0; e < n; ++e) dst[begin + e] = convert_one(in[e]);
+  };
+  switch (dt) {
+    case DType::Bool:
+      return run(b.as<uint8_t>(), [](T v) -> uint8_t {
+        if constexpr (std::is_floating_point_v<T>) return (v != 0 || std::isnan(v)) ? 1 : 0;
+        return v != 0;
+      });
+    case DType::I32:
+      return run(b.as<int32_t>(), [](T v) -> int32_t {
+        if constexpr (std::is_floating_point_v<T>) return ops::saturate_to<int32_t>(v);
+        return static_cast<int32_t>(v);
+      });
+    case DType::I64:
+      return run(b.as<int64_t>(), [](T v) -> int64_t {
+        if constexpr (std::is_floating_point_v<T>) return ops::saturate_to<int64_t>(v);
+        return v;
+      });
+    case DType::F16:
+      if constexpr (std::is_same_v<T, float>) {
+        return floats_to_f16(in, b.as<Half>() + begin, static_cast<size_t>(n));
+      }
+      return run(b.as<Half>(), [](T v) { return Half(static_cast<float>(v)); });
+    case DType::BF16:
+      if constexpr (std::is_same_v<T, float>) {
+        return floats_to_bf16(in, b.as<BFloat16>() + begin, static_cast<size_t>(n));
+      }
+      return run(b.as<BFloat16>(), [](T v) { return BFloat16(static_cast<float>(v)); });
+    case DType::F32:
+      if constexpr (std::is_same_v<T, float>) {
+        std::memcpy(b.as<float>() + begin, in, n * sizeof(float));
+        return;
+      }
+      return run(b.as<float>(), [](T v) { return static_cast<float>(v); });
+    case DType::F64:
+      return run(b.as<double>(), [](T v) { return static_cast<double>(v); });
+  }
+}
+
+}  // namespace kiln::runtime::cpu
+
+#endif  // KILN_RUNTIME_CPU_REGISTER_IO_H_
