@@ -83,9 +83,6 @@ struct SteppedLoop {
   std::string open, close;
 };
 SteppedLoop stepped_loop(const KernelWriter& w, int space, int e, const std::string& idx);
-// Inside a vector group: `const Pack<.., e> ld<k>` for every load of `space` at multi-index
-// `idx`, for space_code's `lane` form.
-std::string vector_space_loads(const KernelWriter& w, int space, int e, const std::string& idx);
 // The epilogue of a group of `e` anchor values `values[0..e)` whose first element is at
 // multi-index `index` of space 0 (flat position `flat`): each lane's epilogue, then one
 // 16-byte store per output.

@@ -271,6 +271,20 @@ std::string KernelWriter::space_code(int space, const std::string& idx,
   return s;
 }
 
+std::string KernelWriter::vector_loads(int space, int e, const std::string& idx,
+                                       const std::string& indent) const {
+  std::string s;
+  for (size_t k = 0; k < program_.instrs.size(); ++k) {
+    const Instr& in = program_.instrs[k];
+    if (in.space != space || in.kind != InstrKind::kLoad) continue;
+    const std::string element = storage_type(program_.input_dtypes[in.input]);
+    const std::string pack = absl::StrCat("Pack<", element, ", ", e, ">");
+    absl::StrAppend(&s, indent, "const ", pack, " ld", k, " = *(const ", pack, "*)((const ",
+                    element, "*)a.in[", in.input, "] + ", offset(in.view, space, idx), ");\n");
+  }
+  return s;
+}
+
 std::string KernelWriter::stores(const std::string& flat) const {
   std::string s;
   for (const jit::Store& st : program_.stores) {
@@ -280,6 +294,37 @@ std::string KernelWriter::stores(const std::string& flat) const {
               cast(program_.instrs[st.value].dtype, program_.output_dtypes[st.output],
                    absl::StrCat("v", st.value))),
         "\n");
+  }
+  return s;
+}
+
+std::string KernelWriter::vector_stores(int e, const std::string& lane_code, const std::string& at,
+                                        PackOffset unit, const std::string& indent) const {
+  std::string s;
+  for (size_t o = 0; o < program_.output_dtypes.size(); ++o) {
+    absl::StrAppend(&s, indent, "Pack<", storage_type(program_.output_dtypes[o]), ", ", e, "> out",
+                    o, ";\n");
+  }
+  absl::StrAppend(&s, indent, "#pragma unroll\n", indent, "for (int e = 0; e < ", e, "; ++e) {\n",
+                  lane_code);
+  for (const jit::Store& st : program_.stores) {
+    absl::StrAppend(
+        &s, "      ",
+        to_storage(program_.output_dtypes[st.output], absl::StrCat("out", st.output, ".v[e]"),
+                   cast(program_.instrs[st.value].dtype, program_.output_dtypes[st.output],
+                        absl::StrCat("v", st.value))),
+        "\n");
+  }
+  absl::StrAppend(&s, indent, "}\n");
+  for (size_t o = 0; o < program_.output_dtypes.size(); ++o) {
+    const std::string element = storage_type(program_.output_dtypes[o]);
+    const std::string pack = absl::StrCat("Pack<", element, ", ", e, ">");
+    if (unit == PackOffset::kElements) {
+      absl::StrAppend(&s, indent, "*(", pack, "*)((", element, "*)a.out[", o, "] + ", at, ") = out",
+                      o, ";\n");
+    } else {
+      absl::StrAppend(&s, indent, "((", pack, "*)a.out[", o, "])[", at, "] = out", o, ";\n");
+    }
   }
   return s;
 }

@@ -56,8 +56,24 @@ class KernelWriter {
   // With `lane` set (the vectorized pointwise path), load k reads element `lane` of the
   // thread's registers ld<k> instead of memory.
   std::string space_code(int space, const std::string& idx, const std::string& lane = "") const;
+  // Declares `const Pack<T, e> ld<k>` for every load k of `space`: the e elements of its
+  // input from view offset of multi-index `idx` on, as one 16-byte load, for space_code's
+  // `lane` form. Each line starts with `indent` (the caller's nesting).
+  std::string vector_loads(int space, int e, const std::string& idx,
+                           const std::string& indent) const;
   // Stores every output's value at flat position `flat` of space 0.
   std::string stores(const std::string& flat) const;
+  // What vector_stores' `at` counts: elements of the output (the pack goes to
+  // *(Pack<T, e>*)((T*)a.out[o] + at)) or whole packs (((Pack<T, e>*)a.out[o])[at]).
+  enum class PackOffset { kElements, kVectors };
+  // Writes e consecutive elements of every output as one 16-byte store each. It declares a
+  // Pack out<o> per output, then in a loop over lanes e = 0..e-1 runs `lane_code` (which
+  // must declare the v<k> the stores read, as space_code does) and puts each store's value
+  // in out<o>.v[e]; after the loop each pack goes to memory at `at`. The packs, the loop and
+  // the pack stores start with `indent`; the lane's stores, like space_code's lines, with 6
+  // spaces.
+  std::string vector_stores(int e, const std::string& lane_code, const std::string& at,
+                            PackOffset unit, const std::string& indent) const;
   // The epilogue for one element of space 0 whose anchor value is `value`. `index`, when
   // given, names a multi-index array of the caller's that already holds that element's
   // position (a row norm's idx1: space 1 has space 0's shape), so no per-element division

@@ -97,45 +97,16 @@ std::string vector_epilogue(const KernelWriter& w, int e, const std::string& val
                             const std::string& index, const std::string& flat) {
   const KernelProgram& p = w.program();
   const int last = w.rank(0) - 1;
-  std::string s;
-  for (size_t o = 0; o < p.output_dtypes.size(); ++o)
-    absl::StrAppend(&s, "      Pack<", storage_type(p.output_dtypes[o]), ", ", e, "> out", o,
-                    ";\n");
-  absl::StrAppend(&s, "      #pragma unroll\n      for (int e = 0; e < ", e, "; ++e) {\n",
-                  "      const ", register_type(p.anchor_dtype), " anchor_value = ",
-                  cast(p.anchor_dtype, p.anchor_dtype, absl::StrCat(values, "[e]")), ";\n",
-                  "      I idx0[", w.index_rank(), "] = {0};\n");
+  // Lane e's anchor value and multi-index (the group's first one, moved e along the
+  // innermost dim), then space 0's code at it.
+  std::string lane = absl::StrCat("      const ", register_type(p.anchor_dtype), " anchor_value = ",
+                                  cast(p.anchor_dtype, p.anchor_dtype, absl::StrCat(values, "[e]")),
+                                  ";\n", "      I idx0[", w.index_rank(), "] = {0};\n");
   for (int d = 0; d < w.rank(0); ++d)
-    absl::StrAppend(&s, "      idx0[", d, "] = ", index, "[", d, "];\n");
-  absl::StrAppend(&s, "      idx0[", last, "] += e;\n      (void)idx0;\n", w.space_code(0, "idx0"));
-  for (const jit::Store& st : p.stores) {
-    absl::StrAppend(&s, "      ",
-                    to_storage(p.output_dtypes[st.output], absl::StrCat("out", st.output, ".v[e]"),
-                               cast(p.instrs[st.value].dtype, p.output_dtypes[st.output],
-                                    absl::StrCat("v", st.value))),
-                    "\n");
-  }
-  absl::StrAppend(&s, "      }\n");
-  for (size_t o = 0; o < p.output_dtypes.size(); ++o) {
-    absl::StrAppend(&s, "      *(Pack<", storage_type(p.output_dtypes[o]), ", ", e, ">*)((",
-                    storage_type(p.output_dtypes[o]), "*)a.out[", o, "] + ", flat, ") = out", o,
-                    ";\n");
-  }
-  return s;
-}
-
-std::string vector_space_loads(const KernelWriter& w, int space, int e, const std::string& idx) {
-  const KernelProgram& p = w.program();
-  std::string s;
-  for (size_t k = 0; k < p.instrs.size(); ++k) {
-    const Instr& in = p.instrs[k];
-    if (in.space != space || in.kind != InstrKind::kLoad) continue;
-    const std::string st = storage_type(p.input_dtypes[in.input]);
-    const std::string pack = absl::StrCat("Pack<", st, ", ", e, ">");
-    absl::StrAppend(&s, "      const ", pack, " ld", k, " = *(const ", pack, "*)((const ", st,
-                    "*)a.in[", in.input, "] + ", w.offset(in.view, space, idx), ");\n");
-  }
-  return s;
+    absl::StrAppend(&lane, "      idx0[", d, "] = ", index, "[", d, "];\n");
+  absl::StrAppend(&lane, "      idx0[", last, "] += e;\n      (void)idx0;\n",
+                  w.space_code(0, "idx0"));
+  return w.vector_stores(e, lane, flat, KernelWriter::PackOffset::kElements, "      ");
 }
 
 namespace {
@@ -158,7 +129,7 @@ std::string concat_loop(const KernelWriter& w, int e) {
                     w.index_rank(), "; ++d) ", idx, "[d] = out[d];\n      ", idx, "[", axis,
                     "] = pos;\n");
     if (e > 1) {
-      absl::StrAppend(&s, vector_space_loads(w, space, e, idx), "      #pragma unroll\n",
+      absl::StrAppend(&s, w.vector_loads(space, e, idx, "      "), "      #pragma unroll\n",
                       "      for (int e = 0; e < ", e, "; ++e) {\n", w.space_code(space, "", "e"),
                       "      value[e] = (", t, ")v", p.anchor_operands[k], ";\n      }\n");
     } else {

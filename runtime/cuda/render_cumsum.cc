@@ -87,7 +87,7 @@ std::string vector_rows(const KernelWriter& w, const std::string& sum, int e) {
       "      for (I chunk = 0; chunk < extent; chunk += (I)blockDim.x * ", e, ") {\n",
       "      const I k = chunk + (I)threadIdx.x * ", e, ";\n      ", sum, " local[", e,
       "] = {0};\n      if (k < extent) {\n      idx1[", axis, "] = k;\n",
-      vector_space_loads(w, 1, e, "idx1"), "      #pragma unroll\n      for (int e = 0; e < ", e,
+      w.vector_loads(1, e, "idx1", "      "), "      #pragma unroll\n      for (int e = 0; e < ", e,
       "; ++e) {\n", w.space_code(1, "", "e"), "      local[e] = (", sum, ")v", p.anchor_operands[0],
       " + (e > 0 ? local[e - 1] : (", sum, ")0);\n      }\n      }\n      ", sum,
       " chunk_total;\n      const ", sum, " before = carry + block_exclusive_scan<", sum,

@@ -93,23 +93,8 @@ std::string vector_pointwise(const KernelWriter& w, int e) {
                     "; ++e) ld", k, ".v[e] = ", ptr, "[at];\n      } else {\n        ld", k,
                     " = *(const ", pack, "*)(", ptr, " + at);\n      }\n    }\n");
   }
-  for (size_t o = 0; o < p.output_dtypes.size(); ++o) {
-    absl::StrAppend(&s, "    Pack<", storage_type(p.output_dtypes[o]), ", ", e, "> out", o, ";\n");
-  }
-  absl::StrAppend(&s, "    #pragma unroll\n    for (int e = 0; e < ", e, "; ++e) {\n",
-                  w.space_code(0, "", "e"));
-  for (const jit::Store& st : p.stores) {
-    absl::StrAppend(&s, "      ",
-                    to_storage(p.output_dtypes[st.output], absl::StrCat("out", st.output, ".v[e]"),
-                               cast(p.instrs[st.value].dtype, p.output_dtypes[st.output],
-                                    absl::StrCat("v", st.value))),
-                    "\n");
-  }
-  absl::StrAppend(&s, "    }\n");
-  for (size_t o = 0; o < p.output_dtypes.size(); ++o) {
-    absl::StrAppend(&s, "    ((Pack<", storage_type(p.output_dtypes[o]), ", ", e, ">*)a.out[", o,
-                    "])[g] = out", o, ";\n");
-  }
+  absl::StrAppend(&s, w.vector_stores(e, w.space_code(0, "", "e"), "g",
+                                      KernelWriter::PackOffset::kVectors, "    "));
   absl::StrAppend(
       &s, "  }\n  // The tail (and everything, when not vectorizable), one element per thread.\n",
       scalar_pointwise_loop(w, absl::StrCat("vectors * ", e)));

@@ -15,9 +15,6 @@ using ops::OpKind;
 
 namespace {
 
-using jit::Instr;
-using jit::InstrKind;
-
 // Elements per lane of an inner reduction's 16-byte loads: 16 / the widest element loaded,
 // when only the last axis is reduced (a lane's E elements are then consecutive in one row)
 // and widest_vector_load allows a vector path. 0 for none.
@@ -216,14 +213,7 @@ std::string render_reduction(const KernelWriter& w) {
                     " * ", e, " : begin;\n", "      for (I r = begin + team_lane * ", e,
                     "; r < vector_end; r += team_threads * ", e, ") {\n        idx1[", last,
                     "] = r;\n");
-    for (size_t k = 0; k < p.instrs.size(); ++k) {
-      const Instr& in = p.instrs[k];
-      if (in.space != 1 || in.kind != InstrKind::kLoad) continue;
-      const std::string st = storage_type(p.input_dtypes[in.input]);
-      const std::string pack = absl::StrCat("Pack<", st, ", ", e, ">");
-      absl::StrAppend(&s, "        const ", pack, " ld", k, " = *(const ", pack, "*)((const ", st,
-                      "*)a.in[", in.input, "] + ", w.offset(in.view, 1, "idx1"), ");\n");
-    }
+    absl::StrAppend(&s, w.vector_loads(1, e, "idx1", "        "));
     absl::StrAppend(&s, "        #pragma unroll\n        for (int e = 0; e < ", e, "; ++e) {\n",
                     w.space_code(1, "", "e"), "          const ", acc, " x = (", acc, ")v",
                     p.anchor_operands[0], ";\n          ",

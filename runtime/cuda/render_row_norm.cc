@@ -61,9 +61,6 @@ std::string declare_row_cache(const std::string& cached) {
 
 namespace {
 
-using jit::Instr;
-using jit::InstrKind;
-
 // Elements per thread of pass 1's 16-byte loads: 16 / the widest element space 1 loads; 0
 // (scalar only) where widest_vector_load rules it out or space 1 loads nothing.
 int row_vector_width(const KernelProgram& p) {
@@ -130,14 +127,7 @@ std::string render_row_norm(const KernelWriter& w) {
     absl::StrAppend(&s, "    const I groups = vectorizable ? extent / ", e, " : (I)0;\n",
                     "    for (I g = threadIdx.x; g < groups; g += blockDim.x) {\n", "      idx1[",
                     axis, "] = g * ", e, ";\n");
-    for (size_t k = 0; k < p.instrs.size(); ++k) {
-      const Instr& in = p.instrs[k];
-      if (in.space != 1 || in.kind != InstrKind::kLoad) continue;
-      const std::string st = storage_type(p.input_dtypes[in.input]);
-      const std::string pack = absl::StrCat("Pack<", st, ", ", e, ">");
-      absl::StrAppend(&s, "      const ", pack, " ld", k, " = *(const ", pack, "*)((const ", st,
-                      "*)a.in[", in.input, "] + ", w.offset(in.view, 1, "idx1"), ");\n");
-    }
+    absl::StrAppend(&s, w.vector_loads(1, e, "idx1", "      "));
     absl::StrAppend(&s, "      ", cached, " values[", e, "];\n      #pragma unroll\n",
                     "      for (int e = 0; e < ", e, "; ++e) {\n", w.space_code(1, "", "e"),
                     "      values[e] = v", operand, ";\n      const ", acc, " x = (", acc, ")v",
@@ -199,14 +189,7 @@ std::string render_row_norm(const KernelWriter& w) {
                       "; ++e) xs[e] = (", acc, ")row_cache[g * ", e, " + e];\n");
     }
     absl::StrAppend(&g, "      } else {\n");
-    for (size_t k = 0; k < p.instrs.size(); ++k) {
-      const Instr& in = p.instrs[k];
-      if (in.space != 1 || in.kind != InstrKind::kLoad) continue;
-      const std::string st = storage_type(p.input_dtypes[in.input]);
-      const std::string pack = absl::StrCat("Pack<", st, ", ", e, ">");
-      absl::StrAppend(&g, "        const ", pack, " ld", k, " = *(const ", pack, "*)((const ", st,
-                      "*)a.in[", in.input, "] + ", w.offset(in.view, 1, "idx1"), ");\n");
-    }
+    absl::StrAppend(&g, w.vector_loads(1, e, "idx1", "        "));
     absl::StrAppend(&g, "        #pragma unroll\n        for (int e = 0; e < ", e, "; ++e) {\n",
                     w.space_code(1, "", "e"), "        xs[e] = ",
                     exp ? absl::StrCat(fn("exp"), "((", acc, ")v", operand, " - first)")

@@ -19,7 +19,7 @@ std::string update_loop(const KernelWriter& w, int e) {
   const SteppedLoop loop = stepped_loop(w, 1, e, "idx1");
   std::string s = loop.open;
   if (e > 1) {
-    absl::StrAppend(&s, vector_space_loads(w, 1, e, "idx1"), "      ",
+    absl::StrAppend(&s, w.vector_loads(1, e, "idx1", "      "), "      ",
                     register_type(p.anchor_dtype), " value[", e, "];\n      #pragma unroll\n",
                     "      for (int e = 0; e < ", e, "; ++e) {\n", w.space_code(1, "", "e"),
                     "      value[e] = v", operand, ";\n      }\n");
