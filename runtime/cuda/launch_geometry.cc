@@ -51,6 +51,27 @@ int dynamic_shared_bytes(const jit::KernelProgram& p, const jit::KernelLaunch& l
   return bytes <= limit ? static_cast<int>(bytes) : 0;
 }
 
+// The two launches of a kernel split over gridDim.y (split-K, or a split reduction): phase 1
+// runs `step`'s grid once per chunk and writes each chunk's partial results to scratch;
+// phase 2 combines them, a thread per output. `partial_bytes`: the scratch one chunk needs
+// per output.
+LaunchSchedule two_phase_split(const jit::KernelLaunch& l, const LaunchStep& step, int64_t chunks,
+                               int64_t cap, int64_t partial_bytes) {
+  const int64_t outputs = ops::numel(l.spaces[0]);
+  LaunchStep partials = step;
+  partials.grid_y = chunks;
+  partials.phase = 1;
+  partials.chunks = chunks;
+  LaunchStep combine = partials;
+  combine.grid_x = std::clamp<int64_t>((outputs + combine.block - 1) / combine.block, 1, cap);
+  combine.grid_y = 1;
+  combine.phase = 2;
+  LaunchSchedule schedule;
+  schedule.steps = {partials, combine};
+  schedule.scratch_bytes = chunks * outputs * partial_bytes;
+  return schedule;
+}
+
 // A tensor-core matmul whose tiles give fewer than 4 blocks per SM (decode: M = 1 gives
 // N / 128 tiles of 16x128) splits its k-steps into chunks over gridDim.y, at least 4 steps
 // (128 deep) each and at most 64: phase 1 writes each chunk's f32 partial tile to
@@ -64,17 +85,7 @@ bool split_k(const jit::KernelLaunch& l, int64_t tiles, int64_t target, int64_t 
   if (chunks < 2) return false;
   const int64_t per_chunk = (steps + chunks - 1) / chunks;  // as the kernel cuts them
   chunks = (steps + per_chunk - 1) / per_chunk;             // none left empty
-  const int64_t outputs = ops::numel(l.spaces[0]);
-  LaunchStep partials = step;
-  partials.grid_y = chunks;
-  partials.phase = 1;
-  partials.chunks = chunks;
-  LaunchStep sum = partials;
-  sum.grid_x = std::clamp<int64_t>((outputs + sum.block - 1) / sum.block, 1, cap);
-  sum.grid_y = 1;
-  sum.phase = 2;
-  schedule.steps = {partials, sum};
-  schedule.scratch_bytes = chunks * outputs * 4;  // an f32 partial per chunk and output
+  schedule = two_phase_split(l, step, chunks, cap, 4);      // an f32 partial per output
   return true;
 }
 
@@ -105,18 +116,7 @@ LaunchSchedule schedule_launches(const jit::KernelProgram& p, const jit::KernelL
   }
   const int64_t chunks =
       std::clamp<int64_t>(std::min((target + items - 1) / items, extent / 2048), 2, 1024);
-  const int64_t outputs = ops::numel(l.spaces[0]);
-  LaunchStep partials = step;
-  partials.grid_y = chunks;
-  partials.phase = 1;
-  partials.chunks = chunks;
-  LaunchStep combine = partials;
-  combine.grid_x = std::clamp<int64_t>((outputs + combine.block - 1) / combine.block, 1, cap);
-  combine.grid_y = 1;
-  combine.phase = 2;
-  schedule.steps = {partials, combine};
-  schedule.scratch_bytes = chunks * outputs * 16;  // a value and an index per chunk and output
-  return schedule;
+  return two_phase_split(l, step, chunks, cap, 16);  // an 8-byte value and an 8-byte index
 }
 
 }  // namespace kiln::runtime::cuda
