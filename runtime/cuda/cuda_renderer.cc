@@ -21,9 +21,9 @@ using jit::InstrKind;
 using jit::KernelProgram;
 
 // The user's device functions this kernel calls, each once, after the preamble.
-void append_custom_functions(const KernelProgram& p, std::string& s) {
+void append_custom_functions(const KernelProgram& program, std::string& s) {
   std::vector<int> done;
-  for (const Instr& in : p.instrs) {
+  for (const Instr& in : program.instrs) {
     if (in.kind != InstrKind::kCustom) continue;
     if (std::find(done.begin(), done.end(), in.function) != done.end()) continue;
     done.push_back(in.function);
@@ -35,16 +35,17 @@ void append_custom_functions(const KernelProgram& p, std::string& s) {
 
 // The module around a family's `body`: the preamble, the custom functions it calls, the
 // program's printed form as a comment, the Params struct, then the entry points.
-std::string assemble_module(const KernelWriter& w, IndexWidths widths, const std::string& body) {
-  const KernelProgram& p = w.program();
+std::string assemble_module(const KernelWriter& writer, IndexWidths widths,
+                            const std::string& body) {
+  const KernelProgram& program = writer.program();
   std::string s = preamble();
-  append_custom_functions(p, s);
-  absl::StrAppend(&s, "// kernel ", p.name, " (", anchor_name(p.anchor), ")\n");
-  const std::string printed = p.to_string();
+  append_custom_functions(program, s);
+  absl::StrAppend(&s, "// kernel ", program.name, " (", anchor_name(program.anchor), ")\n");
+  const std::string printed = program.to_string();
   for (absl::string_view line : absl::StrSplit(printed, '\n')) {
     if (!line.empty()) absl::StrAppend(&s, "//   ", line, "\n");
   }
-  absl::StrAppend(&s, params_struct_source(w.layout()));
+  absl::StrAppend(&s, params_struct_source(writer.layout()));
   absl::StrAppend(&s,
                   "template <class I>\n__device__ void body(const Params& a, const Split& split) "
                   "{\n  (void)split;\n",
@@ -52,7 +53,7 @@ std::string assemble_module(const KernelWriter& w, IndexWidths widths, const std
   for (const bool wide : {false, true}) {
     if (widths == (wide ? IndexWidths::k32 : IndexWidths::k64)) continue;
     absl::StrAppend(&s, "extern \"C\" __global__ void __launch_bounds__(", kThreadsPerBlock, ") ",
-                    entry_name(p, wide), "(const Params a, const Split split) { body<",
+                    entry_name(program, wide), "(const Params a, const Split split) { body<",
                     wide ? "long long" : "int", ">(a, split); }\n");
   }
   return s;
@@ -61,29 +62,29 @@ std::string assemble_module(const KernelWriter& w, IndexWidths widths, const std
 }  // namespace
 
 std::string render_cuda(const jit::KernelProgram& program, IndexWidths widths) {
-  const KernelWriter w(program);
+  const KernelWriter writer(program);
   switch (program.anchor) {
     case AnchorKind::kNone:
-      return assemble_module(w, widths, render_pointwise(w));
+      return assemble_module(writer, widths, render_pointwise(writer));
     case AnchorKind::kReduce:
     case AnchorKind::kArgReduce:
-      return assemble_module(w, widths, render_reduction(w));
+      return assemble_module(writer, widths, render_reduction(writer));
     case AnchorKind::kRowNorm:
       if (program.anchor_op == ops::OpKind::Cumsum) {
-        return assemble_module(w, widths, render_cumsum(w));
+        return assemble_module(writer, widths, render_cumsum(writer));
       }
       if (program.anchor_op == ops::OpKind::TopkIndices) {
-        return assemble_module(w, widths, render_topk(w));
+        return assemble_module(writer, widths, render_topk(writer));
       }
-      return assemble_module(w, widths, render_row_norm(w));
+      return assemble_module(writer, widths, render_row_norm(writer));
     case AnchorKind::kMatmul:
-      return assemble_module(w, widths, render_matmul(w));
+      return assemble_module(writer, widths, render_matmul(writer));
     case AnchorKind::kConcat:
-      return assemble_module(w, widths, render_concat(w));
+      return assemble_module(writer, widths, render_concat(writer));
     case AnchorKind::kUpdateSlice:
-      return assemble_module(w, widths, render_update_slice(w));
+      return assemble_module(writer, widths, render_update_slice(writer));
     case AnchorKind::kAttention:
-      return assemble_module(w, widths, render_attention(w));
+      return assemble_module(writer, widths, render_attention(writer));
     case AnchorKind::kCustomKernel:
       return render_custom_kernel(program);
     case AnchorKind::kCollective:  // shown in dumps; there is nothing to compile

@@ -8,33 +8,36 @@
 namespace kiln::runtime::cuda {
 namespace {
 
-bool is_reduction(const jit::KernelProgram& p) {
-  return p.anchor == jit::AnchorKind::kReduce || p.anchor == jit::AnchorKind::kArgReduce;
+bool is_reduction(const jit::KernelProgram& program) {
+  return program.anchor == jit::AnchorKind::kReduce ||
+         program.anchor == jit::AnchorKind::kArgReduce;
 }
 
 // The blocks a kernel's work divides into before any cap.
-int64_t work_items(const jit::KernelProgram& p, const jit::KernelLaunch& l, int block) {
-  const int64_t out = ops::numel(l.spaces[0]);
-  if (is_reduction(p)) {
-    if (reduction_is_outer(p)) return (out + 31) / 32;
+int64_t work_items(const jit::KernelProgram& program, const jit::KernelLaunch& launch, int block) {
+  const int64_t out = ops::numel(launch.spaces[0]);
+  if (is_reduction(program)) {
+    if (reduction_is_outer(program)) return (out + 31) / 32;
     const int64_t per_block = inner_reduction_outputs_per_block(out);
     return (out + per_block - 1) / per_block;
   }
-  if (matmul_is_tiled(p)) return matmul_tile_count(p, jit::matmul_shape(l));
-  if (p.anchor == jit::AnchorKind::kRowNorm) return jit::row_norm_shape(p, l).rows();
-  if (p.anchor == jit::AnchorKind::kAttention) {  // a block per query row, or per 128
-    const ops::Shape& q = l.spaces[1];
+  if (matmul_is_tiled(program)) return matmul_tile_count(program, jit::matmul_shape(launch));
+  if (program.anchor == jit::AnchorKind::kRowNorm) {
+    return jit::row_norm_shape(program, launch).rows();
+  }
+  if (program.anchor == jit::AnchorKind::kAttention) {  // a block per query row, or per 128
+    const ops::Shape& q = launch.spaces[1];
     int64_t rows = 1;  // query rows of every batch·head
     for (size_t d = 0; d + 1 < q.size(); ++d) rows *= q[d];
     const int64_t sq = q[q.size() - 2];
-    if (!attention_uses_tensor_cores(p, l) || sq == 0) return rows;
+    if (!attention_uses_tensor_cores(program, launch) || sq == 0) return rows;
     return rows / sq * ((sq + 127) / 128);
   }
-  if (p.anchor == jit::AnchorKind::kUpdateSlice) {  // a thread per element of the update
-    return (ops::numel(l.spaces[1]) + block - 1) / block;
+  if (program.anchor == jit::AnchorKind::kUpdateSlice) {  // a thread per element of the update
+    return (ops::numel(launch.spaces[1]) + block - 1) / block;
   }
-  if (p.anchor == jit::AnchorKind::kNone) {  // a thread per vector of E elements
-    const int64_t e = pointwise_vector_width(p);
+  if (program.anchor == jit::AnchorKind::kNone) {  // a thread per vector of E elements
+    const int64_t e = pointwise_vector_width(program);
     return ((out + e - 1) / e + block - 1) / block;
   }
   return (out + block - 1) / block;
@@ -42,12 +45,15 @@ int64_t work_items(const jit::KernelProgram& p, const jit::KernelLaunch& l, int 
 
 // The row of a row norm or topk, if it fits in `limit`; nothing for other kernels (cumsum
 // reads each element once).
-int dynamic_shared_bytes(const jit::KernelProgram& p, const jit::KernelLaunch& l, int limit) {
-  if (p.anchor != jit::AnchorKind::kRowNorm || p.anchor_op == ops::OpKind::Cumsum) return 0;
+int dynamic_shared_bytes(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                         int limit) {
+  if (program.anchor != jit::AnchorKind::kRowNorm || program.anchor_op == ops::OpKind::Cumsum) {
+    return 0;
+  }
   // The cache holds the operand's register type: float for f16, bf16 and f32, else 8 bytes.
-  const DType operand = p.instrs[p.anchor_operands[0]].dtype;
+  const DType operand = program.instrs[program.anchor_operands[0]].dtype;
   const int64_t element = jit::register_class(operand) == jit::RegisterClass::kFloat ? 4 : 8;
-  const int64_t bytes = jit::row_norm_shape(p, l).extent * element;
+  const int64_t bytes = jit::row_norm_shape(program, launch).extent * element;
   return bytes <= limit ? static_cast<int>(bytes) : 0;
 }
 
@@ -55,9 +61,9 @@ int dynamic_shared_bytes(const jit::KernelProgram& p, const jit::KernelLaunch& l
 // runs `step`'s grid once per chunk and writes each chunk's partial results to scratch;
 // phase 2 combines them, a thread per output. `partial_bytes`: the scratch one chunk needs
 // per output.
-LaunchSchedule two_phase_split(const jit::KernelLaunch& l, const LaunchStep& step, int64_t chunks,
-                               int64_t cap, int64_t partial_bytes) {
-  const int64_t outputs = ops::numel(l.spaces[0]);
+LaunchSchedule two_phase_split(const jit::KernelLaunch& launch, const LaunchStep& step,
+                               int64_t chunks, int64_t cap, int64_t partial_bytes) {
+  const int64_t outputs = ops::numel(launch.spaces[0]);
   LaunchStep partials = step;
   partials.grid_y = chunks;
   partials.phase = 1;
@@ -77,28 +83,28 @@ LaunchSchedule two_phase_split(const jit::KernelLaunch& l, const LaunchStep& ste
 // (128 deep) each and at most 64: phase 1 writes each chunk's f32 partial tile to
 // scratch, phase 2 sums them in chunk order (the same bits every run) and runs the
 // epilogue, a thread per output. False, and nothing set, when K is too short to split.
-bool split_k(const jit::KernelLaunch& l, int64_t tiles, int64_t target, int64_t cap,
+bool split_k(const jit::KernelLaunch& launch, int64_t tiles, int64_t target, int64_t cap,
              const LaunchStep& step, LaunchSchedule& schedule) {
-  const jit::MatmulShape mm = jit::matmul_shape(l);
+  const jit::MatmulShape mm = jit::matmul_shape(launch);
   const int64_t steps = (mm.k + 31) / 32;
   int64_t chunks = std::min({(target + tiles - 1) / tiles, steps / 4, int64_t{64}});
   if (chunks < 2) return false;
-  const int64_t per_chunk = (steps + chunks - 1) / chunks;  // as the kernel cuts them
-  chunks = (steps + per_chunk - 1) / per_chunk;             // none left empty
-  schedule = two_phase_split(l, step, chunks, cap, 4);      // an f32 partial per output
+  const int64_t per_chunk = (steps + chunks - 1) / chunks;   // as the kernel cuts them
+  chunks = (steps + per_chunk - 1) / per_chunk;              // none left empty
+  schedule = two_phase_split(launch, step, chunks, cap, 4);  // an f32 partial per output
   return true;
 }
 
 }  // namespace
 
-LaunchSchedule schedule_launches(const jit::KernelProgram& p, const jit::KernelLaunch& l,
+LaunchSchedule schedule_launches(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                                  int sm_count, int dynamic_shared_limit, bool allow_split) {
   const int64_t cap = int64_t{sm_count} * 32;
   LaunchStep step;
   step.block = kThreadsPerBlock;
-  const int64_t items = work_items(p, l, step.block);
+  const int64_t items = work_items(program, launch, step.block);
   step.grid_x = std::clamp<int64_t>(items, 1, cap);
-  step.shared_bytes = dynamic_shared_bytes(p, l, dynamic_shared_limit);
+  step.shared_bytes = dynamic_shared_bytes(program, launch, dynamic_shared_limit);
   LaunchSchedule schedule;
   const int64_t target = int64_t{4} * sm_count;
   // An empty output has no tiles to split (and the chunk counts below divide by them).
@@ -106,17 +112,17 @@ LaunchSchedule schedule_launches(const jit::KernelProgram& p, const jit::KernelL
     schedule.steps.push_back(step);
     return schedule;
   }
-  if (allow_split && matmul_uses_tensor_cores(p) && items < target) {
-    if (split_k(l, items, target, cap, step, schedule)) return schedule;
+  if (allow_split && matmul_uses_tensor_cores(program) && items < target) {
+    if (split_k(launch, items, target, cap, step, schedule)) return schedule;
   }
-  const int64_t extent = is_reduction(p) ? jit::reduced_extent(l) : 0;
-  if (!allow_split || !is_reduction(p) || items >= target || extent < 4096) {
+  const int64_t extent = is_reduction(program) ? jit::reduced_extent(launch) : 0;
+  if (!allow_split || !is_reduction(program) || items >= target || extent < 4096) {
     schedule.steps.push_back(step);
     return schedule;
   }
   const int64_t chunks =
       std::clamp<int64_t>(std::min((target + items - 1) / items, extent / 2048), 2, 1024);
-  return two_phase_split(l, step, chunks, cap, 16);  // an 8-byte value and an 8-byte index
+  return two_phase_split(launch, step, chunks, cap, 16);  // an 8-byte value and an 8-byte index
 }
 
 }  // namespace kiln::runtime::cuda

@@ -44,8 +44,8 @@ std::string leading_dims(int space, int r) {
 
 // Declares the index arrays and sets their leading dims from `flat`, an index over space
 // 0's dims before `last` (the query rows, or the batch·heads).
-std::string open_indices(const KernelWriter& w, int last, const std::string& flat) {
-  const int r = w.rank(0), n = w.index_rank();
+std::string open_indices(const KernelWriter& writer, int last, const std::string& flat) {
+  const int r = writer.rank(0), n = writer.index_rank();
   std::string s = absl::StrCat("    I idx0[", n, "] = {0}, idx1[", n, "] = {0}, idx2[", n,
                                "] = {0}, idx3[", n, "] = {0}, idx4[", n,
                                "] = {0};\n    (void)idx4;\n", "    { I rest = ", flat, ";");
@@ -61,19 +61,20 @@ std::string open_indices(const KernelWriter& w, int last, const std::string& fla
 // The end of the keys that query rows before `end_row` see: every key, or under a causal cut
 // keys j < end_row + causal_offset, clamped to [0, sk] (a bottom-right block whose rows all
 // come before key 0 sees none).
-std::string key_end(const jit::KernelProgram& p, const std::string& end_row) {
-  if (!p.anchor_attrs.causal) return "sk";
+std::string key_end(const jit::KernelProgram& program, const std::string& end_row) {
+  if (!program.anchor_attrs.causal) return "sk";
   const std::string end = absl::StrCat("(", end_row, " + causal_offset)");
   return absl::StrCat("(", end, " < 0 ? (I)0 : ", end, " < sk ? ", end, " : sk)");
 }
 
 // The sizes both forms read, the scale, and the causal cut's offset: query i sees keys
 // j <= i + causal_offset (ops::causal_offset: 0, or sk - sq when bottom-right aligned).
-std::string sizes(const KernelWriter& w, const std::string& R) {
-  const jit::KernelProgram& p = w.program();
-  const int r = w.rank(0);
-  const std::string scale =
-      p.anchor_param >= 0 ? absl::StrCat("(", R, ")a.p[", p.anchor_param, "]") : "(" + R + ")1";
+std::string sizes(const KernelWriter& writer, const std::string& R) {
+  const jit::KernelProgram& program = writer.program();
+  const int r = writer.rank(0);
+  const std::string scale = program.anchor_param >= 0
+                                ? absl::StrCat("(", R, ")a.p[", program.anchor_param, "]")
+                                : "(" + R + ")1";
   std::string s = absl::StrCat(
       "  const I sq = (I)a.shape[1][", r - 2, "], d = (I)a.shape[1][", r - 1,
       "];\n  const I sk = (I)a.shape[2][", r - 2, "], dv = (I)a.shape[3][", r - 1, "];\n",
@@ -82,36 +83,38 @@ std::string sizes(const KernelWriter& w, const std::string& R) {
                             "] / kv_heads : (I)1;\n")
              : "",
       "  const ", R, " scale = ", scale,
-      ";\n  const I causal_offset = ", p.anchor_attrs.bottom_right ? "sk - sq" : "(I)0",
+      ";\n  const I causal_offset = ", program.anchor_attrs.bottom_right ? "sk - sq" : "(I)0",
       ";\n  (void)causal_offset;\n", "  I rows = 1;\n");
   for (int d = 0; d + 1 < r; ++d) absl::StrAppend(&s, "  rows *= (I)a.shape[0][", d, "];\n");
   return s;
 }
 
-std::string portable_attention(const KernelWriter& w, const std::string& R) {
-  const jit::KernelProgram& p = w.program();
-  const int r = w.rank(0);
+std::string portable_attention(const KernelWriter& writer, const std::string& R) {
+  const jit::KernelProgram& program = writer.program();
+  const int r = writer.rank(0);
   const std::string inf = absl::StrCat("((", R, ")(1.0 / 0.0))");
-  const int q = p.anchor_operands[0], k = p.anchor_operands[1], v = p.anchor_operands[2];
+  const int q = program.anchor_operands[0], k = program.anchor_operands[1],
+            v = program.anchor_operands[2];
   std::string s = absl::StrCat(
       "  __shared__ ", R, " reduce_shared[32];\n  __shared__ ", R, " probs[", kThreadsPerBlock,
       "];\n", "  for (I row = blockIdx.x; row < rows; row += gridDim.x) {\n",
-      open_indices(w, r - 2, "row"), "    const I i = idx0[", r - 2, "];\n");
-  absl::StrAppend(
-      &s, "    idx1[", r - 2, "] = i;\n    idx4[", r - 2,
-      "] = i;\n    const I key_end = ", key_end(p, "i + 1"), ";  // keys this row sees\n",
-      "    for (I c0 = 0; c0 < dv; c0 += 4 * (I)blockDim.x) {\n      ", R,
-      " acc[4] = {0, 0, 0, 0};\n      ", R, " m = -", inf, ", l = 0;\n",
-      "      for (I j0 = 0; j0 < key_end; j0 += (I)blockDim.x) {\n",
-      "        const I j = j0 + (I)threadIdx.x;\n        ", R, " score = -", inf, ";\n",
-      "        if (j < key_end) {\n          ", R, " dot = 0;\n          idx2[", r - 2,
-      "] = j;\n          for (I c = 0; c < d; ++c) {\n            idx1[", r - 1, "] = c;\n",
-      "            idx2[", r - 1, "] = c;\n", w.space_code(1, "idx1"), w.space_code(2, "idx2"),
-      "            dot += (", R, ")v", q, " * (", R, ")v", k, ";\n          }\n          const ", R,
-      " anchor_value = dot * scale;\n          score = anchor_value;\n");
-  if (p.anchor_operands.size() > 3) {
-    absl::StrAppend(&s, "          idx4[", r - 1, "] = j;\n", w.space_code(4, "idx4"),
-                    "          score = (", R, ")v", p.anchor_operands[3], ";\n");
+      open_indices(writer, r - 2, "row"), "    const I i = idx0[", r - 2, "];\n");
+  absl::StrAppend(&s, "    idx1[", r - 2, "] = i;\n    idx4[", r - 2,
+                  "] = i;\n    const I key_end = ", key_end(program, "i + 1"),
+                  ";  // keys this row sees\n",
+                  "    for (I c0 = 0; c0 < dv; c0 += 4 * (I)blockDim.x) {\n      ", R,
+                  " acc[4] = {0, 0, 0, 0};\n      ", R, " m = -", inf, ", l = 0;\n",
+                  "      for (I j0 = 0; j0 < key_end; j0 += (I)blockDim.x) {\n",
+                  "        const I j = j0 + (I)threadIdx.x;\n        ", R, " score = -", inf, ";\n",
+                  "        if (j < key_end) {\n          ", R, " dot = 0;\n          idx2[", r - 2,
+                  "] = j;\n          for (I c = 0; c < d; ++c) {\n            idx1[", r - 1,
+                  "] = c;\n", "            idx2[", r - 1, "] = c;\n", writer.space_code(1, "idx1"),
+                  writer.space_code(2, "idx2"), "            dot += (", R, ")v", q, " * (", R, ")v",
+                  k, ";\n          }\n          const ", R,
+                  " anchor_value = dot * scale;\n          score = anchor_value;\n");
+  if (program.anchor_operands.size() > 3) {
+    absl::StrAppend(&s, "          idx4[", r - 1, "] = j;\n", writer.space_code(4, "idx4"),
+                    "          score = (", R, ")v", program.anchor_operands[3], ";\n");
   }
   absl::StrAppend(
       &s, "        }\n", "        const ", R, " tile_max = block_reduce<", R, ">(score, [](", R,
@@ -128,21 +131,23 @@ std::string portable_attention(const KernelWriter& w, const std::string& R) {
       "        for (int t = 0; t < 4; ++t) {\n          const I c = c0 + t * (I)blockDim.x + "
       "(I)threadIdx.x;\n          acc[t] *= alpha;\n          if (c >= dv) continue;\n",
       "          idx3[", r - 1, "] = c;\n          for (I jj = 0; jj < count; ++jj) {\n",
-      "            idx3[", r - 2, "] = j0 + jj;\n", w.space_code(3, "idx3"),
+      "            idx3[", r - 2, "] = j0 + jj;\n", writer.space_code(3, "idx3"),
       "            acc[t] += probs[jj] * (", R, ")v", v, ";\n          }\n        }\n",
       "        m = new_max;\n        __syncthreads();\n      }\n",
       "      for (int t = 0; t < 4; ++t) {\n        const I c = c0 + t * (I)blockDim.x + "
       "(I)threadIdx.x;\n        if (c >= dv) continue;\n        idx0[",
-      r - 1, "] = c;\n        const I flat = ", w.flatten(0, "idx0"), ";\n        {\n",
-      w.epilogue("acc[t] / l", "flat"), "        }\n      }\n    }\n  }\n");
+      r - 1, "] = c;\n        const I flat = ", writer.flatten(0, "idx0"), ";\n        {\n",
+      writer.epilogue("acc[t] / l", "flat"), "        }\n      }\n    }\n  }\n");
   return s;
 }
 
 // Operand `operand` (1: K, 2: V) when it is a plain load of a 16-bit input: its tiles can be
 // copied to shared memory as they are stored. Null when a prologue computes it.
-const jit::Instr* plain_load(const jit::KernelProgram& p, int operand) {
-  const jit::Instr& in = p.instrs[p.anchor_operands[operand]];
-  if (in.kind != jit::InstrKind::kLoad || p.input_dtypes[in.input] != in.dtype) return nullptr;
+const jit::Instr* plain_load(const jit::KernelProgram& program, int operand) {
+  const jit::Instr& in = program.instrs[program.anchor_operands[operand]];
+  if (in.kind != jit::InstrKind::kLoad || program.input_dtypes[in.input] != in.dtype) {
+    return nullptr;
+  }
   return &in;
 }
 
@@ -166,16 +171,17 @@ std::string async_condition(const jit::Instr& load, int rank) {
 // and K of tile j + 1 while O += P V of tile j is. Each tile runs as two halves of 32 keys
 // (S, softmax, P V), so half the scores are live at once: registers bound this kernel's
 // occupancy, with Q's fragments and O's accumulators held for the whole sweep.
-std::string tensor_core_attention(const KernelWriter& w) {
-  const jit::KernelProgram& p = w.program();
-  const int r = w.rank(0);
-  const int q = p.anchor_operands[0], k = p.anchor_operands[1], v = p.anchor_operands[2];
-  const bool bf16 = p.instrs[q].dtype == DType::BF16;
+std::string tensor_core_attention(const KernelWriter& writer) {
+  const jit::KernelProgram& program = writer.program();
+  const int r = writer.rank(0);
+  const int q = program.anchor_operands[0], k = program.anchor_operands[1],
+            v = program.anchor_operands[2];
+  const bool bf16 = program.instrs[q].dtype == DType::BF16;
   const std::string to16 = bf16 ? "f32_to_bf16" : "f32_to_f16";
   const std::string mma = bf16 ? "mma_bf16_16816" : "mma_f16_16816";
   const std::string inf = "(1.0f / 0.0f)";
-  const jit::Instr* k_load = plain_load(p, 1);
-  const jit::Instr* v_load = plain_load(p, 2);
+  const jit::Instr* k_load = plain_load(program, 1);
+  const jit::Instr* v_load = plain_load(program, 2);
   // Stages `rows` rows from `first` of space `space` (q: the queries, k/v: the keys) into
   // `tile` element by element through the prologue, as 16-bit values, zero past the edges.
   auto stage = [&](int space, int operand, const std::string& tile, int rows,
@@ -186,7 +192,7 @@ std::string tensor_core_attention(const KernelWriter& w) {
         "  const int row = e >> 7, col = e & 127;\n", indent, "  float value = 0.0f;\n", indent,
         "  if (", first, " + row < ", extent, " && col < ", width, ") {\n", indent, "    idx",
         space, "[", r - 2, "] = ", first, " + row;\n", indent, "    idx", space, "[", r - 1,
-        "] = col;\n", w.space_code(space, absl::StrCat("idx", space)), indent,
+        "] = col;\n", writer.space_code(space, absl::StrCat("idx", space)), indent,
         "    value = (float)v", operand, ";\n", indent, "  }\n", indent, "  ", tile,
         "[row][col] = ", to16, "(value);\n", indent, "}\n");
   };
@@ -220,7 +226,7 @@ std::string tensor_core_attention(const KernelWriter& w) {
     return absl::StrCat(
         "    idx", space, "[", r - 2, "] = 0;\n    idx", space, "[", r - 1,
         "] = 0;\n    const unsigned short* const ", name, "_src = (const unsigned short*)a.in[",
-        load->input, "] + ", w.offset(load->view, space, absl::StrCat("idx", space)), ";\n",
+        load->input, "] + ", writer.offset(load->view, space, absl::StrCat("idx", space)), ";\n",
         "    const I ", name, "_row_stride = (I)a.stride[", load->view, "][", r - 2, "];\n");
   };
   std::string s = absl::StrCat(
@@ -236,9 +242,10 @@ std::string tensor_core_attention(const KernelWriter& w) {
       "  const I d_steps = (d + 15) / 16, dv_tiles = (dv + 7) / 8;\n",
       "  const I q_tiles = (sq + 127) / 128, heads = sq > 0 ? rows / sq : (I)0;\n",
       "  // Whether K and V are copied by cp.async in this launch (the same for every tile).\n",
-      "  const bool k_async = ", k_load != nullptr ? async_condition(*k_load, w.rank(2)) : "false",
+      "  const bool k_async = ",
+      k_load != nullptr ? async_condition(*k_load, writer.rank(2)) : "false",
       ";\n  const bool v_async = ",
-      v_load != nullptr ? async_condition(*v_load, w.rank(3)) : "false",
+      v_load != nullptr ? async_condition(*v_load, writer.rank(3)) : "false",
       ";\n  (void)k_async; (void)v_async;\n",
       "  // The row this lane addresses in each ldmatrix.x4 (lane 8q + r gives row r of matrix\n",
       "  // q), in elements, at the first fragment; the orders of the matrices are given below.\n",
@@ -246,8 +253,8 @@ std::string tensor_core_attention(const KernelWriter& w) {
       "  const int k_frag = ((lane & 7) + (lane >> 4) * 8) * 136 + ((lane >> 3) & 1) * 8;\n",
       "  const int v_frag = (lane & 15) * 136 + (lane >> 4) * 8;\n",
       "  for (I task = blockIdx.x; task < heads * q_tiles; task += gridDim.x) {\n",
-      "    const I bh = task / q_tiles, i0 = task % q_tiles * 128;\n", open_indices(w, r - 3, "bh"),
-      "    const I wi = i0 + warp * 16;  // this warp's rows\n",
+      "    const I bh = task / q_tiles, i0 = task % q_tiles * 128;\n",
+      open_indices(writer, r - 3, "bh"), "    const I wi = i0 + warp * 16;  // this warp's rows\n",
       "    // Q's 128 rows through both tiles, then each warp's A fragments by ldmatrix: "
       "matrices\n",
       "    // (rows 0-7, d 0-7), (rows 8-15, d 0-7), (rows 0-7, d 8-15), (rows 8-15, d 8-15).\n",
@@ -257,8 +264,8 @@ std::string tensor_core_attention(const KernelWriter& w) {
       "(q_frag + ks * 16) * 2);\n",
       "    __syncthreads();\n", source(2, k_load, "k"), source(3, v_load, "v"),
       "    float o[16][4] = {{0}};\n    float m[2] = {-", inf, ", -", inf, "}, l[2] = {0, 0};\n",
-      "    const I key_end = ", key_end(p, "i0 + 128"), ";  // keys any row of the block sees\n",
-      "    if (key_end > 0) {  // K of the first tile\n",
+      "    const I key_end = ", key_end(program, "i0 + 128"),
+      ";  // keys any row of the block sees\n", "    if (key_end > 0) {  // K of the first tile\n",
       stage_keys(2, k_load, "k", "d", "(I)0", "      "), "    }\n",
       "    for (I j0 = 0; j0 < key_end; j0 += 64) {\n",
       "      // V of this tile is copied while S = Q Kᵀ of its first half is computed.\n",
@@ -286,16 +293,16 @@ std::string tensor_core_attention(const KernelWriter& w) {
       "          const int nt = e >> 2, c = e & 3;\n",
       "          const I i = wi + g + (c >= 2 ? 8 : 0), j = jh + nt * 8 + t4 * 2 + (c & 1);\n",
       "          float score = s[nt][c] * scale;\n");
-  if (p.anchor_operands.size() > 3) {
+  if (program.anchor_operands.size() > 3) {
     absl::StrAppend(
         &s, "          if (i < sq && j < sk) {\n            const float anchor_value = score;\n",
         "            idx4[", r - 2, "] = i;\n            idx4[", r - 1, "] = j;\n",
-        w.space_code(4, "idx4"), "            score = (float)v", p.anchor_operands[3],
+        writer.space_code(4, "idx4"), "            score = (float)v", program.anchor_operands[3],
         ";\n          }\n");
   }
   absl::StrAppend(
       &s, "          if (i >= sq || j >= sk",
-      p.anchor_attrs.causal ? " || j > i + causal_offset" : "", ") score = -", inf, ";\n",
+      program.anchor_attrs.causal ? " || j > i + causal_offset" : "", ") score = -", inf, ";\n",
       "          s[nt][c] = score;\n          tile_max[c >> 1] = fmaxf(tile_max[c >> 1], score);\n",
       "        }\n", "        float alpha[2], base[2], tile_sum[2] = {0, 0};\n",
       "        #pragma unroll\n        for (int h = 0; h < 2; ++h) {  // the 4 threads of a row\n",
@@ -353,31 +360,32 @@ std::string tensor_core_attention(const KernelWriter& w) {
       "      for (int e = threadIdx.x; e < 64 * 128; e += blockDim.x) {\n",
       "        const int row = e >> 7, ch = e & 127;\n        const I i = i0 + half * 64 + row;\n",
       "        if (i >= sq || ch >= dv) continue;\n        idx0[", r - 2, "] = i;\n        idx0[",
-      r - 1, "] = ch;\n        const I flat = ", w.flatten(0, "idx0"), ";\n        {\n",
-      w.epilogue("out_tile[row][ch]", "flat"),
+      r - 1, "] = ch;\n        const I flat = ", writer.flatten(0, "idx0"), ";\n        {\n",
+      writer.epilogue("out_tile[row][ch]", "flat"),
       "        }\n      }\n      __syncthreads();\n    }\n", "  }\n");
   return s;
 }
 
 }  // namespace
 
-bool attention_uses_tensor_cores(const jit::KernelProgram& p, const jit::KernelLaunch& l) {
-  if (p.anchor != jit::AnchorKind::kAttention) return false;
-  const DType dt = p.instrs[p.anchor_operands[0]].dtype;
-  const int r = p.space_ranks[1];
-  return (dt == DType::F16 || dt == DType::BF16) && l.spaces[1][r - 1] <= 128 &&
-         l.spaces[3][r - 1] <= 128;
+bool attention_uses_tensor_cores(const jit::KernelProgram& program,
+                                 const jit::KernelLaunch& launch) {
+  if (program.anchor != jit::AnchorKind::kAttention) return false;
+  const DType dt = program.instrs[program.anchor_operands[0]].dtype;
+  const int r = program.space_ranks[1];
+  return (dt == DType::F16 || dt == DType::BF16) && launch.spaces[1][r - 1] <= 128 &&
+         launch.spaces[3][r - 1] <= 128;
 }
 
-std::string render_attention(const KernelWriter& w) {
-  const jit::KernelProgram& p = w.program();
-  const std::string R = p.anchor_dtype == DType::F64 ? "double" : "float";
-  const DType dt = p.instrs[p.anchor_operands[0]].dtype;
-  std::string s = sizes(w, R);
-  if (dt != DType::F16 && dt != DType::BF16) return s + portable_attention(w, R);
+std::string render_attention(const KernelWriter& writer) {
+  const jit::KernelProgram& program = writer.program();
+  const std::string R = program.anchor_dtype == DType::F64 ? "double" : "float";
+  const DType dt = program.instrs[program.anchor_operands[0]].dtype;
+  std::string s = sizes(writer, R);
+  if (dt != DType::F16 && dt != DType::BF16) return s + portable_attention(writer, R);
   // The same test as attention_uses_tensor_cores, which sizes the grid.
-  return absl::StrCat(s, "  if (d <= 128 && dv <= 128) {\n", tensor_core_attention(w),
-                      "  } else {\n", portable_attention(w, R), "  }\n");
+  return absl::StrCat(s, "  if (d <= 128 && dv <= 128) {\n", tensor_core_attention(writer),
+                      "  } else {\n", portable_attention(writer, R), "  }\n");
 }
 
 }  // namespace kiln::runtime::cuda

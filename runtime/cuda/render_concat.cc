@@ -15,23 +15,23 @@ using jit::Instr;
 using jit::InstrKind;
 using jit::KernelProgram;
 
-int element_group_width(const KernelProgram& p, const std::vector<int>& spaces) {
+int element_group_width(const KernelProgram& program, const std::vector<int>& spaces) {
   int widest = 1;
   for (int space : spaces) {
-    const int loaded = widest_vector_load(p, space);
+    const int loaded = widest_vector_load(program, space);
     if (loaded < 0) return 1;
     widest = std::max(widest, loaded);
   }
-  for (DType dt : p.output_dtypes) widest = std::max(widest, dtype_size(dt));
+  for (DType dt : program.output_dtypes) widest = std::max(widest, dtype_size(dt));
   return 16 / widest;
 }
 
-std::string vector_loads_condition(const KernelProgram& p, const std::vector<int>& spaces, int last,
-                                   int e, const std::string& joiner) {
+std::string vector_loads_condition(const KernelProgram& program, const std::vector<int>& spaces,
+                                   int last, int e, const std::string& joiner) {
   std::vector<std::string> pointers, conditions;
-  for (size_t o = 0; o < p.output_dtypes.size(); ++o)
+  for (size_t o = 0; o < program.output_dtypes.size(); ++o)
     pointers.push_back(absl::StrCat("(u64)a.out[", o, "]"));
-  for (const Instr& in : p.instrs) {
+  for (const Instr& in : program.instrs) {
     if (in.kind != InstrKind::kLoad ||
         std::find(spaces.begin(), spaces.end(), in.space) == spaces.end()) {
       continue;
@@ -48,19 +48,19 @@ std::string vector_loads_condition(const KernelProgram& p, const std::vector<int
   return absl::StrJoin(conditions, joiner);
 }
 
-SteppedLoop stepped_loop(const KernelWriter& w, int space, int e, const std::string& idx) {
-  const int rank = w.rank(space);
+SteppedLoop stepped_loop(const KernelWriter& writer, int space, int e, const std::string& idx) {
+  const int rank = writer.rank(space);
   const int last = rank - 1;
   auto dim = [&](int d) { return absl::StrCat("(I)a.shape[", space, "][", d, "]"); };
   const std::string step = absl::StrCat(idx, "_step");
   SteppedLoop loop;
   absl::StrAppend(
-      &loop.open, "    const I groups = ", w.numel(space), " / ", e, ";\n",
+      &loop.open, "    const I groups = ", writer.numel(space), " / ", e, ";\n",
       "    const I first = (I)blockIdx.x * (I)blockDim.x + threadIdx.x;\n",
       "    const I stride = (I)gridDim.x * (I)blockDim.x;\n",
       "    // The multi-index of the thread's first group and the grid stride's digits\n",
       "    // (the innermost dim counted in elements). An empty space has no digits.\n", "    I ",
-      idx, "[", w.index_rank(), "] = {0}, ", step, "[", w.index_rank(), "] = {0};\n",
+      idx, "[", writer.index_rank(), "] = {0}, ", step, "[", writer.index_rank(), "] = {0};\n",
       "    if (first < groups) {\n", "      I rest = first, stride_rest = stride;\n");
   for (int d = last; d > 0; --d) {
     const std::string extent = d == last && e > 1 ? absl::StrCat(dim(d), " / ", e) : dim(d);
@@ -93,20 +93,21 @@ SteppedLoop stepped_loop(const KernelWriter& w, int space, int e, const std::str
   return loop;
 }
 
-std::string vector_epilogue(const KernelWriter& w, int e, const std::string& values,
+std::string vector_epilogue(const KernelWriter& writer, int e, const std::string& values,
                             const std::string& index, const std::string& flat) {
-  const KernelProgram& p = w.program();
-  const int last = w.rank(0) - 1;
+  const KernelProgram& program = writer.program();
+  const int last = writer.rank(0) - 1;
   // Lane e's anchor value and multi-index (the group's first one, moved e along the
   // innermost dim), then space 0's code at it.
-  std::string lane = absl::StrCat("      const ", register_type(p.anchor_dtype), " anchor_value = ",
-                                  cast(p.anchor_dtype, p.anchor_dtype, absl::StrCat(values, "[e]")),
-                                  ";\n", "      I idx0[", w.index_rank(), "] = {0};\n");
-  for (int d = 0; d < w.rank(0); ++d)
+  std::string lane =
+      absl::StrCat("      const ", register_type(program.anchor_dtype), " anchor_value = ",
+                   cast(program.anchor_dtype, program.anchor_dtype, absl::StrCat(values, "[e]")),
+                   ";\n", "      I idx0[", writer.index_rank(), "] = {0};\n");
+  for (int d = 0; d < writer.rank(0); ++d)
     absl::StrAppend(&lane, "      idx0[", d, "] = ", index, "[", d, "];\n");
   absl::StrAppend(&lane, "      idx0[", last, "] += e;\n      (void)idx0;\n",
-                  w.space_code(0, "idx0"));
-  return w.vector_stores(e, lane, flat, KernelWriter::PackOffset::kElements, "      ");
+                  writer.space_code(0, "idx0"));
+  return writer.vector_stores(e, lane, flat, KernelWriter::PackOffset::kElements, "      ");
 }
 
 namespace {
@@ -114,36 +115,37 @@ namespace {
 // One pass over the output in groups of `e` elements along the innermost dim (e = 1: one
 // element at a time, through the operands' views). Each group takes the operand that covers
 // its position along the axis; the vector path's condition keeps a group inside one operand.
-std::string concat_loop(const KernelWriter& w, int e) {
-  const KernelProgram& p = w.program();
-  const int axis = p.anchor_attrs.axis;
-  const std::string t = register_type(p.anchor_dtype);
-  const SteppedLoop loop = stepped_loop(w, 0, e, "out");
+std::string concat_loop(const KernelWriter& writer, int e) {
+  const KernelProgram& program = writer.program();
+  const int axis = program.anchor_attrs.axis;
+  const std::string t = register_type(program.anchor_dtype);
+  const SteppedLoop loop = stepped_loop(writer, 0, e, "out");
   std::string s = absl::StrCat(loop.open, "      ", t, " value[", e, "] = {0};\n      I pos = out[",
                                axis, "];\n      bool found = false;\n");
-  for (size_t k = 0; k < p.anchor_operands.size(); ++k) {
+  for (size_t k = 0; k < program.anchor_operands.size(); ++k) {
     const int space = static_cast<int>(k) + 1;
     const std::string idx = absl::StrCat("idx", space);
     absl::StrAppend(&s, "      if (!found && pos < (I)a.shape[", space, "][", axis,
-                    "]) {\n      I ", idx, "[", w.index_rank(), "];\n      for (int d = 0; d < ",
-                    w.index_rank(), "; ++d) ", idx, "[d] = out[d];\n      ", idx, "[", axis,
-                    "] = pos;\n");
+                    "]) {\n      I ", idx, "[", writer.index_rank(),
+                    "];\n      for (int d = 0; d < ", writer.index_rank(), "; ++d) ", idx,
+                    "[d] = out[d];\n      ", idx, "[", axis, "] = pos;\n");
     if (e > 1) {
-      absl::StrAppend(&s, w.vector_loads(space, e, idx, "      "), "      #pragma unroll\n",
-                      "      for (int e = 0; e < ", e, "; ++e) {\n", w.space_code(space, "", "e"),
-                      "      value[e] = (", t, ")v", p.anchor_operands[k], ";\n      }\n");
+      absl::StrAppend(&s, writer.vector_loads(space, e, idx, "      "), "      #pragma unroll\n",
+                      "      for (int e = 0; e < ", e, "; ++e) {\n",
+                      writer.space_code(space, "", "e"), "      value[e] = (", t, ")v",
+                      program.anchor_operands[k], ";\n      }\n");
     } else {
-      absl::StrAppend(&s, w.space_code(space, idx), "      value[0] = (", t, ")v",
-                      p.anchor_operands[k], ";\n");
+      absl::StrAppend(&s, writer.space_code(space, idx), "      value[0] = (", t, ")v",
+                      program.anchor_operands[k], ";\n");
     }
     absl::StrAppend(&s,
                     "      found = true;\n      } else if (!found) {\n        pos -= (I)a.shape[",
                     space, "][", axis, "];\n      }\n");
   }
   if (e > 1) {
-    absl::StrAppend(&s, vector_epilogue(w, e, "value", "out", absl::StrCat("g * ", e)));
+    absl::StrAppend(&s, vector_epilogue(writer, e, "value", "out", absl::StrCat("g * ", e)));
   } else {
-    absl::StrAppend(&s, w.epilogue("value[0]", "g", "out"));
+    absl::StrAppend(&s, writer.epilogue("value[0]", "g", "out"));
   }
   return s + loop.close;
 }
@@ -155,24 +157,27 @@ std::string concat_loop(const KernelWriter& w, int e) {
 // vectors when every operand's loads are contiguous along the innermost dim and aligned, the
 // innermost dim holds whole vectors and, for a concat along it, so does every operand's
 // share (checked once per launch); single elements otherwise.
-std::string render_concat(const KernelWriter& w) {
-  const KernelProgram& p = w.program();
-  const int axis = p.anchor_attrs.axis;
-  const int last = w.rank(0) - 1;
+std::string render_concat(const KernelWriter& writer) {
+  const KernelProgram& program = writer.program();
+  const int axis = program.anchor_attrs.axis;
+  const int last = writer.rank(0) - 1;
   std::vector<int> spaces;
-  for (size_t k = 0; k < p.anchor_operands.size(); ++k) spaces.push_back(static_cast<int>(k) + 1);
-  const int e = element_group_width(p, spaces);
-  if (e <= 1) return absl::StrCat("  {\n", concat_loop(w, 1), "  }\n");
-  std::string condition = absl::StrCat(vector_loads_condition(p, spaces, last, e, " &&\n      "),
-                                       " &&\n      a.shape[0][", last, "] % ", e, " == 0");
+  for (size_t k = 0; k < program.anchor_operands.size(); ++k) {
+    spaces.push_back(static_cast<int>(k) + 1);
+  }
+  const int e = element_group_width(program, spaces);
+  if (e <= 1) return absl::StrCat("  {\n", concat_loop(writer, 1), "  }\n");
+  std::string condition =
+      absl::StrCat(vector_loads_condition(program, spaces, last, e, " &&\n      "),
+                   " &&\n      a.shape[0][", last, "] % ", e, " == 0");
   if (axis == last) {
     for (int space : spaces)
       absl::StrAppend(&condition, " && a.shape[", space, "][", last, "] % ", e, " == 0");
   }
   return absl::StrCat("  const bool vectorizable = ", condition, ";\n",
                       "  if (vectorizable) {\n    // 16-byte groups of ", e, " elements.\n",
-                      concat_loop(w, e), "  } else {\n    // One element at a time.\n",
-                      concat_loop(w, 1), "  }\n");
+                      concat_loop(writer, e), "  } else {\n    // One element at a time.\n",
+                      concat_loop(writer, 1), "  }\n");
 }
 
 }  // namespace kiln::runtime::cuda

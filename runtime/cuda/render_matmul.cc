@@ -13,9 +13,9 @@ using jit::KernelProgram;
 namespace {
 
 // Sets idx<space>'s batch dims from the output multi-index `out` (broadcast dims read 0).
-std::string batch_indices(const KernelWriter& w, int space, int batch) {
+std::string batch_indices(const KernelWriter& writer, int space, int batch) {
   std::string s;
-  const int r = w.rank(space);
+  const int r = writer.rank(space);
   for (int j = 0; j < r - 2; ++j) {
     absl::StrAppend(&s, "    idx", space, "[", j, "] = a.shape[", space, "][", j,
                     "] == 1 ? 0 : out[", jit::matmul_batch_dim(r, batch, j), "];\n");
@@ -28,41 +28,43 @@ std::string batch_indices(const KernelWriter& w, int space, int batch) {
 // (every element computed through its prologue, zero past the edges), then each thread
 // accumulates a 4x4 block of the tile, in k order as the one-thread-per-output kernel did.
 // The epilogue runs on each accumulator element.
-std::string tiled_matmul_f32(const KernelWriter& w) {
-  const KernelProgram& p = w.program();
+std::string tiled_matmul_f32(const KernelWriter& writer) {
+  const KernelProgram& program = writer.program();
   std::string s;
-  const int ra = w.rank(1), rb = w.rank(2), r0 = w.rank(0);
+  const int ra = writer.rank(1), rb = writer.rank(2), r0 = writer.rank(0);
   const int batch = r0 - 2;
-  const std::string t = register_type(p.anchor_dtype);
+  const std::string t = register_type(program.anchor_dtype);
   auto stage = [&](int space, int operand, const std::string& first, const std::string& second,
                    const std::string& bounds, const std::string& target) {
-    return absl::StrCat("        if (", bounds, ") {\n          idx", space, "[", w.rank(space) - 2,
-                        "] = ", first, ";\n          idx", space, "[", w.rank(space) - 1,
-                        "] = ", second, ";\n", w.space_code(space, absl::StrCat("idx", space)),
-                        "          value = v", operand, ";\n        }\n        ", target,
-                        " = value;\n");
+    return absl::StrCat("        if (", bounds, ") {\n          idx", space, "[",
+                        writer.rank(space) - 2, "] = ", first, ";\n          idx", space, "[",
+                        writer.rank(space) - 1, "] = ", second, ";\n",
+                        writer.space_code(space, absl::StrCat("idx", space)), "          value = v",
+                        operand, ";\n        }\n        ", target, " = value;\n");
   };
   absl::StrAppend(
       &s, "  const I M = (I)a.shape[1][", ra - 2, "], N = (I)a.shape[2][", rb - 1,
       "], depth = (I)a.shape[1][", ra - 1, "];\n",
       "  const I tiles_m = (M + 63) / 64, tiles_n = (N + 63) / 64;\n",
-      "  const I tiles = M * N > 0 ? (", w.numel(0), ") / (M * N) * tiles_m * tiles_n : (I)0;\n",
+      "  const I tiles = M * N > 0 ? (", writer.numel(0),
+      ") / (M * N) * tiles_m * tiles_n : (I)0;\n",
       "  __shared__ float tile_a[64][16 + 8];  // padded against bank conflicts\n",
       "  __shared__ float tile_b[16][64 + 8];\n", "  __shared__ float tile_out[64][64 + 1];\n",
       "  for (I tile = blockIdx.x; tile < tiles; tile += gridDim.x) {\n",
       "    const I b = tile / (tiles_m * tiles_n), rest = tile % (tiles_m * tiles_n);\n",
       "    const I m0 = rest / tiles_n * 64, n0 = rest % tiles_n * 64;\n    ",
-      w.unravel(0, "out", "b * M * N"), "    I idx1[", w.index_rank(), "] = {0};\n    I idx2[",
-      w.index_rank(), "] = {0};\n", batch_indices(w, 1, batch), batch_indices(w, 2, batch),
-      "    float acc[4][4] = {{0}};\n", "    for (I k0 = 0; k0 < depth; k0 += 16) {\n",
+      writer.unravel(0, "out", "b * M * N"), "    I idx1[", writer.index_rank(),
+      "] = {0};\n    I idx2[", writer.index_rank(), "] = {0};\n", batch_indices(writer, 1, batch),
+      batch_indices(writer, 2, batch), "    float acc[4][4] = {{0}};\n",
+      "    for (I k0 = 0; k0 < depth; k0 += 16) {\n",
       "      for (int e = threadIdx.x; e < 64 * 16; e += blockDim.x) {\n",
       "        const int row = e >> 4, kk = e & 15;\n",
       "        const I m = m0 + row, k = k0 + kk;\n        float value = 0.0f;\n",
-      stage(1, p.anchor_operands[0], "m", "k", "m < M && k < depth", "tile_a[row][kk]"),
+      stage(1, program.anchor_operands[0], "m", "k", "m < M && k < depth", "tile_a[row][kk]"),
       "      }\n      for (int e = threadIdx.x; e < 16 * 64; e += blockDim.x) {\n",
       "        const int kk = e >> 6, col = e & 63;\n",
       "        const I k = k0 + kk, n = n0 + col;\n        float value = 0.0f;\n",
-      stage(2, p.anchor_operands[1], "k", "n", "k < depth && n < N", "tile_b[kk][col]"),
+      stage(2, program.anchor_operands[1], "k", "n", "k < depth && n < N", "tile_b[kk][col]"),
       "      }\n      __syncthreads();\n");
   absl::StrAppend(&s, "      const int tr = (threadIdx.x >> 4) * 4, tc = (threadIdx.x & 15) * 4;\n",
                   "      #pragma unroll\n      for (int kk = 0; kk < 16; ++kk) {\n",
@@ -81,8 +83,8 @@ std::string tiled_matmul_f32(const KernelWriter& w) {
                   "      const I m = m0 + (e >> 6), n = n0 + (e & 63);\n",
                   "      if (m >= M || n >= N) continue;\n",
                   "      const I flat = (b * M + m) * N + n;\n",
-                  w.epilogue(absl::StrCat("(", t, ")tile_out[e >> 6][e & 63]"), "flat"), "    }\n",
-                  "    __syncthreads();\n  }\n");
+                  writer.epilogue(absl::StrCat("(", t, ")tile_out[e >> 6][e & 63]"), "flat"),
+                  "    }\n", "    __syncthreads();\n  }\n");
   return s;
 }
 
@@ -119,17 +121,19 @@ constexpr int kPaddedN = 136;  // an n-contiguous B tile row: 128 elements + 8 o
 
 // Operand `operand` (0: A, 1: B) when it is a plain load of a 16-bit input: its tiles can be
 // copied to shared memory as they are stored. Null when a prologue computes it.
-const jit::Instr* plain_load(const KernelProgram& p, int operand) {
-  const jit::Instr& in = p.instrs[p.anchor_operands[operand]];
-  if (in.kind != jit::InstrKind::kLoad || p.input_dtypes[in.input] != in.dtype) return nullptr;
+const jit::Instr* plain_load(const KernelProgram& program, int operand) {
+  const jit::Instr& in = program.instrs[program.anchor_operands[operand]];
+  if (in.kind != jit::InstrKind::kLoad || program.input_dtypes[in.input] != in.dtype) {
+    return nullptr;
+  }
   return &in;
 }
 
 // Whether B's tile is stored k-contiguous ([n][k]): when B is a plain load through a strided
 // view, which is what a transposed weight is; n-contiguous ([k][n]) otherwise.
-bool b_is_k_contiguous(const KernelProgram& p) {
-  const jit::Instr* b = plain_load(p, 1);
-  return b != nullptr && p.view_patterns[b->view].access == jit::ViewAccess::kStrided;
+bool b_is_k_contiguous(const KernelProgram& program) {
+  const jit::Instr* b = plain_load(program, 1);
+  return b != nullptr && program.view_patterns[b->view].access == jit::ViewAccess::kStrided;
 }
 
 // The run-time test that `load` (over a space of rank `rank`) can be copied in 16-byte
@@ -172,20 +176,21 @@ std::string async_stage(const std::string& tile, const std::string& src, const s
 // prologue (zero past the edges), rounded to 16 bits. Element e of `count` is at tile row
 // e >> shift and column e & ((1 << shift) - 1), matrix position `outer` (the row's) and
 // `inner`; `dim0` and `dim1` name which of them index the space's last two dims.
-std::string element_stage(const KernelWriter& w, int space, int operand, const std::string& tile,
-                          const std::string& count, int shift, int padded, const std::string& outer,
-                          const std::string& inner, const std::string& outer_end,
-                          const std::string& inner_end, const std::string& dim0,
-                          const std::string& dim1, const std::string& to_16) {
+std::string element_stage(const KernelWriter& writer, int space, int operand,
+                          const std::string& tile, const std::string& count, int shift, int padded,
+                          const std::string& outer, const std::string& inner,
+                          const std::string& outer_end, const std::string& inner_end,
+                          const std::string& dim0, const std::string& dim1,
+                          const std::string& to_16) {
   const std::string idx = absl::StrCat("idx", space);
   return absl::StrCat(
       "          for (int e = threadIdx.x; e < ", count, "; e += blockDim.x) {\n",
       "            const int row = e >> ", shift, ", col = e & ", (1 << shift) - 1, ";\n",
       "            const I ", outer, " = ", outer, "0 + row, ", inner, " = ", inner, "0 + col;\n",
       "            float value = 0.0f;\n            if (", outer, " < ", outer_end, " && ", inner,
-      " < ", inner_end, ") {\n              ", idx, "[", w.rank(space) - 2, "] = ", dim0,
-      ";\n              ", idx, "[", w.rank(space) - 1, "] = ", dim1, ";\n",
-      w.space_code(space, idx), "              value = v", operand, ";\n            }\n",
+      " < ", inner_end, ") {\n              ", idx, "[", writer.rank(space) - 2, "] = ", dim0,
+      ";\n              ", idx, "[", writer.rank(space) - 1, "] = ", dim1, ";\n",
+      writer.space_code(space, idx), "              value = v", operand, ";\n            }\n",
       "            ", tile, "[row * ", padded, " + col] = ", to_16, "(value);\n          }\n");
 }
 
@@ -195,9 +200,9 @@ std::string indented(const std::string& code) {
 }
 
 // Both operands' staging for k-step `step` into buffer step & 1.
-std::string stage_k_step(const KernelWriter& w, bool a_plain, bool b_plain, bool b_k_contiguous,
-                         const std::string& to_16) {
-  const KernelProgram& p = w.program();
+std::string stage_k_step(const KernelWriter& writer, bool a_plain, bool b_plain,
+                         bool b_k_contiguous, const std::string& to_16) {
+  const KernelProgram& program = writer.program();
   std::string s =
       "        if (step < steps) {  // stage k-step `step` while step - 1 is multiplied\n"
       "          unsigned short* const a_tile = smem + (int)(step & 1) * kStage;\n"
@@ -206,8 +211,8 @@ std::string stage_k_step(const KernelWriter& w, bool a_plain, bool b_plain, bool
       "          const SharedAddress b_shared = a_shared + kRows * 40 * 2;\n"
       "          const I k0 = (first_step + step) * 32;\n";
   const std::string a_elements =
-      element_stage(w, 1, p.anchor_operands[0], "a_tile", "kRows * 32", 5, kPaddedK, "m", "k", "M",
-                    "depth", "m", "k", to_16);
+      element_stage(writer, 1, program.anchor_operands[0], "a_tile", "kRows * 32", 5, kPaddedK, "m",
+                    "k", "M", "depth", "m", "k", to_16);
   if (a_plain) {
     absl::StrAppend(&s, "          if (a_async) {\n",
                     indented(async_stage("a_shared", "a_src", "kRows * 4", 4, kPaddedK, "m", "k",
@@ -217,10 +222,10 @@ std::string stage_k_step(const KernelWriter& w, bool a_plain, bool b_plain, bool
     s += a_elements;
   }
   const std::string b_elements =
-      b_k_contiguous ? element_stage(w, 2, p.anchor_operands[1], "b_tile", "128 * 32", 5, kPaddedK,
-                                     "n", "k", "N", "depth", "k", "n", to_16)
-                     : element_stage(w, 2, p.anchor_operands[1], "b_tile", "32 * 128", 7, kPaddedN,
-                                     "k", "n", "depth", "N", "k", "n", to_16);
+      b_k_contiguous ? element_stage(writer, 2, program.anchor_operands[1], "b_tile", "128 * 32", 5,
+                                     kPaddedK, "n", "k", "N", "depth", "k", "n", to_16)
+                     : element_stage(writer, 2, program.anchor_operands[1], "b_tile", "32 * 128", 7,
+                                     kPaddedN, "k", "n", "depth", "N", "k", "n", to_16);
   if (b_plain) {
     absl::StrAppend(
         &s, "          if (b_async) {\n",
@@ -269,8 +274,8 @@ std::string multiply_k_step(bool b_k_contiguous, bool bf16) {
 }
 
 // The epilogue: the accumulators through shared memory, kRows / kWarpsM rows at a time.
-std::string tile_epilogue(const KernelWriter& w) {
-  const std::string t = register_type(w.program().anchor_dtype);
+std::string tile_epilogue(const KernelWriter& writer) {
+  const std::string t = register_type(writer.program().anchor_dtype);
   return absl::StrCat(
       "      float* const tile_out = (float*)smem;  // [kRows / kWarpsM][132]\n",
       "      constexpr int kPassRows = kRows / kWarpsM;\n",
@@ -289,18 +294,18 @@ std::string tile_epilogue(const KernelWriter& w) {
       "            partials[(I)blockIdx.y * outputs + flat] =\n",
       "                tile_out[(e >> 7) * 132 + (e & 127)];\n",
       "            continue;\n          }\n",
-      w.epilogue(absl::StrCat("(", t, ")tile_out[(e >> 7) * 132 + (e & 127)]"), "flat"),
+      writer.epilogue(absl::StrCat("(", t, ")tile_out[(e >> 7) * 132 + (e & 127)]"), "flat"),
       "        }\n        __syncthreads();\n      }\n");
 }
 
-std::string tensor_core_matmul(const KernelWriter& w) {
-  const KernelProgram& p = w.program();
-  const int ra = w.rank(1), rb = w.rank(2), batch = w.rank(0) - 2;
-  const bool bf16 = p.instrs[p.anchor_operands[0]].dtype == DType::BF16;
+std::string tensor_core_matmul(const KernelWriter& writer) {
+  const KernelProgram& program = writer.program();
+  const int ra = writer.rank(1), rb = writer.rank(2), batch = writer.rank(0) - 2;
+  const bool bf16 = program.instrs[program.anchor_operands[0]].dtype == DType::BF16;
   const std::string to_16 = bf16 ? "f32_to_bf16" : "f32_to_f16";
-  const jit::Instr* a_load = plain_load(p, 0);
-  const jit::Instr* b_load = plain_load(p, 1);
-  const bool b_k_contiguous = b_is_k_contiguous(p);
+  const jit::Instr* a_load = plain_load(program, 0);
+  const jit::Instr* b_load = plain_load(program, 1);
+  const bool b_k_contiguous = b_is_k_contiguous(program);
   // Two stages of the largest tiles (128 rows of A and B), in elements.
   const int stage_elements = 128 * kPaddedK + (b_k_contiguous ? 128 * kPaddedK : 32 * kPaddedN);
   std::string s = absl::StrCat(
@@ -309,7 +314,7 @@ std::string tensor_core_matmul(const KernelWriter& w) {
       "  // Split K (split.phase 1: launch_geometry splits a matmul with too few tiles to fill\n",
       "  // the GPU): block row blockIdx.y multiplies its chunk of the k-steps and writes the\n",
       "  // f32 partial tile to scratch; phase 2 sums the chunks in order and runs the epilogue.\n",
-      "  const I all_steps = (depth + 31) / 32, outputs = ", w.numel(0), ";\n",
+      "  const I all_steps = (depth + 31) / 32, outputs = ", writer.numel(0), ";\n",
       "  float* const partials = (float*)split.scratch;\n", "  const I chunk_steps =\n",
       "      split.phase == 1 ? (all_steps + (I)split.chunks - 1) / (I)split.chunks : all_steps;\n",
       "  const I first_step = split.phase == 1 ? (I)blockIdx.y * chunk_steps : (I)0;\n",
@@ -320,7 +325,7 @@ std::string tensor_core_matmul(const KernelWriter& w) {
       "threads) {\n",
       "      float sum = 0.0f;\n",
       "      for (I c = 0; c < (I)split.chunks; ++c) sum += partials[c * outputs + flat];\n",
-      w.epilogue(absl::StrCat("(", register_type(p.anchor_dtype), ")sum"), "flat"),
+      writer.epilogue(absl::StrCat("(", register_type(program.anchor_dtype), ")sum"), "flat"),
       "    }\n    return;\n  }\n", "  // Two stages of A [rows][32 + 8] and B ",
       b_k_contiguous ? "[128][32 + 8]" : "[32][128 + 8]", "; then the epilogue's f32 tile.\n",
       "  __shared__ Pack<unsigned short, 8> smem_packs[", 2 * stage_elements / 8, "];\n",
@@ -357,79 +362,90 @@ std::string tensor_core_matmul(const KernelWriter& w) {
       "    for (I tile = blockIdx.x; tile < tiles; tile += gridDim.x) {\n",
       "      const I b = tile / (tiles_m * tiles_n), rest = tile % (tiles_m * tiles_n);\n",
       "      const I m0 = rest / tiles_n * kRows, n0 = rest % tiles_n * 128;\n      ",
-      w.unravel(0, "out", "b * M * N"), "      I idx1[", w.index_rank(), "] = {0};\n      I idx2[",
-      w.index_rank(), "] = {0};\n", batch_indices(w, 1, batch), batch_indices(w, 2, batch));
+      writer.unravel(0, "out", "b * M * N"), "      I idx1[", writer.index_rank(),
+      "] = {0};\n      I idx2[", writer.index_rank(), "] = {0};\n", batch_indices(writer, 1, batch),
+      batch_indices(writer, 2, batch));
   if (a_load != nullptr) {  // the batch matrix's start, and its row stride
     absl::StrAppend(&s, "      const unsigned short* const a_src = (const unsigned short*)a.in[",
-                    a_load->input, "] + ", w.offset(a_load->view, 1, "idx1"), ";\n",
+                    a_load->input, "] + ", writer.offset(a_load->view, 1, "idx1"), ";\n",
                     "      const I a_row_stride = (I)a.stride[", a_load->view, "][", ra - 2,
                     "];\n");
   }
   if (b_load != nullptr) {
     absl::StrAppend(&s, "      const unsigned short* const b_src = (const unsigned short*)a.in[",
-                    b_load->input, "] + ", w.offset(b_load->view, 2, "idx2"), ";\n",
+                    b_load->input, "] + ", writer.offset(b_load->view, 2, "idx2"), ";\n",
                     "      const I b_row_stride = (I)a.stride[", b_load->view, "][",
                     b_k_contiguous ? rb - 1 : rb - 2, "];\n");
   }
   absl::StrAppend(&s, "      float acc[kMi][kNi][4] = {};\n",
                   "      for (I step = 0; step <= steps; ++step) {\n",
-                  stage_k_step(w, a_load != nullptr, b_load != nullptr, b_k_contiguous, to_16),
+                  stage_k_step(writer, a_load != nullptr, b_load != nullptr, b_k_contiguous, to_16),
                   "        if (step == 0) continue;\n", multiply_k_step(b_k_contiguous, bf16),
-                  "      }\n", tile_epilogue(w), "    }\n  };\n",
+                  "      }\n", tile_epilogue(writer), "    }\n  };\n",
                   "  if (M <= 16) run_tiles(Constant<16>{}); else run_tiles(Constant<128>{});\n");
   return s;
 }
 
 }  // namespace
 
-bool matmul_uses_tensor_cores(const jit::KernelProgram& p) {
-  if (p.anchor != AnchorKind::kMatmul || p.space_ranks[1] < 2 || p.space_ranks[2] < 2) return false;
-  const DType a = p.instrs[p.anchor_operands[0]].dtype, b = p.instrs[p.anchor_operands[1]].dtype;
+bool matmul_uses_tensor_cores(const jit::KernelProgram& program) {
+  if (program.anchor != AnchorKind::kMatmul || program.space_ranks[1] < 2 ||
+      program.space_ranks[2] < 2)
+    return false;
+  const DType a = program.instrs[program.anchor_operands[0]].dtype,
+              b = program.instrs[program.anchor_operands[1]].dtype;
   return a == b && (a == DType::F16 || a == DType::BF16);
 }
 
-bool matmul_is_tiled(const jit::KernelProgram& p) {
-  if (matmul_uses_tensor_cores(p)) return true;
-  if (p.anchor != AnchorKind::kMatmul || p.space_ranks[1] < 2 || p.space_ranks[2] < 2) return false;
-  return p.instrs[p.anchor_operands[0]].dtype == DType::F32 &&
-         p.instrs[p.anchor_operands[1]].dtype == DType::F32;
+bool matmul_is_tiled(const jit::KernelProgram& program) {
+  if (matmul_uses_tensor_cores(program)) return true;
+  if (program.anchor != AnchorKind::kMatmul || program.space_ranks[1] < 2 ||
+      program.space_ranks[2] < 2)
+    return false;
+  return program.instrs[program.anchor_operands[0]].dtype == DType::F32 &&
+         program.instrs[program.anchor_operands[1]].dtype == DType::F32;
 }
 
-int64_t matmul_tile_count(const jit::KernelProgram& p, const jit::MatmulShape& mm) {
-  if (!matmul_uses_tensor_cores(p)) return mm.batches * ((mm.m + 63) / 64) * ((mm.n + 63) / 64);
+int64_t matmul_tile_count(const jit::KernelProgram& program, const jit::MatmulShape& mm) {
+  if (!matmul_uses_tensor_cores(program)) {
+    return mm.batches * ((mm.m + 63) / 64) * ((mm.n + 63) / 64);
+  }
   const int64_t rows = mm.m <= 16 ? 16 : 128;  // as the kernel's run_tiles picks
   return mm.batches * ((mm.m + rows - 1) / rows) * ((mm.n + 127) / 128);
 }
 
 // Tiled when matmul_is_tiled; otherwise one thread per output element: a dot product over the
 // shared dimension.
-std::string render_matmul(const KernelWriter& w) {
-  const KernelProgram& p = w.program();
-  if (matmul_uses_tensor_cores(p)) return tensor_core_matmul(w);
-  if (matmul_is_tiled(p)) return tiled_matmul_f32(w);
+std::string render_matmul(const KernelWriter& writer) {
+  const KernelProgram& program = writer.program();
+  if (matmul_uses_tensor_cores(program)) return tensor_core_matmul(writer);
+  if (matmul_is_tiled(program)) return tiled_matmul_f32(writer);
   std::string s;
-  const int ra = w.rank(1), rb = w.rank(2), r0 = w.rank(0);
+  const int ra = writer.rank(1), rb = writer.rank(2), r0 = writer.rank(0);
   const int batch = r0 - (ra > 1) - (rb > 1);
-  const std::string t = register_type(p.anchor_dtype);
+  const std::string t = register_type(program.anchor_dtype);
   absl::StrAppend(
-      &s, "  const I total = ", w.numel(0), ";\n  const I depth = (I)a.shape[1][", ra - 1, "];\n",
+      &s, "  const I total = ", writer.numel(0), ";\n  const I depth = (I)a.shape[1][", ra - 1,
+      "];\n",
       "  for (I i = (I)blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * "
       "(I)blockDim.x) {\n    ",
-      w.unravel(0, "out", "i"), "    I idx1[", w.index_rank(), "] = {0};\n    I idx2[",
-      w.index_rank(), "] = {0};\n");
-  s += batch_indices(w, 1, batch) + batch_indices(w, 2, batch);
+      writer.unravel(0, "out", "i"), "    I idx1[", writer.index_rank(), "] = {0};\n    I idx2[",
+      writer.index_rank(), "] = {0};\n");
+  s += batch_indices(writer, 1, batch) + batch_indices(writer, 2, batch);
   if (ra > 1) absl::StrAppend(&s, "    idx1[", ra - 2, "] = out[", batch, "];\n");
   if (rb > 1) absl::StrAppend(&s, "    idx2[", rb - 1, "] = out[", r0 - 1, "];\n");
-  const std::string acc =
-      is_floating(p.anchor_dtype) ? (p.anchor_dtype == DType::F64 ? "double" : "float") : "i64";
-  absl::StrAppend(&s, "    ", acc, " sum = 0;\n    for (I k = 0; k < depth; ++k) {\n      idx1[",
-                  ra - 1, "] = k;\n      idx2[", rb > 1 ? rb - 2 : 0, "] = k;\n",
-                  w.space_code(1, "idx1"), w.space_code(2, "idx2"), "      sum = ",
-                  is_floating(p.anchor_dtype)
-                      ? absl::StrCat("sum + v", p.anchor_operands[0], " * v", p.anchor_operands[1])
-                      : absl::StrCat("kiln::math::wrapping_add(sum, kiln::math::wrapping_mul(v",
-                                     p.anchor_operands[0], ", v", p.anchor_operands[1], "))"),
-                  ";\n    }\n", w.epilogue(absl::StrCat("(", t, ")sum"), "i"), "  }\n");
+  const std::string acc = is_floating(program.anchor_dtype)
+                              ? (program.anchor_dtype == DType::F64 ? "double" : "float")
+                              : "i64";
+  absl::StrAppend(
+      &s, "    ", acc, " sum = 0;\n    for (I k = 0; k < depth; ++k) {\n      idx1[", ra - 1,
+      "] = k;\n      idx2[", rb > 1 ? rb - 2 : 0, "] = k;\n", writer.space_code(1, "idx1"),
+      writer.space_code(2, "idx2"), "      sum = ",
+      is_floating(program.anchor_dtype)
+          ? absl::StrCat("sum + v", program.anchor_operands[0], " * v", program.anchor_operands[1])
+          : absl::StrCat("kiln::math::wrapping_add(sum, kiln::math::wrapping_mul(v",
+                         program.anchor_operands[0], ", v", program.anchor_operands[1], "))"),
+      ";\n    }\n", writer.epilogue(absl::StrCat("(", t, ")sum"), "i"), "  }\n");
   return s;
 }
 

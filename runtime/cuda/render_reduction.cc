@@ -18,9 +18,9 @@ namespace {
 // Elements per lane of an inner reduction's 16-byte loads: 16 / the widest element loaded,
 // when only the last axis is reduced (a lane's E elements are then consecutive in one row)
 // and widest_vector_load allows a vector path. 0 for none.
-int inner_vector_width(const KernelProgram& p, const std::vector<int>& reduced, int rank) {
+int inner_vector_width(const KernelProgram& program, const std::vector<int>& reduced, int rank) {
   if (reduced.size() != 1 || reduced[0] != rank - 1) return 0;
-  const int widest = widest_vector_load(p, 1);
+  const int widest = widest_vector_load(program, 1);
   return widest > 0 ? 16 / widest : 0;
 }
 
@@ -65,18 +65,18 @@ std::string advance(const std::vector<int>& dims, const std::string& step) {
 // most GPUs): each lane's sum is compensated (Kahan), and lanes combine in a tree, so the
 // error stays near a double sum's. f64 operands accumulate in f64, integers in i64. The
 // reduced multi-index is stepped, never unraveled per element.
-std::string render_reduction(const KernelWriter& w) {
-  const KernelProgram& p = w.program();
+std::string render_reduction(const KernelWriter& writer) {
+  const KernelProgram& program = writer.program();
   std::string s;
-  const bool arg = p.anchor == AnchorKind::kArgReduce;
-  const jit::ReductionAxes dims = jit::reduction_axes(p, w.rank(1));
+  const bool arg = program.anchor == AnchorKind::kArgReduce;
+  const jit::ReductionAxes dims = jit::reduction_axes(program, writer.rank(1));
   const std::vector<int>& reduced = dims.reduced;
   const std::vector<int>& kept = dims.kept;
-  const DType operand = p.instrs[p.anchor_operands[0]].dtype;
+  const DType operand = program.instrs[program.anchor_operands[0]].dtype;
   const bool floating = is_floating(operand);
   const std::string acc = floating ? register_type(operand) : "i64";
   const bool single = acc == "float";
-  const OpKind op = p.anchor_op;
+  const OpKind op = program.anchor_op;
   const bool sum = op == OpKind::Sum || op == OpKind::Mean;
   const bool compensated = sum && single;
   const std::string inf = single ? "(1.0f / 0.0f)" : "(1.0 / 0.0)";
@@ -125,8 +125,9 @@ std::string render_reduction(const KernelWriter& w) {
       absl::StrCat("      if (split.phase == 1) {\n        ", partial_values,
                    "[blockIdx.y * outputs + o] = best;\n        ", partial_indices,
                    "[blockIdx.y * outputs + o] = best_index;\n      } else {\n",
-                   w.epilogue(value, "o"), "      }\n");
-  absl::StrAppend(&s, "  const I outputs = ", w.numel(0), ";\n  const I extent = ", extent, ";\n");
+                   writer.epilogue(value, "o"), "      }\n");
+  absl::StrAppend(&s, "  const I outputs = ", writer.numel(0), ";\n  const I extent = ", extent,
+                  ";\n");
   // Phase 2: a thread per output folds the chunks' partials in order.
   absl::StrAppend(&s, "  if (split.phase == 2) {\n",
                   "    for (I o = (I)blockIdx.x * (I)blockDim.x + threadIdx.x; o < outputs; o += "
@@ -137,7 +138,7 @@ std::string render_reduction(const KernelWriter& w) {
                   "      for (I c = 0; c < (I)split.chunks; ++c) ",
                   fold_into("best", "best_index", absl::StrCat(partial_values, "[c * outputs + o]"),
                             absl::StrCat(partial_indices, "[c * outputs + o]")),
-                  "\n", w.epilogue(value, "o"), "    }\n    return;\n  }\n");
+                  "\n", writer.epilogue(value, "o"), "    }\n    return;\n  }\n");
   // This block's chunk of the reduced extent (all of it unless split). Chunks start at
   // multiples of 16, so a chunk of a contiguous row starts 16-byte aligned when the row does.
   absl::StrAppend(
@@ -146,20 +147,21 @@ std::string render_reduction(const KernelWriter& w) {
       "  const I begin = (split.phase == 1 ? (I)blockIdx.y : (I)0) * chunk_length;\n",
       "  const I end = begin + chunk_length < extent ? begin + chunk_length : extent;\n");
   const std::string index_of_x = absl::StrCat(
-      "(i64)idx1[", arg ? p.anchor_attrs.axis : (reduced.empty() ? 0 : reduced.back()), "]");
+      "(i64)idx1[", arg ? program.anchor_attrs.axis : (reduced.empty() ? 0 : reduced.back()), "]");
   // A lane's walk over reduced positions r = first, first + step, ... < stop: the reduced
   // multi-index is unraveled once (a division per reduced dim), then stepped.
   auto walk = [&](const std::string& first, const std::string& stop, const std::string& step,
                   const std::string& indent) {
     // Unraveled only when the lane has work: a reduced dim may be empty (extent 0).
     return absl::StrCat(indent, "if (", first, " < ", stop, ") {\n", indent, "  ",
-                        w.unravel_dims(reduced, first), "\n", indent, "  for (I r = ", first,
-                        "; r < ", stop, "; r += ", step, ") {\n", w.space_code(1, "idx1"), indent,
-                        "    const ", acc, " x = (", acc, ")v", p.anchor_operands[0], ";\n", indent,
-                        "    ", fold_element("x", arg ? index_of_x : "0"), "\n", indent, "    ",
-                        advance(reduced, step), "\n", indent, "  }\n", indent, "}\n");
+                        writer.unravel_dims(reduced, first), "\n", indent, "  for (I r = ", first,
+                        "; r < ", stop, "; r += ", step, ") {\n", writer.space_code(1, "idx1"),
+                        indent, "    const ", acc, " x = (", acc, ")v", program.anchor_operands[0],
+                        ";\n", indent, "    ", fold_element("x", arg ? index_of_x : "0"), "\n",
+                        indent, "    ", advance(reduced, step), "\n", indent, "  }\n", indent,
+                        "}\n");
   };
-  if (reduction_is_outer(p)) {
+  if (reduction_is_outer(program)) {
     // A tile of `width` consecutive outputs per block: 32, or with fewer outputs the
     // smallest power of two that holds them, so that no lane idles. Lane l takes output
     // l % width and row slot warp * slices + l / width of the 8 * slices slots that stride
@@ -174,8 +176,8 @@ std::string render_reduction(const KernelWriter& w) {
         "  const I slot = (I)warp * slices + lane / width, slots = (I)8 * slices;\n",
         "  for (I tile = blockIdx.x; tile * width < outputs; tile += gridDim.x) {\n",
         "    const I o = tile * width + column;\n    ", declare_best, "    if (o < outputs) {\n",
-        "      I idx1[", w.index_rank(), "] = {0};\n      ", w.unravel_dims(kept, "o"), "\n",
-        "      if (width == 32) {  // the common case, its stride a constant\n",
+        "      I idx1[", writer.index_rank(), "] = {0};\n      ", writer.unravel_dims(kept, "o"),
+        "\n", "      if (width == 32) {  // the common case, its stride a constant\n",
         walk("begin + warp", "end", "8", "        "), "      } else {\n",
         walk("begin + slot", "end", "slots", "        "), "      }\n    }\n", settle,
         "    for (int step = 16; step >= width; step >>= 1) {  // the warp's slices\n",
@@ -201,22 +203,23 @@ std::string render_reduction(const KernelWriter& w) {
       "  for (I base = (I)blockIdx.x * per_block; base < outputs; base += (I)gridDim.x * "
       "per_block) {\n",
       "    const I o = base + team;\n    ", declare_best, "    if (o < outputs) {\n",
-      "      I idx1[", w.index_rank(), "] = {0};\n      ", w.unravel_dims(kept, "o"), "\n");
-  const int e = inner_vector_width(p, reduced, w.rank(1));
+      "      I idx1[", writer.index_rank(), "] = {0};\n      ", writer.unravel_dims(kept, "o"),
+      "\n");
+  const int e = inner_vector_width(program, reduced, writer.rank(1));
   std::string scalar_first = "begin + team_lane";
   if (e > 1) {
     // Every load's rows contiguous along the reduced axis and 16-byte aligned.
-    const int last = w.rank(1) - 1;
+    const int last = writer.rank(1) - 1;
     absl::StrAppend(&s, "      const bool vectorizable = ",
-                    vector_rows_condition(p, last, w.rank(1), e, " &&\n          "),
+                    vector_rows_condition(program, last, writer.rank(1), e, " &&\n          "),
                     ";\n      const I vector_end = vectorizable ? begin + (end - begin) / ", e,
                     " * ", e, " : begin;\n", "      for (I r = begin + team_lane * ", e,
                     "; r < vector_end; r += team_threads * ", e, ") {\n        idx1[", last,
                     "] = r;\n");
-    absl::StrAppend(&s, w.vector_loads(1, e, "idx1", "        "));
+    absl::StrAppend(&s, writer.vector_loads(1, e, "idx1", "        "));
     absl::StrAppend(&s, "        #pragma unroll\n        for (int e = 0; e < ", e, "; ++e) {\n",
-                    w.space_code(1, "", "e"), "          const ", acc, " x = (", acc, ")v",
-                    p.anchor_operands[0], ";\n          ",
+                    writer.space_code(1, "", "e"), "          const ", acc, " x = (", acc, ")v",
+                    program.anchor_operands[0], ";\n          ",
                     fold_element("x", arg ? "(i64)(r + e)" : "0"), "\n        }\n      }\n");
     scalar_first = "vector_end + team_lane";
   }
@@ -238,12 +241,14 @@ std::string render_reduction(const KernelWriter& w) {
   return s;
 }
 
-bool reduction_is_outer(const jit::KernelProgram& p) {
-  if (p.anchor != AnchorKind::kReduce && p.anchor != AnchorKind::kArgReduce) return false;
-  const int last = p.space_ranks[1] - 1;
+bool reduction_is_outer(const jit::KernelProgram& program) {
+  if (program.anchor != AnchorKind::kReduce && program.anchor != AnchorKind::kArgReduce) {
+    return false;
+  }
+  const int last = program.space_ranks[1] - 1;
   if (last < 0) return false;
-  if (p.anchor == AnchorKind::kArgReduce) return p.anchor_attrs.axis != last;
-  const auto& axes = p.anchor_attrs.axes;
+  if (program.anchor == AnchorKind::kArgReduce) return program.anchor_attrs.axis != last;
+  const auto& axes = program.anchor_attrs.axes;
   return !axes.empty() && std::find(axes.begin(), axes.end(), last) == axes.end();
 }
 

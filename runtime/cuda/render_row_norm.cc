@@ -18,26 +18,27 @@ using ops::OpKind;
 // pass, so the cache needs no barrier of its own.
 // The start of every row op: extent and rows, then a block-stride loop over the rows that
 // sets idx1 (space 1's index) to the row's first element; the caller closes the loop.
-std::string open_row_loop(const KernelWriter& w) {
-  const int axis = w.program().anchor_attrs.axis;
+std::string open_row_loop(const KernelWriter& writer) {
+  const int axis = writer.program().anchor_attrs.axis;
   std::vector<int> row_dims;  // every dim but the axis: which row
-  for (int d = 0; d < w.rank(1); ++d) {
+  for (int d = 0; d < writer.rank(1); ++d) {
     if (d != axis) row_dims.push_back(d);
   }
   const std::string extent =  // a 0-d x is one row of one element
-      w.rank(1) == 0 ? "(I)1" : absl::StrCat("(I)a.shape[1][", axis, "]");
-  return absl::StrCat("  const I extent = ", extent, ";\n  const I rows = (", w.numel(1),
+      writer.rank(1) == 0 ? "(I)1" : absl::StrCat("(I)a.shape[1][", axis, "]");
+  return absl::StrCat("  const I extent = ", extent, ";\n  const I rows = (", writer.numel(1),
                       ") / (extent > 0 ? extent : (I)1);\n",
                       "  for (I row = blockIdx.x; row < rows; row += gridDim.x) {\n", "    I idx1[",
-                      w.index_rank(), "] = {0};\n    ", w.unravel_dims(row_dims, "row"), "\n");
+                      writer.index_rank(), "] = {0};\n    ", writer.unravel_dims(row_dims, "row"),
+                      "\n");
 }
 
 // Inside the row loop: the block's dynamic shared memory as a cache of the row's values of
 // C type `cached`, and whether the launch gave enough of it for the whole row.
-std::string vector_rows_condition(const KernelProgram& p, int axis, int rank, int e,
+std::string vector_rows_condition(const KernelProgram& program, int axis, int rank, int e,
                                   const std::string& joiner) {
   std::vector<std::string> pointers, conditions;
-  for (const jit::Instr& in : p.instrs) {
+  for (const jit::Instr& in : program.instrs) {
     if (in.space != 1 || in.kind != jit::InstrKind::kLoad) continue;
     pointers.push_back(absl::StrCat("(u64)a.in[", in.input, "]"));
     std::string c = absl::StrCat("a.stride[", in.view, "][", axis, "] == 1 && a.offset[", in.view,
@@ -63,8 +64,8 @@ namespace {
 
 // Elements per thread of pass 1's 16-byte loads: 16 / the widest element space 1 loads; 0
 // (scalar only) where widest_vector_load rules it out or space 1 loads nothing.
-int row_vector_width(const KernelProgram& p) {
-  const int widest = widest_vector_load(p, 1);
+int row_vector_width(const KernelProgram& program) {
+  const int widest = widest_vector_load(program, 1);
   return widest > 0 ? 16 / widest : 0;
 }
 
@@ -78,14 +79,14 @@ int row_vector_width(const KernelProgram& p) {
 // does not recompute it. rms_norm sums squares in pass 1 (it has no mean to subtract).
 // Pass 1 reads the row as 16-byte vectors when every load of the row is contiguous along
 // it and aligned (checked once per launch), then the remainder one element per thread.
-std::string render_row_norm(const KernelWriter& w) {
-  const KernelProgram& p = w.program();
+std::string render_row_norm(const KernelWriter& writer) {
+  const KernelProgram& program = writer.program();
   std::string s;
-  const int axis = p.anchor_attrs.axis;
-  const OpKind op = p.anchor_op;
-  const std::string t = register_type(p.anchor_dtype);
-  const int operand = p.anchor_operands[0];
-  const std::string cached = register_type(p.instrs[operand].dtype);
+  const int axis = program.anchor_attrs.axis;
+  const OpKind op = program.anchor_op;
+  const std::string t = register_type(program.anchor_dtype);
+  const int operand = program.anchor_operands[0];
+  const std::string cached = register_type(program.instrs[operand].dtype);
   const bool single = cached == "float";
   const std::string acc = single ? "float" : "double";
   auto lit = [&](const std::string& v) { return single ? absl::StrCat(v, "f") : v; };
@@ -93,22 +94,24 @@ std::string render_row_norm(const KernelWriter& w) {
   const std::string inf = absl::StrCat("(", lit("1.0"), " / ", lit("0.0"), ")");
   const bool softmax = op == OpKind::Softmax || op == OpKind::LogSoftmax;
   const bool rms = op == OpKind::RmsNorm;
-  const int rank = w.rank(1);
+  const int rank = writer.rank(1);
   // Softmax writes exp(x - max) back over x in the cache when the cache holds acc values.
   const bool cache_exp = op == OpKind::Softmax && cached == acc;
-  int e = rank > 0 ? row_vector_width(p) : 0;
-  absl::StrAppend(
-      &s, "  __shared__ ", acc, " shared[32];\n  const ", acc, " eps = ",
-      p.anchor_param >= 0 ? absl::StrCat("(", acc, ")a.p[", p.anchor_param, "]") : lit("0.0"),
-      ";\n  (void)eps;\n");
+  int e = rank > 0 ? row_vector_width(program) : 0;
+  absl::StrAppend(&s, "  __shared__ ", acc, " shared[32];\n  const ", acc, " eps = ",
+                  program.anchor_param >= 0
+                      ? absl::StrCat("(", acc, ")a.p[", program.anchor_param, "]")
+                      : lit("0.0"),
+                  ";\n  (void)eps;\n");
   if (e > 1) {
     // Every load's row starts 16-byte aligned and steps by 1 along the axis.
     absl::StrAppend(&s, "  const bool vectorizable = ",
-                    vector_rows_condition(p, axis, rank, e, " &&\n      "), ";\n");
+                    vector_rows_condition(program, axis, rank, e, " &&\n      "), ";\n");
   }
-  absl::StrAppend(&s, open_row_loop(w), declare_row_cache(cached));
+  absl::StrAppend(&s, open_row_loop(writer), declare_row_cache(cached));
   // The flat index of the row's element k in space 0 (whose shape is space 1's).
-  absl::StrAppend(&s, "    idx1[", axis, "] = 0;\n    const I row_base = ", w.flatten(1, "idx1"),
+  absl::StrAppend(&s, "    idx1[", axis,
+                  "] = 0;\n    const I row_base = ", writer.flatten(1, "idx1"),
                   ";\n    const I row_step = (I)1");
   for (int d = axis + 1; d < rank; ++d) absl::StrAppend(&s, " * (I)a.shape[1][", d, "]");
   absl::StrAppend(&s, ";\n");
@@ -127,9 +130,9 @@ std::string render_row_norm(const KernelWriter& w) {
     absl::StrAppend(&s, "    const I groups = vectorizable ? extent / ", e, " : (I)0;\n",
                     "    for (I g = threadIdx.x; g < groups; g += blockDim.x) {\n", "      idx1[",
                     axis, "] = g * ", e, ";\n");
-    absl::StrAppend(&s, w.vector_loads(1, e, "idx1", "      "));
+    absl::StrAppend(&s, writer.vector_loads(1, e, "idx1", "      "));
     absl::StrAppend(&s, "      ", cached, " values[", e, "];\n      #pragma unroll\n",
-                    "      for (int e = 0; e < ", e, "; ++e) {\n", w.space_code(1, "", "e"),
+                    "      for (int e = 0; e < ", e, "; ++e) {\n", writer.space_code(1, "", "e"),
                     "      values[e] = v", operand, ";\n      const ", acc, " x = (", acc, ")v",
                     operand, ";\n", fold1, "      }\n");
     if (packed_cache) {
@@ -149,7 +152,7 @@ std::string render_row_norm(const KernelWriter& w) {
   // Pass 1, one element per thread (all of it, or what the vectors left).
   absl::StrAppend(&s, "    for (I k = ", groups, " * ", std::max(e, 1),
                   " + threadIdx.x; k < extent; k += blockDim.x) {\n      idx1[", axis, "] = k;\n",
-                  w.space_code(1, "idx1"), "      if (persistent) row_cache[k] = v", operand,
+                  writer.space_code(1, "idx1"), "      if (persistent) row_cache[k] = v", operand,
                   ";\n      const ", acc, " x = (", acc, ")v", operand, ";\n", fold1, "    }\n");
   const std::string block_sum =
       absl::StrCat("block_reduce<", acc, ">(second, [](", acc, " p, ", acc,
@@ -189,9 +192,9 @@ std::string render_row_norm(const KernelWriter& w) {
                       "; ++e) xs[e] = (", acc, ")row_cache[g * ", e, " + e];\n");
     }
     absl::StrAppend(&g, "      } else {\n");
-    absl::StrAppend(&g, w.vector_loads(1, e, "idx1", "        "));
+    absl::StrAppend(&g, writer.vector_loads(1, e, "idx1", "        "));
     absl::StrAppend(&g, "        #pragma unroll\n        for (int e = 0; e < ", e, "; ++e) {\n",
-                    w.space_code(1, "", "e"), "        xs[e] = ",
+                    writer.space_code(1, "", "e"), "        xs[e] = ",
                     exp ? absl::StrCat(fn("exp"), "((", acc, ")v", operand, " - first)")
                         : absl::StrCat("(", acc, ")v", operand),
                     ";\n        }\n      }\n");
@@ -200,8 +203,8 @@ std::string render_row_norm(const KernelWriter& w) {
   auto x_again = [&](const std::string& k) {
     return absl::StrCat("      idx1[", axis, "] = ", k, ";\n      ", acc, " x;\n",
                         "      if (persistent) {\n        x = (", acc, ")row_cache[", k, "];\n",
-                        "      } else {\n", w.space_code(1, "idx1"), "        x = (", acc, ")v",
-                        operand, ";\n      }\n");
+                        "      } else {\n", writer.space_code(1, "idx1"), "        x = (", acc,
+                        ")v", operand, ";\n      }\n");
   };
   const std::string group_loop =
       absl::StrCat("    for (I g = threadIdx.x; g < groups; g += blockDim.x) {\n");
@@ -236,17 +239,18 @@ std::string render_row_norm(const KernelWriter& w) {
   } else {
     absl::StrAppend(&s, "    const ", acc, " scale = ", lit("1.0"), " / ", fn("sqrt"),
                     "(second / (", acc, ")extent + eps);\n");
-    y = absl::StrCat(rms ? "x" : "(x - first)", " * scale * (", acc, ")v", p.anchor_operands[1]);
-    if (op == OpKind::LayerNorm) absl::StrAppend(&y, " + (", acc, ")v", p.anchor_operands[2]);
+    y = absl::StrCat(rms ? "x" : "(x - first)", " * scale * (", acc, ")v",
+                     program.anchor_operands[1]);
+    if (op == OpKind::LayerNorm) absl::StrAppend(&y, " + (", acc, ")v", program.anchor_operands[2]);
   }
   // The weight and bias of element k (layer_norm, rms_norm).
   std::string weights;
   if (op == OpKind::LayerNorm || rms) {
-    absl::StrAppend(&weights, "      I idx2[", w.index_rank(), "] = {0}; idx2[0] = k;\n",
-                    w.space_code(2, "idx2"));
+    absl::StrAppend(&weights, "      I idx2[", writer.index_rank(), "] = {0}; idx2[0] = k;\n",
+                    writer.space_code(2, "idx2"));
     if (op == OpKind::LayerNorm)
-      absl::StrAppend(&weights, "      I idx3[", w.index_rank(), "] = {0}; idx3[0] = k;\n",
-                      w.space_code(3, "idx3"));
+      absl::StrAppend(&weights, "      I idx3[", writer.index_rank(), "] = {0}; idx3[0] = k;\n",
+                      writer.space_code(3, "idx3"));
   }
   // Pass 3: the output.
   if (e > 1) {
@@ -254,8 +258,8 @@ std::string render_row_norm(const KernelWriter& w) {
     // innermost dim in whole vectors and every output is aligned (and no wider per group).
     bool packed_out = axis == rank - 1;
     std::vector<std::string> outs;
-    for (size_t o = 0; o < p.output_dtypes.size(); ++o) {
-      packed_out = packed_out && dtype_size(p.output_dtypes[o]) * e <= 16;
+    for (size_t o = 0; o < program.output_dtypes.size(); ++o) {
+      packed_out = packed_out && dtype_size(program.output_dtypes[o]) * e <= 16;
       outs.push_back(absl::StrCat("(u64)a.out[", o, "]"));
     }
     absl::StrAppend(&s, group_loop, group_again(cache_exp), "      ", t, " value[", e, "];\n",
@@ -268,12 +272,13 @@ std::string render_row_norm(const KernelWriter& w) {
     std::string scalar_stores = absl::StrCat(
         "        #pragma unroll\n        for (int e = 0; e < ", e, "; ++e) {\n        idx1[", axis,
         "] = g * ", e, " + e;\n        const I flat = row_base + (g * ", e, " + e) * row_step;\n",
-        w.epilogue("value[e]", "flat", "idx1"), "        }\n");
+        writer.epilogue("value[e]", "flat", "idx1"), "        }\n");
     if (packed_out) {
-      absl::StrAppend(&s, "      if (((", absl::StrJoin(outs, " | "), ") & 15) == 0 && extent % ",
-                      e, " == 0) {\n",
-                      vector_epilogue(w, e, "value", "idx1", absl::StrCat("row_base + g * ", e)),
-                      "      } else {\n", scalar_stores, "      }\n    }\n");
+      absl::StrAppend(
+          &s, "      if (((", absl::StrJoin(outs, " | "), ") & 15) == 0 && extent % ", e,
+          " == 0) {\n",
+          vector_epilogue(writer, e, "value", "idx1", absl::StrCat("row_base + g * ", e)),
+          "      } else {\n", scalar_stores, "      }\n    }\n");
     } else {
       absl::StrAppend(&s, scalar_stores, "    }\n");
     }
@@ -282,15 +287,15 @@ std::string render_row_norm(const KernelWriter& w) {
   if (cache_exp) {
     absl::StrAppend(&s, "      idx1[", axis, "] = k;\n      ", acc, " ex;\n",
                     "      if (persistent) {\n        ex = row_cache[k];\n      } else {\n",
-                    w.space_code(1, "idx1"), "        ex = ", fn("exp"), "((", acc, ")v", operand,
-                    " - first);\n      }\n");
+                    writer.space_code(1, "idx1"), "        ex = ", fn("exp"), "((", acc, ")v",
+                    operand, " - first);\n      }\n");
   } else {
     absl::StrAppend(&s, x_again("k"));
     if (op == OpKind::Softmax)
       absl::StrAppend(&s, "      const ", acc, " ex = ", fn("exp"), "(x - first);\n");
   }
   absl::StrAppend(&s, weights, "      const I flat = row_base + k * row_step;\n",
-                  w.epilogue(absl::StrCat("(", t, ")(", y, ")"), "flat", "idx1"), "    }\n");
+                  writer.epilogue(absl::StrCat("(", t, ")(", y, ")"), "flat", "idx1"), "    }\n");
   // Pass 1 of the next row writes cache positions this row's pass 3 reads on other threads.
   if (e > 1) absl::StrAppend(&s, "    __syncthreads();\n");
   absl::StrAppend(&s, "  }\n");

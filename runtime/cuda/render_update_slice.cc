@@ -12,27 +12,27 @@ namespace {
 
 // One pass over the update in groups of `e` elements along the innermost dim (e = 1: one
 // element at a time, through the update's views).
-std::string update_loop(const KernelWriter& w, int e) {
-  const jit::KernelProgram& p = w.program();
-  const int axis = p.anchor_attrs.axis;
-  const int operand = p.anchor_operands[0];
-  const SteppedLoop loop = stepped_loop(w, 1, e, "idx1");
+std::string update_loop(const KernelWriter& writer, int e) {
+  const jit::KernelProgram& program = writer.program();
+  const int axis = program.anchor_attrs.axis;
+  const int operand = program.anchor_operands[0];
+  const SteppedLoop loop = stepped_loop(writer, 1, e, "idx1");
   std::string s = loop.open;
   if (e > 1) {
-    absl::StrAppend(&s, w.vector_loads(1, e, "idx1", "      "), "      ",
-                    register_type(p.anchor_dtype), " value[", e, "];\n      #pragma unroll\n",
-                    "      for (int e = 0; e < ", e, "; ++e) {\n", w.space_code(1, "", "e"),
+    absl::StrAppend(&s, writer.vector_loads(1, e, "idx1", "      "), "      ",
+                    register_type(program.anchor_dtype), " value[", e, "];\n      #pragma unroll\n",
+                    "      for (int e = 0; e < ", e, "; ++e) {\n", writer.space_code(1, "", "e"),
                     "      value[e] = v", operand, ";\n      }\n");
   } else {
-    absl::StrAppend(&s, w.space_code(1, "idx1"));
+    absl::StrAppend(&s, writer.space_code(1, "idx1"));
   }
   // The group's place in the output: idx1 moved by start along the axis (then moved back).
   absl::StrAppend(&s, "      idx1[", axis,
-                  "] += start;\n      const I flat = ", w.flatten(0, "idx1"), ";\n");
+                  "] += start;\n      const I flat = ", writer.flatten(0, "idx1"), ";\n");
   if (e > 1) {
-    absl::StrAppend(&s, vector_epilogue(w, e, "value", "idx1", "flat"));
+    absl::StrAppend(&s, vector_epilogue(writer, e, "value", "idx1", "flat"));
   } else {
-    absl::StrAppend(&s, w.epilogue(absl::StrCat("v", operand), "flat", "idx1"));
+    absl::StrAppend(&s, writer.epilogue(absl::StrCat("v", operand), "flat", "idx1"));
   }
   absl::StrAppend(&s, "      idx1[", axis, "] -= start;\n");
   return s + loop.close;
@@ -41,11 +41,11 @@ std::string update_loop(const KernelWriter& w, int e) {
 // `start`: the launch parameter, or the value of a start tensor read from its buffer and
 // checked against x (out of range: reported to the host, which raises it after the launch,
 // and nothing is written).
-std::string start_code(const jit::KernelProgram& p) {
-  if (p.anchor_start_input < 0)
-    return absl::StrCat("  const I start = (I)a.p[", p.anchor_param, "];\n");
-  const int k = p.anchor_start_input, axis = p.anchor_attrs.axis;
-  const char* type = p.input_dtypes[k] == DType::I64 ? "long long" : "int";
+std::string start_code(const jit::KernelProgram& program) {
+  if (program.anchor_start_input < 0)
+    return absl::StrCat("  const I start = (I)a.p[", program.anchor_param, "];\n");
+  const int k = program.anchor_start_input, axis = program.anchor_attrs.axis;
+  const char* type = program.input_dtypes[k] == DType::I64 ? "long long" : "int";
   return absl::StrCat(
       "  const i64 start_value = (i64)*(const ", type, "*)a.in[", k, "];  // the start tensor\n",
       "  const i64 last_start = a.shape[0][", axis, "] - a.shape[1][", axis, "];\n",
@@ -60,20 +60,20 @@ std::string start_code(const jit::KernelProgram& p) {
 // The groups are 16-byte vectors when the update's loads are contiguous along the innermost
 // dim and aligned, both innermost dims hold whole vectors and, for an update along that dim,
 // start is a multiple of the vector (checked once per launch); single elements otherwise.
-std::string render_update_slice(const KernelWriter& w) {
-  const jit::KernelProgram& p = w.program();
-  const int last = w.rank(1) - 1;
-  std::string s = start_code(p);
-  const int e = element_group_width(p, {1});
-  if (e <= 1) return absl::StrCat(s, "  {\n", update_loop(w, 1), "  }\n");
-  std::string condition =
-      absl::StrCat(vector_loads_condition(p, {1}, last, e, " &&\n      "), " &&\n      a.shape[0][",
-                   last, "] % ", e, " == 0 && a.shape[1][", last, "] % ", e, " == 0");
-  if (p.anchor_attrs.axis == last) absl::StrAppend(&condition, " && start % ", e, " == 0");
+std::string render_update_slice(const KernelWriter& writer) {
+  const jit::KernelProgram& program = writer.program();
+  const int last = writer.rank(1) - 1;
+  std::string s = start_code(program);
+  const int e = element_group_width(program, {1});
+  if (e <= 1) return absl::StrCat(s, "  {\n", update_loop(writer, 1), "  }\n");
+  std::string condition = absl::StrCat(vector_loads_condition(program, {1}, last, e, " &&\n      "),
+                                       " &&\n      a.shape[0][", last, "] % ", e,
+                                       " == 0 && a.shape[1][", last, "] % ", e, " == 0");
+  if (program.anchor_attrs.axis == last) absl::StrAppend(&condition, " && start % ", e, " == 0");
   return absl::StrCat(s, "  const bool vectorizable = ", condition, ";\n",
                       "  if (vectorizable) {\n    // 16-byte groups of ", e, " elements.\n",
-                      update_loop(w, e), "  } else {\n    // One element at a time.\n",
-                      update_loop(w, 1), "  }\n");
+                      update_loop(writer, e), "  } else {\n    // One element at a time.\n",
+                      update_loop(writer, 1), "  }\n");
 }
 
 }  // namespace kiln::runtime::cuda
