@@ -1,6 +1,9 @@
+// CublasLtMatmuls (cublaslt_matmul.h): the library's handle and workspace on one GPU, each
+// problem's descriptors and heuristic answer, and the cublasLtMatmul call with its fallback.
 #include "runtime/cuda/cublaslt_matmul.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <exception>
 #include <utility>
@@ -59,6 +62,12 @@ Addresses addresses_of(const CublasLtGemm& g, const KernelPointers* pointers) {
   return r;
 }
 
+// The alignments that narrow the heuristic's algorithms: a, b, the bias (0 without one), d.
+std::array<uint32_t, 4> alignments_of(const CublasLtGemm& g, const Addresses& at) {
+  return {alignment(at.a), alignment(at.b), g.bias_input >= 0 ? alignment(at.bias) : 0,
+          alignment(at.d)};
+}
+
 // The problem's identity: everything cuBLASLt is told about it but the addresses, and with
 // `at`, their alignments (which narrow the algorithms).
 std::vector<int64_t> problem_key(const CublasLtGemm& g, const Addresses* at = nullptr) {
@@ -72,8 +81,7 @@ std::vector<int64_t> problem_key(const CublasLtGemm& g, const Addresses* at = nu
              {static_cast<int64_t>(g.m), static_cast<int64_t>(g.n), static_cast<int64_t>(g.k),
               g.batches, static_cast<int64_t>(g.output_dtype), g.epilogue, g.bias_input >= 0});
   if (at != nullptr) {
-    key.insert(key.end(), {alignment(at->a), alignment(at->b),
-                           g.bias_input >= 0 ? alignment(at->bias) : 0, alignment(at->d)});
+    for (uint32_t a : alignments_of(g, *at)) key.push_back(a);
   }
   return key;
 }
@@ -113,10 +121,12 @@ void CublasLtMatmuls::release() {
   if (handle_ != nullptr) api_.destroy(handle_);
   handle_ = nullptr;
   workspace_.reset();
+  epoch_.fetch_add(1, std::memory_order_relaxed);
 }
 
-// Loads the library (once per process) and makes this device's handle and workspace (once
-// per library: a test that puts another library in place starts again).
+// Loads the library (once per process) and makes this device's handle (once per library: a
+// test that puts another library in place starts again). No device memory: choosing needs
+// none, and plans are built (and choose) long before, or without, a run.
 absl::Status CublasLtMatmuls::ready() {
   const uint64_t generation = cublaslt_api_generation();
   if (generation_ == generation) return status_;
@@ -133,8 +143,14 @@ absl::Status CublasLtMatmuls::ready() {
     handle_ = nullptr;
     status_ = absl::UnavailableError(
         absl::StrCat("cuBLASLt unusable on ", device_name_, ": ", status_.message()));
-    return status_;
   }
+  return status_;
+}
+
+// ready(), then the workspace (once per library). Without one, status_ says why, so every
+// later choice is the generated kernel, as when ready() fails.
+absl::Status CublasLtMatmuls::ready_to_run() {
+  if (absl::Status s = ready(); !s.ok() || workspace_ != nullptr) return s;
   try {
     workspace_ = allocate_(kWorkspaceBytes);
   } catch (const std::exception& e) {
@@ -144,7 +160,13 @@ absl::Status CublasLtMatmuls::ready() {
   if (status_.ok() && workspace_ == nullptr) {
     status_ = absl::UnavailableError(absl::StrCat("no cuBLASLt workspace on ", device_name_));
   }
+  if (!status_.ok()) epoch_.fetch_add(1, std::memory_order_relaxed);
   return status_;
+}
+
+absl::Status CublasLtMatmuls::prepare_to_run() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ready_to_run();
 }
 
 MatmulChoice CublasLtMatmuls::choose(const jit::KernelProgram& program,
@@ -284,6 +306,7 @@ CublasLtMatmuls::Prepared& CublasLtMatmuls::prepared(const CublasLtGemm& g,
   if (problems_.size() >= kMaxProblems && !problems_.contains(key)) {
     for (auto& [old_key, old] : problems_) old->destroy(api_);
     problems_.clear();  // failed_ stays: a problem that failed keeps the generated kernel
+    epoch_.fetch_add(1, std::memory_order_relaxed);
   }
   std::unique_ptr<Prepared>& p = problems_[std::move(key)];
   if (p != nullptr) return *p;
@@ -321,11 +344,44 @@ CublasLtMatmuls::Prepared& CublasLtMatmuls::prepared(const CublasLtGemm& g,
 }
 
 absl::Status CublasLtMatmuls::run(const CublasLtGemm& g, const KernelPointers& pointers,
-                                  CUstream stream) {
+                                  CUstream stream, LastCall* last) {
+  if (last != nullptr) {
+    // The steady state: the same gemm over buffers aligned as last time finds the same
+    // Prepared the lookup below would (its status included, which a failure updates in
+    // place), as long as nothing was dropped since. The caller keeps calls from overlapping.
+    const std::array<uint32_t, 4> aligned = alignments_of(g, addresses_of(g, &pointers));
+    if (last->owner_ == this && last->gemm_ == &g &&
+        last->generation_ == cublaslt_api_generation() &&
+        last->epoch_ == epoch_.load(std::memory_order_relaxed) && last->alignments_ == aligned) {
+      Prepared& p = *last->prepared_;
+      if (!p.status.ok()) return p.status;
+      const absl::Status s = call(g, p, pointers, stream);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        remember_failure(g, s);
+      }
+      return s;
+    }
+  }
   std::lock_guard<std::mutex> lock(mutex_);
-  if (absl::Status s = ready(); !s.ok()) return s;
+  if (absl::Status s = ready_to_run(); !s.ok()) return s;
   Prepared& p = prepared(g, &pointers);
+  if (last != nullptr) {
+    last->owner_ = this;
+    last->gemm_ = &g;
+    last->generation_ = *generation_;
+    last->epoch_ = epoch_.load(std::memory_order_relaxed);
+    last->alignments_ = alignments_of(g, addresses_of(g, &pointers));
+    last->prepared_ = &p;
+  }
   if (!p.status.ok()) return p.status;
+  const absl::Status s = call(g, p, pointers, stream);
+  if (!s.ok()) remember_failure(g, s);
+  return s;
+}
+
+absl::Status CublasLtMatmuls::call(const CublasLtGemm& g, Prepared& p,
+                                   const KernelPointers& pointers, CUstream stream) {
   const Addresses at = addresses_of(g, &pointers);
   absl::Status s;
   if (g.bias_input >= 0) {
@@ -342,20 +398,21 @@ absl::Status CublasLtMatmuls::run(const CublasLtGemm& g, const KernelPointers& p
                                  static_cast<size_t>(kWorkspaceBytes), stream),
                      "cublasLtMatmul");
   }
-  if (!s.ok()) {
-    // An untested library or problem must not break a working program: this problem runs the
-    // generated kernel from now on, whatever its alignments, and the failure is said once.
-    const absl::Status failed =
-        absl::InternalError(absl::StrCat("cuBLASLt failed on it before: ", s.message()));
-    const std::vector<int64_t> problem = problem_key(g);
-    failed_[problem] = failed;
-    for (auto& [key, prepared] : problems_) {  // each alignment's entry of the problem
-      if (std::equal(problem.begin(), problem.end(), key.begin())) prepared->status = failed;
-    }
-    std::fprintf(stderr, "[kiln] %s: %s; this matmul uses the generated kernel from now on\n",
-                 device_name_.c_str(), std::string(s.message()).c_str());
-  }
   return s;
+}
+
+// An untested library or problem must not break a working program: this problem runs the
+// generated kernel from now on, whatever its alignments, and the failure is said once.
+void CublasLtMatmuls::remember_failure(const CublasLtGemm& g, const absl::Status& failure) {
+  const absl::Status failed =
+      absl::InternalError(absl::StrCat("cuBLASLt failed on it before: ", failure.message()));
+  const std::vector<int64_t> problem = problem_key(g);
+  failed_[problem] = failed;
+  for (auto& [key, prepared] : problems_) {  // each alignment's entry of the problem
+    if (std::equal(problem.begin(), problem.end(), key.begin())) prepared->status = failed;
+  }
+  std::fprintf(stderr, "[kiln] %s: %s; this matmul uses the generated kernel from now on\n",
+               device_name_.c_str(), std::string(failure.message()).c_str());
 }
 
 }  // namespace kiln::runtime::cuda

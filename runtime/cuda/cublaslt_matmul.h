@@ -7,9 +7,14 @@
 // layouts and pointer alignments, within the workspace, with split-K partial sums added in
 // f32. Otherwise, or with KILN_CUBLASLT=0, the generated kernel runs; every choice says why,
 // for the plan dump.
+//
+// Choosing needs the library and a handle (the heuristic takes one) but no device memory:
+// the 32 MiB workspace is allocated only when a matmul is to run (prepare_to_run, run).
 #ifndef KILN_RUNTIME_CUDA_CUBLASLT_MATMUL_H_
 #define KILN_RUNTIME_CUDA_CUBLASLT_MATMUL_H_
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -45,7 +50,24 @@ struct MatmulChoice {
 };
 
 class CublasLtMatmuls {
+  struct Prepared;  // a problem's descriptors and algorithm, or why it has none
+
  public:
+  // What run() looked up for one kernel's last call, kept per kernel by the caller: a later
+  // call of the same gemm over buffers with the same alignments reuses it, without the lock
+  // or the lookup. It lapses when the library changes or the problems it points into are
+  // dropped.
+  class LastCall {
+   private:
+    friend class CublasLtMatmuls;
+    const CublasLtMatmuls* owner_ = nullptr;
+    const CublasLtGemm* gemm_ = nullptr;
+    uint64_t generation_ = 0;
+    uint64_t epoch_ = 0;
+    std::array<uint32_t, 4> alignments_{};  // a, b, bias (0 without one), d
+    Prepared* prepared_ = nullptr;
+  };
+
   // Device memory for cuBLASLt's workspace, from the device's allocator.
   using Allocate = std::function<std::shared_ptr<base::Buffer>(int64_t bytes)>;
   static constexpr int64_t kWorkspaceBytes = int64_t{32} << 20;  // NVIDIA's advice for Hopper
@@ -59,30 +81,44 @@ class CublasLtMatmuls {
   // How matmul kernel `program` runs under `launch`: with `pointers`, for those buffers
   // (their alignment narrows cuBLASLt's algorithms); without, for buffers as the allocator
   // gives them (256-byte aligned), which is what the plan dump says. The device's context
-  // must be current (cublasLtCreate runs on first need).
+  // must be current (cublasLtCreate runs on first need). Allocates nothing.
   MatmulChoice choose(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                       const KernelPointers* pointers = nullptr);
+
+  // Makes what running needs besides the handle: the workspace, on first need. An error
+  // when it cannot be had; every later choice is then the generated kernel, saying why.
+  // Called before a plan's first run, outside any graph capture.
+  absl::Status prepare_to_run();
 
   // Runs `gemm` (from choose) over `pointers` on `stream`: their own alignments (the bias's
   // included) are checked, and the heuristic asked again where they differ from the planned
   // ones; an error when cuBLASLt cannot take them (the caller launches the generated kernel).
   // A failure of the call itself also makes every later choice of that problem the generated
-  // kernel, naming the failure.
-  absl::Status run(const CublasLtGemm& gemm, const KernelPointers& pointers, CUstream stream);
+  // kernel, naming the failure. With `last` (one per kernel, for the same `gemm` object each
+  // call), a call whose buffers have the last call's alignments takes no lock: only for a
+  // caller that never calls into this object from two threads at once (the backend holds
+  // its stream mutex for every call).
+  absl::Status run(const CublasLtGemm& gemm, const KernelPointers& pointers, CUstream stream,
+                   LastCall* last = nullptr);
 
  private:
-  struct Prepared;  // a problem's descriptors and algorithm, or why it has none
-
   absl::Status ready();
+  absl::Status ready_to_run();
   void release();
   Prepared& prepared(const CublasLtGemm& gemm, const KernelPointers* pointers);
+  // Sets the bias pointer of `p`'s descriptor and calls cublasLtMatmul.
+  absl::Status call(const CublasLtGemm& gemm, Prepared& p, const KernelPointers& pointers,
+                    CUstream stream);
+  // Makes every later choice and run of `gemm`'s problem the generated kernel, after
+  // `failure`, and says so once on stderr.
+  void remember_failure(const CublasLtGemm& gemm, const absl::Status& failure);
 
   const std::string device_name_;
   const Allocate allocate_;
   const bool disabled_;  // KILN_CUBLASLT=0
-  // The backend calls in under its stream mutex, but the plan dump (describe_plan) and
-  // CublasLtMatmuls used on its own (tests, and any caller without that lock) need these
-  // maps, the handle and api_ guarded too; an uncontended lock costs little next to a GEMM.
+  // The backend calls in under its stream mutex, but CublasLtMatmuls used on its own (tests,
+  // and any caller without that lock) needs these maps, the handle and api_ guarded too. The
+  // backend's steady runs skip it (run() with a LastCall): they hold the stream mutex anyway.
   std::mutex mutex_;
   std::optional<uint64_t> generation_;  // of the cublaslt_api() that api_ was copied from
   CublasLtApi api_;
@@ -93,6 +129,10 @@ class CublasLtMatmuls {
   absl::flat_hash_map<std::vector<int64_t>, std::unique_ptr<Prepared>> problems_;
   // Per problem, whatever the alignments: why cuBLASLt failed on it once.
   absl::flat_hash_map<std::vector<int64_t>, absl::Status> failed_;
+  // Counts the times problems_ was emptied (and release()): a LastCall made before points
+  // to a Prepared that may be gone. Written under mutex_; atomic so run()'s unlocked check
+  // reads a whole value.
+  std::atomic<uint64_t> epoch_{1};
 };
 
 }  // namespace kiln::runtime::cuda

@@ -89,7 +89,7 @@ void PlanLauncher::launch_kernels(const jit::LaunchPlan& plan, PlanMatmuls& matm
       continue;
     }
     if (functions[k].handle == nullptr) {  // planned on cuBLASLt
-      if (launch_cublaslt(pk, *matmuls.gemms[k], ins, outs)) {
+      if (launch_cublaslt(pk, *matmuls.gemms[k], ins, outs, matmuls.last_calls[k])) {
         for (int n : plan.release_after[k]) buffers.erase(n);
         continue;
       }
@@ -149,6 +149,7 @@ PlanMatmuls& PlanLauncher::matmuls_of(const jit::LaunchPlan& plan) {
   m->generation = generation;
   m->on_cublaslt.assign(plan.kernels.size(), false);
   m->gemms.resize(plan.kernels.size());
+  m->last_calls.resize(plan.kernels.size());
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const jit::PlannedKernel& pk = plan.kernels[k];
     m->programs.push_back(pk.program);
@@ -157,6 +158,14 @@ PlanMatmuls& PlanLauncher::matmuls_of(const jit::LaunchPlan& plan) {
     MatmulChoice c = device_.cublaslt().choose(*pk.program, pk.launch);
     m->on_cublaslt[k] = c.cublaslt();
     m->gemms[k] = c.gemm;
+  }
+  // The choice asked cuBLASLt's heuristic but allocated nothing (plan builds call it too,
+  // through describe_plan); the workspace is made here, on the first run, before any graph
+  // capture. Without one the generated kernels run, as the choice now says for later plans.
+  if (std::find(m->on_cublaslt.begin(), m->on_cublaslt.end(), true) != m->on_cublaslt.end() &&
+      !device_.cublaslt().prepare_to_run().ok()) {
+    m->on_cublaslt.assign(plan.kernels.size(), false);
+    for (std::optional<CublasLtGemm>& gemm : m->gemms) gemm.reset();
   }
   return *m;
 }
@@ -199,8 +208,9 @@ bool PlanLauncher::plan_gathers(const jit::LaunchPlan& plan) {
 
 bool PlanLauncher::launch_cublaslt(const jit::PlannedKernel& pk, const CublasLtGemm& gemm,
                                    const std::vector<uint64_t>& ins,
-                                   const std::vector<uint64_t>& outs) {
-  if (!device_.cublaslt().run(gemm, KernelPointers{ins, outs}, device_.stream()).ok()) {
+                                   const std::vector<uint64_t>& outs,
+                                   CublasLtMatmuls::LastCall& last) {
+  if (!device_.cublaslt().run(gemm, KernelPointers{ins, outs}, device_.stream(), &last).ok()) {
     return false;
   }
   base::counters().kernels_launched += 1;

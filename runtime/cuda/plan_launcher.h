@@ -59,6 +59,9 @@ struct PlanMatmuls {
   std::vector<std::pair<size_t, jit::KernelLaunch>> launches;
   std::vector<bool> on_cublaslt;                   // per kernel: cuBLASLt runs it
   std::vector<std::optional<CublasLtGemm>> gemms;  // per kernel: its call, where it does
+  // Per kernel: what its last cuBLASLt call looked up, so that a steady run of the plan
+  // takes no lock there (CublasLtMatmuls::LastCall).
+  std::vector<CublasLtMatmuls::LastCall> last_calls;
 
   bool describes(const jit::LaunchPlan& plan) const;
 };
@@ -108,9 +111,10 @@ class PlanLauncher {
   // Runs matmul kernel `pk` as `gemm` (its plan's, matmuls_of) through cuBLASLt over these
   // buffers; false when cuBLASLt has no algorithm for their alignment, takes no bias at
   // their offset, or its call failed (said once, cublaslt_matmul.h): the caller then launches
-  // the generated kernel.
+  // the generated kernel. `last`: the kernel's last lookup, reused when it still applies.
   bool launch_cublaslt(const jit::PlannedKernel& pk, const CublasLtGemm& gemm,
-                       const std::vector<uint64_t>& ins, const std::vector<uint64_t>& outs);
+                       const std::vector<uint64_t>& ins, const std::vector<uint64_t>& outs,
+                       CublasLtMatmuls::LastCall& last);
 
   void launch_custom(CUfunction f, const jit::KernelProgram* program,
                      const jit::KernelLaunch& launch, const std::vector<uint64_t>& ins,
