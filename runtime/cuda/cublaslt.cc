@@ -1,3 +1,5 @@
+// Opening cuBLASLt with dlopen (cublaslt.h): the files tried, the entry points resolved, the
+// test hook and its generation counter, and cuBLASLt's status names in messages.
 #include "runtime/cuda/cublaslt.h"
 
 #include <dlfcn.h>

@@ -1,3 +1,5 @@
+// cublaslt_gemm (cublaslt_gemm.h): reading a matmul kernel's Kernel IR and launch shapes as
+// one cublasLtMatmul (operands, batches, epilogue, bias), or naming why it is not one.
 #include "runtime/cuda/cublaslt_gemm.h"
 
 #include <algorithm>
@@ -62,13 +64,13 @@ absl::StatusOr<int64_t> uniform_batch_stride(const KernelLaunch& launch, int spa
 
 // Operand `operand` (0: a, 1: b) of the matmul as a matrix in its buffer, or why it is not
 // one cuBLASLt takes.
-absl::StatusOr<KilnMatrix> operand_matrix(const KernelProgram& p, const KernelLaunch& launch,
+absl::StatusOr<KilnMatrix> operand_matrix(const KernelProgram& program, const KernelLaunch& launch,
                                           int operand) {
   const char* name = operand == 0 ? "operand a" : "operand b";
   const int space = operand + 1;
-  const Instr& load = p.instrs[p.anchor_operands[operand]];
+  const Instr& load = program.instrs[program.anchor_operands[operand]];
   int in_space = 0;
-  for (const Instr& in : p.instrs) in_space += in.space == space ? 1 : 0;
+  for (const Instr& in : program.instrs) in_space += in.space == space ? 1 : 0;
   if (load.kind != InstrKind::kLoad || in_space != 1) {
     return ineligible(absl::StrCat(name, " has a prologue (computed, not loaded)"));
   }
@@ -128,15 +130,15 @@ struct Epilogue {
 };
 
 // The instructions that read each instruction, and the stores that write it (as -1 - store).
-std::vector<std::vector<int>> readers_of(const KernelProgram& p) {
-  std::vector<std::vector<int>> readers(p.instrs.size());
-  for (size_t i = 0; i < p.instrs.size(); ++i) {
-    for (int o : p.instrs[i].operands) {
+std::vector<std::vector<int>> readers_of(const KernelProgram& program) {
+  std::vector<std::vector<int>> readers(program.instrs.size());
+  for (size_t i = 0; i < program.instrs.size(); ++i) {
+    for (int o : program.instrs[i].operands) {
       if (o >= 0) readers[o].push_back(static_cast<int>(i));
     }
   }
-  for (size_t s = 0; s < p.stores.size(); ++s) {
-    readers[p.stores[s].value].push_back(-1 - static_cast<int>(s));
+  for (size_t s = 0; s < program.stores.size(); ++s) {
+    readers[program.stores[s].value].push_back(-1 - static_cast<int>(s));
   }
   return readers;
 }
@@ -150,17 +152,17 @@ bool widens(DType from, DType to) {
 // The bias load that `operand` of an add is (directly or through widening casts), or -1 when
 // it is computed; marks the instructions on its way in `e.accounted`. A narrowing cast on
 // the way is refused: cuBLASLt reads the bias as stored, so its rounding would be lost.
-absl::StatusOr<int> bias_load_of(const KernelProgram& p, int operand, Epilogue& e) {
-  const Instr& in = p.instrs[operand];
+absl::StatusOr<int> bias_load_of(const KernelProgram& program, int operand, Epilogue& e) {
+  const Instr& in = program.instrs[operand];
   e.accounted[operand] = true;
   if (in.kind == InstrKind::kCast) {
-    const DType from = p.instrs[in.operands[0]].dtype;
+    const DType from = program.instrs[in.operands[0]].dtype;
     if (!widens(from, in.dtype)) {
       return ineligible(absl::StrCat("epilogue not supported: the bias is cast from ",
                                      dtype_name(from), " to ", dtype_name(in.dtype),
                                      " before the add (cuBLASLt would add it unrounded)"));
     }
-    return bias_load_of(p, in.operands[0], e);
+    return bias_load_of(program, in.operands[0], e);
   }
   return in.kind == InstrKind::kLoad && in.space == 0 ? operand : -1;
 }
@@ -176,8 +178,8 @@ absl::StatusOr<int> bias_load_of(const KernelProgram& p, int operand, Epilogue& 
 // bf16) rounds a value cuBLASLt never rounds, so it is refused. (What remains different: the
 // generated kernel rounds a 16-bit product to its dtype before the bias, cuBLASLt does not;
 // see cublaslt_gemm.h.)
-absl::Status fold_step(const KernelProgram& p, int from, int i, bool last, Epilogue& e) {
-  const Instr& in = p.instrs[i];
+absl::Status fold_step(const KernelProgram& program, int from, int i, bool last, Epilogue& e) {
+  const Instr& in = program.instrs[i];
   e.accounted[i] = true;
   switch (in.kind) {
     case InstrKind::kCast: {
@@ -200,7 +202,7 @@ absl::Status fold_step(const KernelProgram& p, int from, int i, bool last, Epilo
       if (e.bias_load >= 0) return ineligible("epilogue not supported: a second add");
       if (e.relu) return ineligible("epilogue not supported: a bias added after the relu");
       absl::StatusOr<int> bias =
-          bias_load_of(p, in.operands[0] == from ? in.operands[1] : in.operands[0], e);
+          bias_load_of(program, in.operands[0] == from ? in.operands[1] : in.operands[0], e);
       if (!bias.ok()) return bias.status();
       e.bias_load = *bias;
       e.value_dtype = in.dtype;
@@ -227,10 +229,10 @@ absl::Status fold_step(const KernelProgram& p, int from, int i, bool last, Epilo
 }
 
 // The one kAnchor instruction (the product, read in space 0), or -1 when there is not one.
-int anchor_instr(const KernelProgram& p) {
+int anchor_instr(const KernelProgram& program) {
   int at = -1;
-  for (size_t i = 0; i < p.instrs.size(); ++i) {
-    if (p.instrs[i].kind != InstrKind::kAnchor) continue;
+  for (size_t i = 0; i < program.instrs.size(); ++i) {
+    if (program.instrs[i].kind != InstrKind::kAnchor) continue;
     if (at >= 0) return -1;
     at = static_cast<int>(i);
   }
@@ -239,16 +241,17 @@ int anchor_instr(const KernelProgram& p) {
 
 // Walks from the anchor to the one store through single readers, folding each step; every
 // other instruction of space 0 makes the epilogue one cuBLASLt does not have.
-absl::StatusOr<Epilogue> epilogue_of(const KernelProgram& p) {
-  if (p.num_params > 0) return ineligible("epilogue not supported: it reads a scalar parameter");
-  if (p.stores.size() != 1) return ineligible("the kernel stores more than one output");
-  int at = anchor_instr(p);
+absl::StatusOr<Epilogue> epilogue_of(const KernelProgram& program) {
+  if (program.num_params > 0)
+    return ineligible("epilogue not supported: it reads a scalar parameter");
+  if (program.stores.size() != 1) return ineligible("the kernel stores more than one output");
+  int at = anchor_instr(program);
   if (at < 0) return ineligible("the epilogue reads the product more than once");
-  const std::vector<std::vector<int>> readers = readers_of(p);
+  const std::vector<std::vector<int>> readers = readers_of(program);
   Epilogue e;
-  e.accounted.assign(p.instrs.size(), false);
+  e.accounted.assign(program.instrs.size(), false);
   e.accounted[at] = true;
-  e.value_dtype = p.instrs[at].dtype;
+  e.value_dtype = program.instrs[at].dtype;
   while (true) {
     if (readers[at].size() != 1) {
       return ineligible("epilogue not supported: a value is used more than once");
@@ -259,15 +262,15 @@ absl::StatusOr<Epilogue> epilogue_of(const KernelProgram& p) {
       break;
     }
     const bool last = readers[next].size() == 1 && readers[next][0] < 0;
-    if (absl::Status s = fold_step(p, at, next, last, e); !s.ok()) return s;
+    if (absl::Status s = fold_step(program, at, next, last, e); !s.ok()) return s;
     at = next;
   }
-  for (size_t i = 0; i < p.instrs.size(); ++i) {
-    if (p.instrs[i].space == 0 && !e.accounted[i]) {
+  for (size_t i = 0; i < program.instrs.size(); ++i) {
+    if (program.instrs[i].space == 0 && !e.accounted[i]) {
       return ineligible("epilogue not supported: it computes more than bias, relu and casts");
     }
   }
-  e.output_dtype = p.output_dtypes[p.stores[e.store].output];
+  e.output_dtype = program.output_dtypes[program.stores[e.store].output];
   return e;
 }
 
@@ -338,9 +341,10 @@ std::string CublasLtGemm::summary() const {
 
 uint64_t cublaslt_gemm_calls() { return calls.load(std::memory_order_relaxed); }
 
-absl::StatusOr<CublasLtGemm> cublaslt_gemm(const KernelProgram& p, const KernelLaunch& launch) {
+absl::StatusOr<CublasLtGemm> cublaslt_gemm(const KernelProgram& program,
+                                           const KernelLaunch& launch) {
   calls.fetch_add(1, std::memory_order_relaxed);
-  if (p.anchor != jit::AnchorKind::kMatmul) return ineligible("not a matmul");
+  if (program.anchor != jit::AnchorKind::kMatmul) return ineligible("not a matmul");
   // A matrix times a vector (or a vector times a matrix, batched or not) drops the vector's
   // dimension from the product, so the product's batch dimensions are not the matrix's: the
   // generated kernel computes it.
@@ -349,12 +353,12 @@ absl::StatusOr<CublasLtGemm> cublaslt_gemm(const KernelProgram& p, const KernelL
       return ineligible(absl::StrCat(space == 1 ? "operand a" : "operand b", " is a vector"));
     }
   }
-  absl::StatusOr<KilnMatrix> a = operand_matrix(p, launch, 0);
+  absl::StatusOr<KilnMatrix> a = operand_matrix(program, launch, 0);
   if (!a.ok()) return a.status();
-  absl::StatusOr<KilnMatrix> b = operand_matrix(p, launch, 1);
+  absl::StatusOr<KilnMatrix> b = operand_matrix(program, launch, 1);
   if (!b.ok()) return b.status();
   if (a->dtype != b->dtype) return ineligible("the operands' dtypes differ");
-  absl::StatusOr<Epilogue> e = epilogue_of(p);
+  absl::StatusOr<Epilogue> e = epilogue_of(program);
   if (!e.ok()) return e.status();
   if (!supported_types(a->dtype, e->output_dtype)) {
     return ineligible(absl::StrCat("cuBLASLt does not compute ", dtype_name(e->output_dtype),
@@ -370,11 +374,11 @@ absl::StatusOr<CublasLtGemm> cublaslt_gemm(const KernelProgram& p, const KernelL
   g.k = static_cast<uint64_t>(shape.k);
   if (absl::Status s = check_sizes(shape.n, a->rows, shape.k, batches); !s.ok()) return s;
   g.batches = static_cast<int32_t>(batches);
-  g.output = p.stores[e->store].output;
+  g.output = program.stores[e->store].output;
   g.output_dtype = e->output_dtype;
   g.epilogue = e->relu ? kEpilogueRelu : kEpilogueDefault;
   if (e->bias_load >= 0) {
-    const Instr& bias = p.instrs[e->bias_load];
+    const Instr& bias = program.instrs[e->bias_load];
     if (absl::Status s = check_bias_view(launch, bias); !s.ok()) return s;
     if (bias.dtype != e->output_dtype) {
       return ineligible(absl::StrCat("the bias is ", dtype_name(bias.dtype), ", the output ",

@@ -1,3 +1,6 @@
+// NCCL opened with dlopen, and NcclCommunicator (nccl.h): setting one up over a host
+// communicator, enqueueing collectives, and one poll routine (poll_until) behind both waits,
+// for a nonblocking communicator to leave ncclInProgress and for a stream to finish.
 #include "runtime/cuda/nccl.h"
 
 #include <dlfcn.h>
