@@ -13,7 +13,6 @@
 #include "base/cache_dir.h"
 #include "base/env_options.h"
 #include "base/stats_counters.h"
-#include "jit/backend/backend.h"
 #include "jit/fusion/attention_fusion.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/lowering.h"

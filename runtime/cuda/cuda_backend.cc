@@ -36,14 +36,13 @@ class CudaBackend final : public jit::Backend {
   // For each matmul kernel, "cublaslt (...)" or "generated kernel (why)": what run() does
   // with buffers as the allocator gives them.
   //
-  // The planner calls this for every plan it builds for a GPU (jit::find_or_build_plan), and
-  // the lines are kept in the plan's description, which explain_plan and KILN_DUMP=plan show
-  // for a cached plan long after it was built: they cannot wait for a dump to ask. They say
-  // whether cuBLASLt's heuristic has an algorithm for the problem (or why cublasLtCreate
-  // failed), so the choice needs the library and a handle, and it asks the heuristic once
-  // per problem (kept, so the plan's first run does not ask again). It needs no device
-  // memory: the heuristic is told the workspace's size, and the 32 MiB workspace itself is
-  // allocated on the first run that calls cuBLASLt (PlanLauncher::matmuls_of).
+  // Called only when explain_plan or KILN_DUMP=plan shows a plan (jit/eval/explain.cc,
+  // jit/eval/sync_dump.cc), never while planning. The lines say whether cuBLASLt's heuristic
+  // has an algorithm for the problem (or why cublasLtCreate failed), so they need the library
+  // and a handle, and the heuristic is asked once per problem (kept, so the plan's first run
+  // does not ask again). No device memory: the heuristic is told the workspace's size, and the
+  // 32 MiB workspace itself is allocated on the first run that calls cuBLASLt
+  // (PlanLauncher::matmuls_of).
   std::string describe_plan(const jit::LaunchPlan& plan) override {
     std::lock_guard<std::recursive_mutex> lock(device_.stream_mutex());
     device_.make_current();
