@@ -408,9 +408,9 @@ std::vector<Case> cases() {
     add("attention", scaled_dot_product_attention(q, k, k, Tensor(), true), AnchorKind::kAttention,
         "", PerElement::kNone, 0);
     add("concat", concat({x, x}, 1), AnchorKind::kConcat, "", PerElement::kHotLoop, 2);
-    add("cumsum", cumsum(x, 1), AnchorKind::kRowNorm, "cumsum", PerElement::kHotLoop, 2);
+    add("cumsum", cumsum(x, 1), AnchorKind::kScan, "cumsum", PerElement::kHotLoop, 2);
     // Per element of the row per round: k rounds each select over the cached row.
-    add("topk", topk(x, 4, 1).indices, AnchorKind::kRowNorm, "topk", PerElement::kHotLoop, 1);
+    add("topk", topk(x, 4, 1).indices, AnchorKind::kTopk, "topk", PerElement::kHotLoop, 1);
     add("update_slice", update_slice(v, x.reshape({1, 64, 64}), 0, 2), AnchorKind::kUpdateSlice, "",
         PerElement::kHotLoop, 2);
   }

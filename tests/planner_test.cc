@@ -70,6 +70,27 @@ TEST(KernelCount, RowNormsAreOneKernelEach) {
   EXPECT_EQ(kernels_for({softmax(x * 0.125 + 1.0) * 3.0}), 1);  // prologue and epilogue fused
 }
 
+// The row ops share an op class, but each device runs the norms, the scan and the selection
+// as different kernels, so each has an anchor kind (and a name in dumps) of its own.
+TEST(AnchorKinds, RowNormsScansAndTopkAreKindsOfTheirOwn) {
+  for (ops::OpKind op : {ops::OpKind::Softmax, ops::OpKind::LogSoftmax, ops::OpKind::LayerNorm,
+                         ops::OpKind::RmsNorm}) {
+    EXPECT_EQ(jit::anchor_kind(op), jit::AnchorKind::kRowNorm) << ops::op_name(op);
+  }
+  EXPECT_EQ(jit::anchor_kind(ops::OpKind::Cumsum), jit::AnchorKind::kScan);
+  EXPECT_EQ(jit::anchor_kind(ops::OpKind::TopkIndices), jit::AnchorKind::kTopk);
+  EXPECT_STREQ(jit::anchor_name(jit::AnchorKind::kRowNorm), "rownorm");
+  EXPECT_STREQ(jit::anchor_name(jit::AnchorKind::kScan), "scan");
+  EXPECT_STREQ(jit::anchor_name(jit::AnchorKind::kTopk), "topk");
+}
+
+TEST(KernelCount, ScansAndTopkIndicesAreOneKernelEach) {
+  Tensor x = input({8, 32}, 6);
+  EXPECT_EQ(kernels_for({cumsum(exp(x) * 2.0, 1) - 1.0}), 1);  // prologue and epilogue fused
+  EXPECT_EQ(kernels_for({cumsum(x, 0, /*exclusive=*/true, /*reverse=*/true)}), 1);
+  EXPECT_EQ(kernels_for({topk(x * 2.0, 3, 1).indices}), 1);
+}
+
 TEST(KernelCount, MatmulEpilogueIsOneKernel) {
   Tensor x = input({16, 32}, 9), w = input({32, 8}, 10), b = input({8}, 11);
   EXPECT_EQ(kernels_for({relu(matmul(x, w) + b)}), 1);

@@ -1,7 +1,7 @@
 // Family geometry: the shape facts of a kernel that both devices derive the same way, kept
 // beside the Kernel IR (kernel_ir.h) so the CPU executor and the CUDA renderer/launcher read
 // them from one place instead of recomputing them: how a view walks its buffer (the typed
-// view access pattern), the register class a dtype computes in, a row norm's rows, a
+// view access pattern), the register class a dtype computes in, a row op's rows, a
 // reduction's kept and reduced axes, and a matmul's matrix sizes.
 //
 // kernel_ir.h includes this header (KernelProgram holds ViewPatterns), so it only forward
@@ -55,8 +55,9 @@ inline RegisterClass register_class(DType dt) {
   return is_floating(dt) ? RegisterClass::kFloat : RegisterClass::kInt;
 }
 
-// A row norm's operand space (space 1) seen as rows along the anchor axis: `outer` rows
-// before the axis, `extent` elements along it, `inner` positions after it (the row's stride).
+// A row op's operand space (space 1: a row norm's, a scan's or a topk's) seen as rows along
+// the anchor axis: `outer` rows before the axis, `extent` elements along it, `inner`
+// positions after it (the row's stride).
 struct RowShape {
   int64_t outer = 1;
   int64_t extent = 1;
@@ -66,7 +67,7 @@ struct RowShape {
   int64_t rows() const { return extent > 0 ? outer * inner : 0; }
 };
 
-// The row shape of row norm `program` under `launch` (a rank-0 space is one row of one).
+// The row shape of row op `program` under `launch` (a rank-0 space is one row of one).
 RowShape row_norm_shape(const KernelProgram& program, const KernelLaunch& launch);
 
 // A reduction's (or arg-reduction's) operand dims, in order, split into those it folds and

@@ -46,6 +46,10 @@ const char* anchor_name(AnchorKind anchor) {
       return "argreduce";
     case AnchorKind::kRowNorm:
       return "rownorm";
+    case AnchorKind::kScan:
+      return "scan";
+    case AnchorKind::kTopk:
+      return "topk";
     case AnchorKind::kMatmul:
       return "matmul";
     case AnchorKind::kConcat:
@@ -70,13 +74,13 @@ std::string KernelProgram::to_string() const {
       absl::StrAppend(&out, " axes=[", absl::StrJoin(anchor_attrs.axes, ","), "]");
     }
     absl::StrAppend(&out, " axis=", anchor_attrs.axis, " keepdims=", anchor_attrs.keepdims);
-    if (anchor_op == ops::OpKind::TopkIndices) {
+    if (anchor == AnchorKind::kTopk) {
       absl::StrAppend(&out, anchor_attrs.largest ? " largest" : " smallest");
     }
     if (anchor == AnchorKind::kAttention && anchor_attrs.causal) {
       absl::StrAppend(&out, anchor_attrs.bottom_right ? " causal_bottom_right" : " causal");
     }
-    if (anchor_op == ops::OpKind::Cumsum) {
+    if (anchor == AnchorKind::kScan) {
       if (anchor_attrs.exclusive) absl::StrAppend(&out, " exclusive");
       if (anchor_attrs.reverse) absl::StrAppend(&out, " reverse");
     }

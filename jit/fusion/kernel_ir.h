@@ -2,8 +2,9 @@
 //
 // A kernel iterates over spaces. Space 0 is the output iteration space (the shape of what it
 // stores). A kernel may have an anchor, the one non-elementwise op it is built around
-// (reduction, arg-reduction, row norm, matmul, concat); the anchor's operand k is computed
-// over space k+1 (the prologue), and the anchor's result is read in space 0 (the epilogue).
+// (AnchorKind: reduction, arg-reduction, row norm, scan, top-k, matmul, concat, update_slice,
+// attention, a user's whole kernel, a collective); the anchor's operand k is computed over
+// space k+1 (the prologue), and the anchor's result is read in space 0 (the epilogue).
 // A pointwise kernel has no anchor and only space 0.
 //
 // Values are SSA instructions over one space each: loads through strided index maps, leaves
@@ -69,13 +70,22 @@ struct Instr {
 // reads the raw score through kAnchor (a mask added, or the hand-written form's own
 // elementwise ops); anchor_attrs.causal cuts keys after the query's position, which is its
 // row i, or Sk - Sq + i with anchor_attrs.bottom_right (ops::causal_offset).
-// A cumsum (kRowNorm) scans its row from the end with anchor_attrs.reverse and leaves each
+// kRowNorm, kScan and kTopk are the row ops (ops::OpClass::kRowNorm): each result reads its
+// operand's whole row along anchor_attrs.axis (jit::row_norm_shape). Each has a kind of its
+// own because every device runs them as different kernels, so a switch on the kind (built
+// with -Werror=switch) must name each one rather than test anchor_op.
+// A cumsum (kScan) scans its row from the end with anchor_attrs.reverse and leaves each
 // element out of its own sum with anchor_attrs.exclusive.
+// A topk_indices (kTopk) gives the positions of its row's first k elements in topk's order
+// (the largest first, or the smallest with anchor_attrs.largest false); k is space 0's
+// extent along the axis. Its operand is compared in its own dtype (lowering casts none).
 enum class AnchorKind {
   kNone,
   kReduce,
   kArgReduce,
-  kRowNorm,
+  kRowNorm,  // softmax, log_softmax, layer_norm, rms_norm
+  kScan,     // cumsum
+  kTopk,     // topk_indices
   kMatmul,
   kConcat,
   kCustomKernel,

@@ -65,7 +65,7 @@ class Lowerer {
         // compare as is).
         int v = value(arg, space, IndexMap::identity(s.size()));
         const bool compares =
-            group_.anchor == AnchorKind::kArgReduce || a.op == OpKind::TopkIndices;
+            group_.anchor == AnchorKind::kArgReduce || group_.anchor == AnchorKind::kTopk;
         program.anchor_operands.push_back(compares ? v : cast(v, a.type->dtype));
       }
       if (a.op == OpKind::Attention && a.args.size() == 4) lower_attention_score(a);

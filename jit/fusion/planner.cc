@@ -370,7 +370,9 @@ AnchorKind anchor_kind(ops::OpKind op) {
       return AnchorKind::kReduce;
     case OpClass::kArgReduce:
       return AnchorKind::kArgReduce;
-    case OpClass::kRowNorm:
+    case OpClass::kRowNorm:  // cumsum and topk_indices share the row ops' class, not their kernels
+      if (op == ops::OpKind::Cumsum) return AnchorKind::kScan;
+      if (op == ops::OpKind::TopkIndices) return AnchorKind::kTopk;
       return AnchorKind::kRowNorm;
     case OpClass::kMatmul:
       return AnchorKind::kMatmul;

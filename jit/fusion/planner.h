@@ -5,7 +5,7 @@
 // - Outputs and inputs are materialized.
 // - Elementwise ops, views and leaves are recomputed inside every kernel that needs them,
 //   unless used by several consumers and costlier than kRecomputeLimit ops to recompute.
-// - An anchor (reduction, arg-reduction, row norm, matmul, concat) fuses its producers into
+// - An anchor (reduction, arg-reduction, row op, matmul, concat, ...) fuses its producers into
 //   its operand loads (prologue) and its elementwise consumers of the same shape into its
 //   stores (epilogue). Its result is materialized when it is an output, is viewed or
 //   broadcast, feeds another anchor, or meets another anchor in one elementwise op.

@@ -1,4 +1,4 @@
-// cumsum along the anchor axis (a row op, kRowNorm): each row's running sum, from either
+// cumsum along the anchor axis (a row op, kScan): each row's running sum, from either
 // end, with or without each element in its own sum.
 #include <cstdint>
 #include <type_traits>

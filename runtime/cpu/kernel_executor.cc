@@ -16,13 +16,11 @@ void execute_kernel(const jit::KernelProgram& program, const jit::KernelLaunch& 
     case jit::AnchorKind::kArgReduce:
       return run_reduce(program, launch, inputs, outputs, params);
     case jit::AnchorKind::kRowNorm:
-      if (program.anchor_op == ops::OpKind::Cumsum) {
-        return run_cumsum(program, launch, inputs, outputs, params);
-      }
-      if (program.anchor_op == ops::OpKind::TopkIndices) {
-        return run_topk_indices(program, launch, inputs, outputs, params);
-      }
       return run_row_norm(program, launch, inputs, outputs, params);
+    case jit::AnchorKind::kScan:
+      return run_cumsum(program, launch, inputs, outputs, params);
+    case jit::AnchorKind::kTopk:
+      return run_topk_indices(program, launch, inputs, outputs, params);
     case jit::AnchorKind::kMatmul:
       return run_matmul(program, launch, inputs, outputs, params);
     case jit::AnchorKind::kConcat:

@@ -38,12 +38,12 @@ void run_row_norm(const jit::KernelProgram& program, const jit::KernelLaunch& la
                   const std::vector<const base::Buffer*>& inputs,
                   const std::vector<base::Buffer*>& outputs, const std::vector<double>& params);
 
-// cumsum along the anchor axis (kRowNorm's scan).
+// cumsum along the anchor axis (kScan).
 void run_cumsum(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                 const std::vector<const base::Buffer*>& inputs,
                 const std::vector<base::Buffer*>& outputs, const std::vector<double>& params);
 
-// topk_indices along the anchor axis (kRowNorm's selection).
+// topk_indices along the anchor axis (kTopk).
 void run_topk_indices(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                       const std::vector<const base::Buffer*>& inputs,
                       const std::vector<base::Buffer*>& outputs, const std::vector<double>& params);

@@ -1,5 +1,5 @@
-// Walking the rows of a row op (kRowNorm: norms, cumsum, topk): each row is the anchor
-// operand's values along the anchor axis. Private to runtime/cpu.
+// Walking the rows of a row op (kRowNorm, kScan, kTopk: the norms, cumsum, topk): each row
+// is the anchor operand's values along the anchor axis. Private to runtime/cpu.
 #ifndef KILN_RUNTIME_CPU_ROW_WALK_H_
 #define KILN_RUNTIME_CPU_ROW_WALK_H_
 

@@ -1,4 +1,4 @@
-// topk_indices along the anchor axis (a row op, kRowNorm): the positions of each row's k
+// topk_indices along the anchor axis (a row op, kTopk): the positions of each row's k
 // first elements in topk's order (kiln::math::topk_before, shared with every device).
 #include <algorithm>
 #include <cstdint>

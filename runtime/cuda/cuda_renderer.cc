@@ -70,13 +70,11 @@ std::string render_cuda(const jit::KernelProgram& program, IndexWidths widths) {
     case AnchorKind::kArgReduce:
       return assemble_module(writer, widths, render_reduction(writer));
     case AnchorKind::kRowNorm:
-      if (program.anchor_op == ops::OpKind::Cumsum) {
-        return assemble_module(writer, widths, render_cumsum(writer));
-      }
-      if (program.anchor_op == ops::OpKind::TopkIndices) {
-        return assemble_module(writer, widths, render_topk(writer));
-      }
       return assemble_module(writer, widths, render_row_norm(writer));
+    case AnchorKind::kScan:
+      return assemble_module(writer, widths, render_cumsum(writer));
+    case AnchorKind::kTopk:
+      return assemble_module(writer, widths, render_topk(writer));
     case AnchorKind::kMatmul:
       return assemble_module(writer, widths, render_matmul(writer));
     case AnchorKind::kConcat:

@@ -36,11 +36,11 @@ inline int64_t inner_reduction_outputs_per_block(int64_t outputs) {
 // (outer), optionally split over gridDim.y.
 std::string render_reduction(const KernelWriter& writer);
 
-// Row ops (kRowNorm), a block per row. Softmax, log_softmax, layer_norm and rms_norm:
+// Row ops, a block per row. Softmax, log_softmax, layer_norm and rms_norm (kRowNorm):
 std::string render_row_norm(const KernelWriter& writer);
-// cumsum: a block-wide scan over each chunk of the row, carried to the next;
+// cumsum (kScan): a block-wide scan over each chunk of the row, carried to the next;
 std::string render_cumsum(const KernelWriter& writer);
-// topk_indices: k rounds of a block-wide select, each after the last one's pick.
+// topk_indices (kTopk): k rounds of a block-wide select, each after the last one's pick.
 std::string render_topk(const KernelWriter& writer);
 // Their shared parts (render_row_norm.cc): the row loop, opened with extent, rows and idx1
 // set to the row's start (the caller closes it), and inside it the row's cache in dynamic

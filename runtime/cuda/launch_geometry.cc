@@ -22,7 +22,8 @@ int64_t work_items(const jit::KernelProgram& program, const jit::KernelLaunch& l
     return (out + per_block - 1) / per_block;
   }
   if (matmul_is_tiled(program)) return matmul_tile_count(program, jit::matmul_shape(launch));
-  if (program.anchor == jit::AnchorKind::kRowNorm) {
+  if (program.anchor == jit::AnchorKind::kRowNorm || program.anchor == jit::AnchorKind::kScan ||
+      program.anchor == jit::AnchorKind::kTopk) {  // a block per row
     return jit::row_norm_shape(program, launch).rows();
   }
   if (program.anchor == jit::AnchorKind::kAttention) {  // a block per query row, or per 128
@@ -43,11 +44,11 @@ int64_t work_items(const jit::KernelProgram& program, const jit::KernelLaunch& l
   return (out + block - 1) / block;
 }
 
-// The row of a row norm or topk, if it fits in `limit`; nothing for other kernels (cumsum
+// The row of a row norm or topk, if it fits in `limit`; nothing for other kernels (a scan
 // reads each element once).
 int dynamic_shared_bytes(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                          int limit) {
-  if (program.anchor != jit::AnchorKind::kRowNorm || program.anchor_op == ops::OpKind::Cumsum) {
+  if (program.anchor != jit::AnchorKind::kRowNorm && program.anchor != jit::AnchorKind::kTopk) {
     return 0;
   }
   // The cache holds the operand's register type: float for f16, bf16 and f32, else 8 bytes.
