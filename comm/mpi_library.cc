@@ -78,7 +78,7 @@ void resolve_functions(Library& mpi, void* handle) {
 // OMPI_PREDEFINED_GLOBAL), so the symbol's address is the handle itself. They are looked up
 // in the global scope (RTLD_DEFAULT), not in libmpi alone: an executable that links libmpi
 // and names MPI_COMM_WORLD holds a copy of the object (a copy relocation), and libmpi then
-// uses that copy, not its own, which is left unused (tests/mpi_abi_test.cc caught this).
+// uses that copy, not its own, which is left unused (tests/comm/mpi_abi_test.cc caught this).
 void resolve_handles(Library& mpi) {
   const std::string& p = mpi.path;
   resolve_into(mpi.comm_world, RTLD_DEFAULT, p, "ompi_mpi_comm_world");

@@ -6,7 +6,7 @@
 // pointers to opaque structs and its predefined handles (MPI_COMM_WORLD, MPI_FLOAT, MPI_SUM,
 // ...) are the addresses of objects that libmpi exports, so they too come from dlsym. MPICH's
 // ABI (integer handles) differs: its libmpi.so.12 is not a drop-in replacement.
-// tests/mpi_abi_test.cc pins every declaration here to the real <mpi.h>.
+// tests/comm/mpi_abi_test.cc pins every declaration here to the real <mpi.h>.
 #ifndef KILN_COMM_MPI_LIBRARY_H_
 #define KILN_COMM_MPI_LIBRARY_H_
 
@@ -14,7 +14,7 @@
 #include <string>
 
 // Open MPI's opaque handle types; mpi.h declares the same tags, so these stay compatible
-// with it (tests/mpi_abi_test.cc checks that the handle types are identical).
+// with it (tests/comm/mpi_abi_test.cc checks that the handle types are identical).
 struct ompi_communicator_t;
 struct ompi_datatype_t;
 struct ompi_errhandler_t;

@@ -3,7 +3,7 @@
 // list below, which gives both the host's struct (the CUDA launcher packs its bytes,
 // runtime/cuda/kernel_args.cc) and the source text pasted before the user's kernel
 // (runtime/cuda/render_custom_kernel.cc), so the two cannot disagree. NVRTC lays the struct
-// out as the host compiler does; tests/cuda_codegen_test.cc checks its size on the device.
+// out as the host compiler does; tests/cuda/cuda_codegen_test.cc checks its size on the device.
 #ifndef KILN_OPS_CUSTOM_KERNEL_ARGS_H_
 #define KILN_OPS_CUSTOM_KERNEL_ARGS_H_
 

@@ -1,7 +1,7 @@
 // Three numerical programs written the way a C++ numerics user writes them in eager style:
 // a 2-D heat equation (a 5-point stencil), conjugate gradient on a dense SPD matrix, and
 // k-means. The samples (heat.cc, conjugate_gradient.cc, kmeans.cc) run them;
-// tests/numerics_samples_test.cc checks them against plain loops; bench/numerics_bench.cc
+// tests/samples/numerics_samples_test.cc checks them against plain loops; bench/numerics_bench.cc
 // times them against Eigen.
 #ifndef KILN_SAMPLES_NUMERICS_H_
 #define KILN_SAMPLES_NUMERICS_H_

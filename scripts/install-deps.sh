@@ -16,9 +16,9 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
 fi
 
-# cuobjdump, which tests/machine_code_test.cc disassembles the CUDA kernels with, is not in an
-# NVRTC-only toolkit: it comes from PyPI, with the nvdisasm it runs, into a fixed folder the
-# test looks in (KILN_CUOBJDUMP overrides). --target, because Debian 12 refuses pip installs
+# cuobjdump, which tests/cuda/machine_code_test.cc disassembles the CUDA kernels with, is not
+# in an NVRTC-only toolkit: it comes from PyPI, with the nvdisasm it runs, into a fixed folder
+# the test looks in (KILN_CUOBJDUMP overrides). --target, because Debian 12 refuses pip installs
 # into the system Python; both wheels at once, because --target does not merge into an
 # existing nvidia/ folder.
 tools="${HOME}/.cache/kiln/tools/cuobjdump"
@@ -31,7 +31,7 @@ if ! compgen -G "${tools}/nvidia/*/bin/cuobjdump" >/dev/null ||
 fi
 
 # NCCL (libnccl.so.2), which runtime/cuda/nccl.cc opens with dlopen for collectives on CUDA
-# tensors, and its nccl.h, which tests/nccl_test.cc pins Kiln's declarations to. CUDA 13
+# tensors, and its nccl.h, which tests/cuda/nccl_test.cc pins Kiln's declarations to. CUDA 13
 # toolkits here ship both; where the system has no libnccl.so.2, the PyPI wheel (about 305 MB)
 # goes into a fixed folder Kiln looks in after the system's (KILN_NCCL_LIBRARY overrides).
 tools="${HOME}/.cache/kiln/tools/nccl"

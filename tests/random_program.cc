@@ -1,4 +1,4 @@
-#include "random_program.h"
+#include "tests/random_program.h"
 
 #include <algorithm>
 #include <numeric>

@@ -14,7 +14,7 @@ namespace {
 using ops::OpKind;
 
 // The f32 transcendental ops, those of KILN_SIMD_UNARY_OPS (runtime/cpu/simd_math.h), use
-// its Highway loops instead of the functor; tests/scalar_math_test.cc checks each against
+// its Highway loops instead of the functor; tests/ops/scalar_math_test.cc checks each against
 // it. Returns false when `op` has no SIMD version.
 #define KILN_SIMD_CASE(Enum, name)               \
   case OpKind::Enum:                             \

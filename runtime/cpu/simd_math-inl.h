@@ -153,9 +153,9 @@ HWY_INLINE V log_vec(D d, V x) {
 
 // tanh(x) = x P(x^2) / Q(x^2) on [-9, 9], a rational fit for relative error (6.6e-9 before
 // rounding the coefficients to floats), and +-1 past 9, where tanh rounds to 1. In floats
-// 4.6 ulps at most with FMA and 5.7 without (tests/scalar_math_test.cc), and never past +-1. One
-// division and nine multiply-adds, where Highway's Tanh spends an expm1 and a division: the 8-op
-// chain benchmark went from 12.4 to 7.4 ms with it. Odd, so tanh(-0) = -0.
+// 4.6 ulps at most with FMA and 5.7 without (tests/ops/scalar_math_test.cc), and never past +-1.
+// One division and nine multiply-adds, where Highway's Tanh spends an expm1 and a division: the
+// 8-op chain benchmark went from 12.4 to 7.4 ms with it. Odd, so tanh(-0) = -0.
 template <class D, class V>
 HWY_INLINE V tanh_vec(D d, V x) {
   static constexpr float kP[] = {1.000000000e+00f, 1.308401078e-01f,  3.103956580e-03f,

@@ -4,7 +4,7 @@
 // gives NaN out; sin/cos arguments outside Highway's accurate range use libm.
 // Each of these stands in for an op functor of ops/scalar_math.inc on f32 and gives the same
 // special values (sigmoid, silu and gelu evaluate the functor's formula, so gelu(-inf) and
-// silu(-inf) are NaN as there); tests/scalar_math_test.cc holds each to a few ulps of it.
+// silu(-inf) are NaN as there); tests/ops/scalar_math_test.cc holds each to a few ulps of it.
 #ifndef KILN_RUNTIME_CPU_SIMD_MATH_H_
 #define KILN_RUNTIME_CPU_SIMD_MATH_H_
 

@@ -2,7 +2,7 @@
 // Kiln builds and runs where it is missing, and its matmuls then use the generated kernel.
 //
 // The few types, constants and entry points Kiln uses are declared here with cublasLt.h's C
-// signatures, so building Kiln needs no CUDA headers. tests/cublaslt_test.cc pins every one
+// signatures, so building Kiln needs no CUDA headers. tests/cuda/cublaslt_test.cc pins every one
 // of them to the real header when CMake finds it (KILN_CUBLASLT_HEADER).
 #ifndef KILN_RUNTIME_CUDA_CUBLASLT_H_
 #define KILN_RUNTIME_CUDA_CUBLASLT_H_

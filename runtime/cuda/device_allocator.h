@@ -12,7 +12,7 @@
 // the matching end_capture() nothing is freed: blocks past the cache bound wait in a list,
 // and the last end_capture() frees them.
 // The allocator takes the raw allocation functions as parameters, so its policy is tested
-// on host memory where no GPU exists (tests/device_allocator_test.cc).
+// on host memory where no GPU exists (tests/cuda/device_allocator_test.cc).
 #ifndef KILN_RUNTIME_CUDA_DEVICE_ALLOCATOR_H_
 #define KILN_RUNTIME_CUDA_DEVICE_ALLOCATOR_H_
 

@@ -15,7 +15,7 @@ namespace {
 
 using ops::KilnKernelArgs;
 
-// The launcher's block size, which tests/cuda_codegen_test.cc also checks against NVRTC's
+// The launcher's block size, which tests/cuda/cuda_codegen_test.cc also checks against NVRTC's
 // layout of ops::kCustomKernelArgsSource.
 static_assert(sizeof(KilnKernelArgs) == kCustomKernelArgsSize);
 

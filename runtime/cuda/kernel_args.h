@@ -1,6 +1,6 @@
 // The bytes a generated kernel receives: its Params struct, laid out here once and used both
 // by the renderer (which prints the struct) and by the launcher (which packs the values), so
-// the two cannot disagree. tests/cuda_codegen_test.cc has NVRTC check every layout with
+// the two cannot disagree. tests/cuda/cuda_codegen_test.cc has NVRTC check every layout with
 // static_asserts on sizeof and offsetof.
 #ifndef KILN_RUNTIME_CUDA_KERNEL_ARGS_H_
 #define KILN_RUNTIME_CUDA_KERNEL_ARGS_H_

@@ -3,7 +3,7 @@
 //
 // The few types, values and entry points Kiln uses are declared here with nccl.h's C
 // signatures, so building Kiln needs neither nccl.h nor the CUDA headers it includes.
-// tests/nccl_test.cc pins every one of them to the real header when CMake finds it
+// tests/cuda/nccl_test.cc pins every one of them to the real header when CMake finds it
 // (KILN_NCCL_HEADER). Internal to runtime/cuda: users see runtime/cuda/nccl.h.
 #ifndef KILN_RUNTIME_CUDA_NCCL_API_H_
 #define KILN_RUNTIME_CUDA_NCCL_API_H_

@@ -1,0 +1,261 @@
+// The CPU code generator (runtime/cpu/compiled_pointwise.h): a compiled pointwise loop
+// computes the same bits as the tile evaluator, element by element, over fresh random inputs
+// with NaNs, infinities and signed zeros among them; kernels it does not compile, and a
+// compiler that cannot run, leave the evaluator in charge with the same results.
+#include "runtime/cpu/compiled_pointwise.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kiln/kiln.h"
+#include "runtime/cpu/host_compiler.h"
+#include "tests/test_util.h"
+
+namespace kiln {
+namespace {
+
+namespace cpu = runtime::cpu;
+
+// Compiled kernels of every size while alive (the default only compiles large ones).
+class CompileEveryKernel {
+ public:
+  CompileEveryKernel() { cpu::set_compiled_pointwise_min_elements(0); }
+  ~CompileEveryKernel() { cpu::set_compiled_pointwise_min_elements(-1); }
+};
+
+// Random floats with the special values spread among them.
+std::vector<float> inputs_with_specials(size_t n, std::mt19937_64& rng) {
+  std::vector<float> v = testing::random_floats(n, rng, -12, 12);
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            1e-30f,
+                            -3e38f,
+                            88.5f,
+                            -104.0f};
+  std::uniform_int_distribution<size_t> at(0, n - 1);
+  for (int r = 0; r < 40; ++r) {
+    for (float s : specials) v[at(rng)] = s;
+  }
+  return v;
+}
+
+// Whether a and b hold the same bits (any NaN matches any NaN: both devices' NaNs carry no
+// payload a user can see).
+::testing::AssertionResult same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes differ";
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// f(x, y)'s tensors evaluated in one sync through the tile evaluator, then through compiled
+// loops.
+struct BothWays {
+  std::vector<std::vector<float>> evaluated, compiled;
+  int64_t compiled_runs = 0, kernels_launched = 0;
+};
+
+using Outputs = std::function<std::vector<Tensor>(const Tensor&, const Tensor&)>;
+
+std::vector<std::vector<float>> evaluate(const Outputs& f, const std::vector<float>& x,
+                                         const std::vector<float>& y) {
+  const std::vector<int64_t> shape = {static_cast<int64_t>(x.size())};
+  std::vector<Tensor> outputs = f(Tensor::from_vector(x, shape), Tensor::from_vector(y, shape));
+  eval(outputs);
+  std::vector<std::vector<float>> values;
+  for (const Tensor& t : outputs) values.push_back(t.to_vector<float>());
+  return values;
+}
+
+BothWays evaluate_both_ways(const Outputs& f, const std::vector<float>& x,
+                            const std::vector<float>& y) {
+  BothWays out;
+  cpu::set_compiled_pointwise_min_elements(std::numeric_limits<int64_t>::max());
+  out.evaluated = evaluate(f, x, y);
+  CompileEveryKernel compile;
+  const int64_t runs = cpu::compiled_pointwise_runs();
+  const int64_t launched = stats().kernels_launched;
+  out.compiled = evaluate(f, x, y);
+  out.compiled_runs = cpu::compiled_pointwise_runs() - runs;
+  out.kernels_launched = stats().kernels_launched - launched;
+  return out;
+}
+
+bool compiler_available() {
+  return cpu::host_compiler_enabled() && default_device().type == DeviceType::CPU;
+}
+
+// Every op the generator compiles, alone and fused between a product and a sum with
+// constants, on an odd size (so the last positions take the one-lane tail). One sync, so
+// the planner's few kernels are compiled once each.
+TEST(CompiledPointwise, EveryCompiledOpGivesTheEvaluatorsBits) {
+  if (!compiler_available()) GTEST_SKIP() << "compiled CPU kernels are off (KILN_CPU_JIT=0)";
+  std::mt19937_64 rng(testing::test_seed());
+  const std::vector<float> x = inputs_with_specials(40'003, rng);
+  const std::vector<float> y = inputs_with_specials(40'003, rng);
+  using Op = std::function<Tensor(const Tensor&, const Tensor&)>;
+  const std::vector<Op> ops = {[](const Tensor& a, const Tensor&) { return neg(a); },
+                               [](const Tensor& a, const Tensor&) { return abs(a); },
+                               [](const Tensor& a, const Tensor&) { return sqrt(a); },
+                               [](const Tensor& a, const Tensor&) { return rsqrt(a); },
+                               [](const Tensor& a, const Tensor&) { return reciprocal(a); },
+                               [](const Tensor& a, const Tensor&) { return square(a); },
+                               [](const Tensor& a, const Tensor&) { return relu(a); },
+                               [](const Tensor& a, const Tensor&) { return exp(a); },
+                               [](const Tensor& a, const Tensor&) { return log(a); },
+                               [](const Tensor& a, const Tensor&) { return tanh(a); },
+                               [](const Tensor& a, const Tensor&) { return sigmoid(a); },
+                               [](const Tensor& a, const Tensor&) { return silu(a); },
+                               [](const Tensor& a, const Tensor&) { return erf(a); },
+                               [](const Tensor& a, const Tensor&) { return gelu(a); },
+                               [](const Tensor& a, const Tensor&) { return log1p(a); },
+                               [](const Tensor& a, const Tensor&) { return expm1(a); },
+                               [](const Tensor& a, const Tensor& b) { return a + b; },
+                               [](const Tensor& a, const Tensor& b) { return a - b; },
+                               [](const Tensor& a, const Tensor& b) { return a * b; },
+                               [](const Tensor& a, const Tensor& b) { return a / b; },
+                               [](const Tensor& a, const Tensor& b) { return maximum(a, b); },
+                               [](const Tensor& a, const Tensor& b) { return minimum(a, b); }};
+  const BothWays both = evaluate_both_ways(
+      [&](const Tensor& a, const Tensor& b) {
+        std::vector<Tensor> outputs;
+        for (const Op& op : ops) {
+          outputs.push_back(op(a, b));
+          outputs.push_back(op(a * 0.75, b) + 0.5);
+        }
+        return outputs;
+      },
+      x, y);
+  EXPECT_GT(both.compiled_runs, 0);
+  EXPECT_EQ(both.compiled_runs, both.kernels_launched);  // every kernel of the sync
+  for (size_t k = 0; k < both.compiled.size(); ++k) {
+    EXPECT_TRUE(same_bits(both.compiled[k], both.evaluated[k]))
+        << "op " << k / 2 << (k % 2 == 1 ? " fused" : " alone");
+  }
+}
+
+// The benchmark's chain, with a scalar tensor broadcast: each input read once, the chain in
+// registers, the same bits as the evaluator's passes; and within 1e-5 of float64 math.
+TEST(CompiledPointwise, AChainWithABroadcastScalarGivesTheEvaluatorsBits) {
+  if (!compiler_available()) GTEST_SKIP() << "compiled CPU kernels are off (KILN_CPU_JIT=0)";
+  std::mt19937_64 rng(testing::test_seed() + 1);
+  const std::vector<float> x = testing::random_floats(70'001, rng, -3, 3);
+  std::vector<float> s = testing::random_floats(1, rng, 0.1f, 2);
+  auto chain = [&](const Tensor& a, const Tensor&) {
+    const Tensor scale = Tensor::from_vector(s, {});
+    return std::vector<Tensor>{tanh(exp(a * scale + 1.0) * a - a * a) + 0.25};
+  };
+  const BothWays both = evaluate_both_ways(chain, x, x);
+  EXPECT_EQ(both.compiled_runs, 1);
+  ASSERT_EQ(both.compiled.size(), 1u);
+  EXPECT_TRUE(same_bits(both.compiled[0], both.evaluated[0]));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double a = x[i];
+    const double want = std::tanh(std::exp(a * static_cast<double>(s[0]) + 1.0) * a - a * a) + 0.25;
+    ASSERT_NEAR(both.compiled[0][i], want, 1e-5 * std::max(1.0, std::fabs(want))) << "at " << i;
+  }
+}
+
+// Kernels outside the generator's reach (an f64 value, a strided view) run as before.
+TEST(CompiledPointwise, KernelsItDoesNotCompileRunThroughTheEvaluator) {
+  CompileEveryKernel compile;
+  std::mt19937_64 rng(testing::test_seed() + 2);
+  const std::vector<float> x = testing::random_floats(64 * 48, rng);
+  const Tensor t = Tensor::from_vector(x, {64, 48});
+  const int64_t before = cpu::compiled_pointwise_runs();
+  const std::vector<float> transposed = exp(t.transpose(0, 1)).to_vector<float>();
+  const std::vector<double> doubled = testing::values(exp(t.astype(DType::F64)));
+  EXPECT_EQ(cpu::compiled_pointwise_runs(), before);
+  for (int64_t i = 0; i < 48; ++i) {
+    for (int64_t j = 0; j < 64; ++j) {
+      ASSERT_NEAR(transposed[i * 64 + j], std::exp(double{x[j * 48 + i]}),
+                  2e-6 * std::exp(double{x[j * 48 + i]}));
+    }
+  }
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_NEAR(doubled[i], std::exp(double{x[i]}), 1e-12 * doubled[i] + 1e-300);
+}
+
+// The generated source names the kernel and comments each value with its instruction.
+TEST(CompiledPointwise, TheSourceIsReadable) {
+  jit::KernelProgram program;
+  program.name = "pointwise_mul_exp";
+  program.space_ranks = {1};
+  program.input_dtypes = {DType::F32};
+  program.output_dtypes = {DType::F32};
+  program.view_patterns = {jit::ViewPattern{1, jit::ViewAccess::kContiguous, {}}};
+  program.num_params = 1;
+  jit::Instr load;
+  load.kind = jit::InstrKind::kLoad;
+  load.input = 0;
+  load.view = 0;
+  jit::Instr param;
+  param.kind = jit::InstrKind::kParam;
+  param.param = 0;
+  jit::Instr mul;
+  mul.kind = jit::InstrKind::kBinary;
+  mul.op = ops::OpKind::Mul;
+  mul.operands = {0, 1, -1};
+  jit::Instr exp_of;
+  exp_of.kind = jit::InstrKind::kUnary;
+  exp_of.op = ops::OpKind::Exp;
+  exp_of.operands = {2, -1, -1};
+  program.instrs = {load, param, mul, exp_of};
+  program.stores = {{3, 0}};
+  const std::optional<std::string> source = cpu::compiled_pointwise_source(program);
+  ASSERT_TRUE(source.has_value());
+  EXPECT_NE(source->find("Kiln compiled CPU kernel pointwise_mul_exp"), std::string::npos);
+  EXPECT_NE(source->find("const auto v2 = hn::Mul(v0, v1);  // %2 mul"), std::string::npos);
+  EXPECT_NE(source->find("const auto v3 = exp_vec(d, v2);  // %3 exp"), std::string::npos);
+  EXPECT_NE(source->find("hn::StoreU(v3, d, outputs[0] + i);"), std::string::npos);
+
+  program.instrs[3].op = ops::OpKind::Sin;  // sin has no compiled form: not compiled
+  EXPECT_FALSE(cpu::compiled_pointwise_source(program).has_value());
+  program.instrs[3].op = ops::OpKind::Exp;
+  program.instrs[3].dtype = DType::F64;
+  EXPECT_FALSE(cpu::compiled_pointwise_source(program).has_value());
+}
+
+// A compiler that cannot be run costs speed, never results: the evaluator computes the
+// kernel.
+TEST(CompiledPointwise, ACompilerThatCannotRunLeavesTheEvaluatorInCharge) {
+  if (!compiler_available()) GTEST_SKIP() << "compiled CPU kernels are off (KILN_CPU_JIT=0)";
+  const char* kept = std::getenv("KILN_CXX");
+  const std::string previous = kept != nullptr ? kept : "";
+  ::setenv("KILN_CXX", "/nonexistent/kiln-test-c++", 1);
+  CompileEveryKernel compile;
+  std::mt19937_64 rng(testing::test_seed() + 3);
+  const std::vector<float> x = testing::random_floats(5'001, rng, -4, 4);
+  const int64_t before = cpu::compiled_pointwise_runs();
+  // A chain no other test builds, so that no earlier compile of it is reused.
+  const std::vector<float> got =
+      (expm1(Tensor::from_vector(x, {5'001}) * 0.3125) - 0.0625).to_vector<float>();
+  if (kept != nullptr) {
+    ::setenv("KILN_CXX", previous.c_str(), 1);
+  } else {
+    ::unsetenv("KILN_CXX");
+  }
+  EXPECT_EQ(cpu::compiled_pointwise_runs(), before);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = std::expm1(double{x[i]} * 0.3125) - 0.0625;
+    ASSERT_NEAR(got[i], want, 2e-6 * std::max(1.0, std::fabs(want))) << "at " << i;
+  }
+}
+
+}  // namespace
+}  // namespace kiln
