@@ -20,7 +20,8 @@ using Shape = std::vector<int64_t>;
 // parameters: at 32 dims a kernel reading 64 views (jit/fusion/planner.h's kMaxKernelSources)
 // needs about 17 KB. Shapes above the limit are rejected where they are created
 // (checked_numel) or inferred (infer_output), never computed. Custom kernels take at most 8
-// dims (KilnKernelArgs, ops/custom_functions.h; checked by their inference).
+// dims (KilnKernelArgs, ops/custom_kernel_args.h; checked by their inference in
+// ops/custom_ops.cc).
 inline constexpr int kMaxRank = 32;
 
 struct ValueType {

@@ -1,10 +1,10 @@
-// The CUDA backend itself (runtime/cuda/cuda_backend.cc) on machines with no GPU, run
-// against the host emulation of the driver (tests/cuda_emulation/emulated_driver.h). NVRTC
-// compiles each kernel as on a GPU machine. No kernel runs, but the emulation checks every
-// driver call as the driver would, so the tests cover what the backend asks of the driver:
-// launch limits, current contexts, locking across GPUs, graph capture and update, and failed
-// calls. A test that changes a GPU has it to itself, since a device the backend makes lasts
-// for the process.
+// The CUDA backend itself (runtime/cuda/cuda_backend.cc, with the device, plan launcher and
+// graph replay it runs on) on machines with no GPU, run against the host emulation of the
+// driver (tests/cuda_emulation/emulated_driver.h). NVRTC compiles each kernel as on a GPU
+// machine. No kernel runs, but the emulation checks every driver call as the driver would,
+// so the tests cover what the backend asks of the driver: launch limits, current contexts,
+// locking across GPUs, graph capture and update, and failed calls. A test that changes a GPU
+// has it to itself, since a device the backend makes lasts for the process.
 #include "runtime/cuda/cuda_backend.h"
 
 #include <bit>

@@ -216,8 +216,8 @@ TEST(View, MaxRankPermutedViewComputes) {
 }
 
 // An arange read through a view fills each run from its base and the view's last stride
-// (tile_evaluator.cc): a transpose steps by the row length, a stepped slice by its step, a
-// broadcast by 0. Every element is checked against its position computed here.
+// (runtime/cpu/tile_loads.cc): a transpose steps by the row length, a stepped slice by its
+// step, a broadcast by 0. Every element is checked against its position computed here.
 TEST(View, ArangeThroughAnyLastStrideIsItsPositions) {
   for (DType dt : {DType::F32, DType::I64}) {
     Tensor a = Tensor::arange(4 * 6, dt).reshape({4, 6});
