@@ -33,7 +33,6 @@ std::string explain_plan(const std::vector<Tensor>& outputs, ExplainDetail detai
   // The plan a sync would use: the cached one, or a new one that the sync will then reuse.
   bool hit = false;
   std::shared_ptr<const jit::LaunchPlan> plan = jit::find_or_build_plan(trace, device, &hit);
-  if (!hit) jit::record_new_kernels(*plan);
   // The device's own words on how it runs the plan (on CUDA: cuBLASLt or the generated kernel
   // for each matmul) end the plan's description. Asked here, not when the plan is built, so
   // planning does no device work.

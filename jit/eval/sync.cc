@@ -40,7 +40,6 @@ void run_targets(const std::vector<detail::Node*>& targets, SyncCapture* capture
   bool hit = false;
   std::shared_ptr<const LaunchPlan> plan = find_or_build_plan(trace, device, &hit);
   if (hit) base::counters().plan_cache_hits += 1;
-  if (!hit) record_new_kernels(*plan);
   if (options.dump_plan || options.dump_kernels) dump_sync_plan(&dump_folder, *plan, device);
 
   // Decided before arguments_of holds the input buffers too.

@@ -112,16 +112,21 @@ void dump_sync_outputs(const std::string& folder, const std::vector<detail::Node
   }
 }
 
-void record_new_kernels(const LaunchPlan& plan) {
-  if (recording_paused || base::env_options().record_cuda_dir.empty()) return;
-  for (const PlannedKernel& pk : plan.kernels) {
-    // A collective is no kernel: the communicator moves its bytes.
-    if (pk.compiled_here && pk.program->anchor != AnchorKind::kCollective) {
-      record_cuda_source(*pk.program);
-    }
-  }
-}
-
 void set_cuda_recording_paused(bool paused) { recording_paused = paused; }
+
+namespace {
+
+// KILN_RECORD_CUDA_DIR: each program a plan build adds to the kernel cache, recorded as it is
+// added (jit::set_new_kernel_observer), whichever path built the plan. A collective is no
+// kernel: the communicator moves its bytes. Installed during static initialization: this
+// file is in every program that syncs.
+void record_new_kernel(const KernelProgram& program) {
+  if (recording_paused || base::env_options().record_cuda_dir.empty()) return;
+  if (program.anchor != AnchorKind::kCollective) record_cuda_source(program);
+}
+[[maybe_unused]] const bool recorder_installed =
+    (set_new_kernel_observer(&record_new_kernel), true);
+
+}  // namespace
 
 }  // namespace kiln::jit

@@ -27,10 +27,9 @@ std::string dump_sync_trace(const std::vector<detail::Node*>& outputs);
 // Writes plan.txt and/or kernels/ (per KILN_DUMP) into *folder, made first if empty. plan.txt
 // ends with what `device`'s backend says of how it runs the plan (Backend::describe_plan).
 void dump_sync_plan(std::string* folder, const LaunchPlan& plan, Device device);
-// KILN_RECORD_CUDA_DIR: writes the CUDA source of every kernel that `plan`, built just now,
-// added to the kernel cache. Tests that plan thousands of random kernels pause it after a
-// sample (scripts/test.sh compiles what was recorded).
-void record_new_kernels(const LaunchPlan& plan);
+// KILN_RECORD_CUDA_DIR writes the CUDA source of every kernel a plan build adds to the kernel
+// cache; tests that plan thousands of random kernels pause it after a sample (scripts/test.sh
+// compiles what was recorded).
 void set_cuda_recording_paused(bool paused);
 
 // Writes expected/out<i>.npy for the realized outputs into `folder`.

@@ -59,6 +59,12 @@ std::vector<bool> donatable_inputs(const Trace& trace, const std::vector<detail:
 // a copy of x.
 int donated_slot(const LaunchPlan& plan, const std::vector<bool>& donated, const KernelLaunch& l);
 
+// Called with each program a plan build adds to the kernel cache (its first use in the
+// process). Fusion cannot reach the devices' renderers, so jit/eval/sync_dump.cc installs the
+// KILN_RECORD_CUDA_DIR recorder here when the program starts.
+using NewKernelObserver = void (*)(const KernelProgram& program);
+void set_new_kernel_observer(NewKernelObserver observer);
+
 // Plans `trace`: fusion, lowering, the kernel cache, the buffer plan.
 std::shared_ptr<const LaunchPlan> build_plan(const Trace& trace);
 

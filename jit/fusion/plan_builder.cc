@@ -71,7 +71,19 @@ std::string describe(const Trace& trace, const FusionPlan& fusion, const LaunchP
   return out;
 }
 
+std::atomic<NewKernelObserver> new_kernel_observer{nullptr};
+
+void notify_new_kernel(const KernelProgram& program) {
+  if (NewKernelObserver observer = new_kernel_observer.load(std::memory_order_acquire)) {
+    observer(program);
+  }
+}
+
 }  // namespace
+
+void set_new_kernel_observer(NewKernelObserver observer) {
+  new_kernel_observer.store(observer, std::memory_order_release);
+}
 
 PlanArguments arguments_of(const Trace& trace) {
   PlanArguments args;
@@ -137,6 +149,7 @@ std::shared_ptr<const LaunchPlan> build_plan(const Trace& user_trace) {
     bool added = false;
     pk.program = kernel_cache().find_or_add(std::move(k.program), &added);
     pk.compiled_here = added;
+    if (added) notify_new_kernel(*pk.program);
     (added ? base::counters().kernels_compiled : base::counters().kernel_cache_hits) += 1;
     pk.launch = std::move(k.launch);
     plan->kernels.push_back(std::move(pk));
