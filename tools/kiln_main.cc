@@ -31,6 +31,7 @@
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "runtime/cuda/parallel_compile.h"  // KernelSource
+#include "tools/syntax_batches.h"
 
 namespace {
 
@@ -81,21 +82,16 @@ int dump(const std::string& trace, std::map<std::string, std::string>& flags) {
 }
 
 // For every architecture and kernel, in that order (kernels[i % n] for arch i / n): NVRTC's
-// whole compile to a cubin, or with `syntax_only` its front end alone (parsing, types,
-// templates, static_asserts: what a renderer's mistake breaks, at about a seventh of a
-// cubin's cost). On all cores.
-std::vector<absl::Status> check_kernels(
-    const std::vector<kiln::runtime::cuda::KernelSource>& kernels, const std::vector<int>& archs,
-    bool syntax_only) {
+// whole compile to a cubin. On all cores.
+std::vector<absl::Status> compile_kernels(
+    const std::vector<kiln::runtime::cuda::KernelSource>& kernels, const std::vector<int>& archs) {
   namespace cuda = kiln::runtime::cuda;
   const int64_t n = static_cast<int64_t>(kernels.size());
   std::vector<absl::Status> results(archs.size() * kernels.size());
   kiln::base::parallel_for(static_cast<int64_t>(results.size()), 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const cuda::KernelSource& k = kernels[i % n];
-      const int arch = archs[i / n];
-      results[i] = syntax_only ? cuda::check_device_syntax(k.source, k.name, arch)
-                               : cuda::compile_to_cubin(k.source, k.name, arch).status();
+      results[i] = cuda::compile_to_cubin(k.source, k.name, archs[i / n]).status();
     }
   });
   return results;
@@ -134,7 +130,9 @@ int compile_cuda(const std::string& dir, std::map<std::string, std::string>& fla
     kernels.push_back({file.stem().string(), source.str()});
   }
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<absl::Status> results = check_kernels(kernels, archs, check == "syntax");
+  const std::vector<absl::Status> results =
+      check == "syntax" ? kiln::tools::check_syntax_in_batches(kernels, archs)
+                        : compile_kernels(kernels, archs);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (size_t i = 0; i < results.size(); ++i) {

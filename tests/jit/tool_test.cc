@@ -186,5 +186,32 @@ TEST_F(ToolTest, InfoAndCompileCuda) {
   compile_cuda("--check ptx", 1, {"--check takes cubin or syntax, got 'ptx'"});
 }
 
+// --check syntax runs NVRTC's front end over generated modules in batches of one program each
+// (the shared preamble once, every module in a namespace of its own): modules whose entries
+// have the same name pass together, and a broken one among them is named with its own error.
+TEST_F(ToolTest, CompileCudaChecksModulesThatShareAPreambleInBatches) {
+  const std::string preamble =
+      "// ---- kiln preamble ----\n"
+      "__device__ float twice(float v) { return 2.0f * v; }\n"
+      "// ---- end of preamble ----\n";
+  for (const char* name : {"m1", "m2", "m3"}) {
+    std::ofstream(dir_ / (std::string(name) + ".cu"))
+        << preamble << "struct Params { float* x; };\n"
+        << "extern \"C\" __global__ void k(Params a) { a.x[0] = twice(a.x[0]); }\n";
+  }
+  Result ok = run(kiln() + " compile-cuda " + dir_.string() + " --arch 80,90 --check syntax");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("checked 3 kernels"), std::string::npos) << ok.output;
+  std::ofstream(dir_ / "m2.cu") << preamble << "struct Params { float* x; };\n"
+                                << "extern \"C\" __global__ void k(Params a) { a.x[0] = "
+                                   "thrice(a.x[0]); }\n";
+  Result bad = run(kiln() + " compile-cuda " + dir_.string() + " --arch 80 --check syntax");
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("m2.cu"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("thrice"), std::string::npos) << bad.output;
+  EXPECT_EQ(bad.output.find("m1.cu"), std::string::npos) << bad.output;
+  EXPECT_EQ(bad.output.find("m3.cu"), std::string::npos) << bad.output;
+}
+
 }  // namespace
 }  // namespace kiln
