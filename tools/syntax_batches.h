@@ -11,7 +11,7 @@ namespace kiln::tools {
 
 // check_device_syntax of every module for every architecture: the result for kernels[i % n]
 // and archs[i / n] at index i, n = kernels.size(). Generated modules share one preamble (the
-// op functors and helpers, most of each module), which the front end would parse again for
+// op functors and device functions, most of each module), which the front end would parse again for
 // each; here modules with the same preamble are checked in batches, as one program of the
 // preamble followed by each module's own code in a namespace of its own (its extern "C"
 // entries become C++ functions there, so equal entry names do not clash). A batch that fails
