@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "jit/backend/backend.h"
 #include "jit/eval/reference_graph.h"
 #include "jit/graph/node.h"
 #include "jit/graph/pending_graph.h"
