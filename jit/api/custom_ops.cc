@@ -99,14 +99,14 @@ CustomKernel define_kernel(const KernelFunction& k) {
   if (k.launch) {
     def.launch = [launch = k.launch](const std::vector<ops::ValueType>& in,
                                      const ops::ValueType& out) {
-      LaunchDims d = launch(public_types(in), public_type(out));
-      ops::CustomKernelLaunch l;
+      const LaunchDims asked = launch(public_types(in), public_type(out));
+      ops::CustomKernelLaunch dims;
       for (int i = 0; i < 3; ++i) {
-        l.grid[i] = d.grid[i];
-        l.block[i] = d.block[i];
+        dims.grid[i] = asked.grid[i];
+        dims.block[i] = asked.block[i];
       }
-      l.shared_bytes = d.shared_bytes;
-      return l;
+      dims.shared_bytes = asked.shared_bytes;
+      return dims;
     };
   }
   if (k.cpu) {

@@ -43,11 +43,12 @@ std::string explain_plan(const std::vector<Tensor>& outputs, ExplainDetail detai
   const jit::SourceRenderer* renderer =
       detail == ExplainDetail::kCuda ? jit::dump_source_renderer() : nullptr;
   for (size_t k = 0; k < plan->kernels.size(); ++k) {
-    const jit::KernelProgram& p = *plan->kernels[k].program;
-    absl::StrAppend(&out, "\n-- kernel ", k, ": ", p.name, " (Kernel IR)\n", p.to_string());
+    const jit::KernelProgram& program = *plan->kernels[k].program;
+    absl::StrAppend(&out, "\n-- kernel ", k, ": ", program.name, " (Kernel IR)\n",
+                    program.to_string());
     if (renderer != nullptr) {
-      absl::StrAppend(&out, "\n-- kernel ", k, ": ", p.name, " (", renderer->language(), ")\n",
-                      renderer->render(p));
+      absl::StrAppend(&out, "\n-- kernel ", k, ": ", program.name, " (", renderer->language(),
+                      ")\n", renderer->render(program));
     }
   }
   return out;

@@ -54,10 +54,11 @@ PlanArguments arguments_of(const Trace& trace);
 // update does not read x. After the sync x is gone, so nobody can see the difference.
 std::vector<bool> donatable_inputs(const Trace& trace, const std::vector<detail::Node*>& targets);
 
-// The plan input slot whose buffer update_slice kernel `l` may write in place (its x,
+// The plan input slot whose buffer update_slice kernel `launch` may write in place (its x,
 // input 0, marked in `donated`: PlanArguments::donated), or -1: then its output starts as
 // a copy of x.
-int donated_slot(const LaunchPlan& plan, const std::vector<bool>& donated, const KernelLaunch& l);
+int donated_slot(const LaunchPlan& plan, const std::vector<bool>& donated,
+                 const KernelLaunch& launch);
 
 // Called with each program a plan build adds to the kernel cache (its first use in the
 // process). Fusion cannot reach the devices' renderers, so jit/eval/sync_dump.cc installs the

@@ -40,28 +40,28 @@ bool has_gathers(const jit::KernelProgram& program) {
 }
 
 ParamsLayout params_layout(const jit::KernelProgram& program) {
-  ParamsLayout l;
-  l.inputs = std::max<int>(1, static_cast<int>(program.input_dtypes.size()));
-  l.outputs = std::max<int>(1, static_cast<int>(program.output_dtypes.size()));
-  l.params = std::max(1, program.num_params);
-  l.spaces = std::max<int>(1, static_cast<int>(program.space_ranks.size()));
-  l.rank = 1;
-  for (int r : program.space_ranks) l.rank = std::max(l.rank, r);
-  l.views = std::max<int>(1, static_cast<int>(program.view_patterns.size()));
-  l.in = 0;
-  l.out = l.in + 8 * l.inputs;
-  l.p = l.out + 8 * l.outputs;
-  l.shape = l.p + 8 * l.params;
-  l.stride = l.shape + 8 * static_cast<size_t>(l.spaces) * l.rank;
-  l.offset = l.stride + 8 * static_cast<size_t>(l.views) * l.rank;
-  l.size = l.offset + 8 * l.views;
-  l.gathers = has_gathers(program);
-  if (l.gathers) {
-    l.gather = l.size;
-    l.index_error = l.gather + 16 * static_cast<size_t>(l.views);
-    l.size = l.index_error + 8;
+  ParamsLayout layout;
+  layout.inputs = std::max<int>(1, static_cast<int>(program.input_dtypes.size()));
+  layout.outputs = std::max<int>(1, static_cast<int>(program.output_dtypes.size()));
+  layout.params = std::max(1, program.num_params);
+  layout.spaces = std::max<int>(1, static_cast<int>(program.space_ranks.size()));
+  layout.rank = 1;
+  for (int r : program.space_ranks) layout.rank = std::max(layout.rank, r);
+  layout.views = std::max<int>(1, static_cast<int>(program.view_patterns.size()));
+  layout.in = 0;
+  layout.out = layout.in + 8 * layout.inputs;
+  layout.p = layout.out + 8 * layout.outputs;
+  layout.shape = layout.p + 8 * layout.params;
+  layout.stride = layout.shape + 8 * static_cast<size_t>(layout.spaces) * layout.rank;
+  layout.offset = layout.stride + 8 * static_cast<size_t>(layout.views) * layout.rank;
+  layout.size = layout.offset + 8 * layout.views;
+  layout.gathers = has_gathers(program);
+  if (layout.gathers) {
+    layout.gather = layout.size;
+    layout.index_error = layout.gather + 16 * static_cast<size_t>(layout.views);
+    layout.size = layout.index_error + 8;
   }
-  return l;
+  return layout;
 }
 
 std::string params_struct_source(const ParamsLayout& l) {
