@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "kiln/kiln.h"
 #include "tests/cuda_emulation/emulated_kernels.h"
+#include "tests/cuda_emulation/expect_emulated.h"
 #include "tests/cuda_emulation/run_emulated.h"
 #include "tests/reference_util.h"
 #include "tests/test_util.h"
@@ -160,22 +161,8 @@ TEST_F(DynamicSliceEmulationTest, KernelReadsTheStartAndReportsOneOutsideX) {
     cpu.push_back(slice(x, 1, start, 3) * 2.0 + 1.0);
     plans.add(cpu.back());
   }
-  absl::StatusOr<testing::EmulatedKernels> kernels =
-      testing::EmulatedKernels::build(plans.modules, dir_.string());
-  ASSERT_TRUE(kernels.ok()) << kernels.status();
-  for (const testing::EmulationVariant& v : testing::emulation_variants()) {
-    SCOPED_TRACE(v.name());
-    for (int c = 0; c < 2; ++c) {
-      std::vector<std::shared_ptr<base::Buffer>> out = plans.run(*kernels, c, v);
-      const std::vector<float> want = testing::reference_tensor(cpu[c]).to_vector<float>();
-      ASSERT_EQ(out[0]->nbytes(), static_cast<int64_t>(want.size() * 4));
-      for (size_t e = 0; e < want.size(); ++e) {
-        EXPECT_FLOAT_EQ(out[0]->as<float>()[e], want[e]) << "case " << c << " element " << e;
-      }
-    }
-    testing::expect_error([&] { plans.run(*kernels, 2, v); },
-                          {"[dynamic_slice]", "start -1", "0 <= start <= 7"});
-  }
+  testing::expect_cases_then_index_error(plans, cpu, dir_.string(),
+                                         {"[dynamic_slice]", "start -1", "0 <= start <= 7"});
 }
 
 }  // namespace
