@@ -2,6 +2,7 @@
 #ifndef KILN_TESTS_REFERENCE_UTIL_H_
 #define KILN_TESTS_REFERENCE_UTIL_H_
 
+#include "jit/backend/backend.h"
 #include "jit/eval/reference_graph.h"
 #include "jit/graph/node.h"
 #include "jit/graph/record.h"
@@ -13,7 +14,7 @@ namespace kiln::testing {
 inline Tensor reference_tensor(const Tensor& t) {
   const auto& node = detail::TensorAccess::node(t);
   auto buffers = ops::reference_run({node.get()});
-  return jit::make_realized(node->type, buffers[0], node->device);
+  return jit::realized_on(node->type, buffers[0], node->device);
 }
 
 }  // namespace kiln::testing

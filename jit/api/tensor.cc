@@ -9,7 +9,6 @@
 #include "jit/backend/backend.h"
 #include "jit/eval/sync.h"
 #include "jit/graph/node.h"
-#include "jit/graph/record.h"
 #include "kiln/error.h"
 
 namespace kiln {
@@ -55,8 +54,7 @@ Tensor Tensor::from_vector(const std::vector<T>& data, std::vector<int64_t> shap
   } else if (*count > 0) {
     std::memcpy(buffer->data(), data.data(), data.size() * sizeof(T));
   }
-  return jit::make_realized({std::move(shape), dt}, jit::place_on(buffer, default_device()),
-                            default_device());
+  return jit::realized_on({std::move(shape), dt}, buffer, default_device());
 }
 
 Tensor Tensor::from_blob(void* data, std::vector<int64_t> shape, DType dt,
@@ -77,8 +75,7 @@ Tensor Tensor::from_blob(void* data, std::vector<int64_t> shape, DType dt,
   if (deleter) release = [deleter = std::move(deleter), data] { deleter(data); };
   auto buffer = std::make_shared<base::Buffer>(static_cast<std::byte*>(data),
                                                *count * dtype_size(dt), std::move(release));
-  return jit::make_realized({std::move(shape), dt}, jit::place_on(buffer, default_device()),
-                            default_device());
+  return jit::realized_on({std::move(shape), dt}, buffer, default_device());
 }
 
 template <class T>

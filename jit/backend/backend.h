@@ -27,6 +27,8 @@
 #include "jit/fusion/kernel_ir.h"
 #include "jit/fusion/launch_plan.h"
 #include "kiln/dtype.h"
+#include "kiln/tensor.h"
+#include "ops/value_type.h"
 
 namespace kiln::jit {
 
@@ -125,6 +127,11 @@ const SourceRenderer* dump_source_renderer();
 // which picks cuda:0 when CUDA is usable, else the CPU). Throws kiln::Error, naming the
 // setting, when it is not of that syntax or names a device that is not usable.
 Device device_from_setting(const std::string& setting);
+
+// A computed tensor on `device` holding `data` (make_realized), copied into the device's memory
+// first when it is elsewhere: how wrapped, loaded and read-back data becomes a tensor.
+Tensor realized_on(const ops::ValueType& type, const std::shared_ptr<base::Buffer>& data,
+                   Device device);
 
 // `buffer` readable on the host: itself when it is in host memory, else a copy (reading a
 // device tensor's data). Throws kiln::Error when the copy fails.

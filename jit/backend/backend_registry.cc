@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "jit/backend/backend.h"
+#include "jit/graph/record.h"
 #include "kiln/error.h"
 
 namespace kiln::jit {
@@ -193,6 +194,11 @@ std::shared_ptr<base::Buffer> place_on(const std::shared_ptr<base::Buffer>& buff
       buffer->on_device() ? copier_for(buffer->device().type).copy_to_host(*buffer) : buffer;
   if (device.type == DeviceType::CPU) return host;
   return copier_for(device.type).upload(*host, device);
+}
+
+Tensor realized_on(const ops::ValueType& type, const std::shared_ptr<base::Buffer>& data,
+                   Device device) {
+  return make_realized(type, place_on(data, device), device);
 }
 
 Device device_from_setting(const std::string& setting) {

@@ -14,7 +14,6 @@
 #include "base/atomic_file.h"
 #include "jit/backend/backend.h"
 #include "jit/graph/node.h"
-#include "jit/graph/record.h"
 #include "kiln/error.h"
 #include "kiln/io.h"
 
@@ -263,8 +262,7 @@ namespace kiln {
 Tensor load_npy(const std::string& path) {
   absl::StatusOr<jit::NpyArray> array = jit::read_npy(path);
   if (!array.ok()) throw Error(absl::StrCat("[load_npy] ", array.status().message()));
-  return jit::make_realized(array->type, jit::place_on(array->data, default_device()),
-                            default_device());
+  return jit::realized_on(array->type, array->data, default_device());
 }
 
 void save_npy(const std::string& path, const Tensor& t) {

@@ -24,7 +24,6 @@
 #include "jit/backend/backend.h"
 #include "jit/formats/trace_format.h"
 #include "jit/graph/node.h"
-#include "jit/graph/record.h"
 #include "kiln/error.h"
 #include "kiln/io.h"
 #include "ops/value_type.h"
@@ -219,8 +218,7 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path) {
     auto buffer = std::make_shared<base::Buffer>(static_cast<int64_t>(e.end - e.begin));
     if (e.end > e.begin) std::memcpy(buffer->data(), bytes + data_start + e.begin, e.end - e.begin);
     normalize_bools(e.type.dtype, *buffer);
-    tensors[e.name] =
-        jit::make_realized(e.type, jit::place_on(buffer, default_device()), default_device());
+    tensors[e.name] = jit::realized_on(e.type, buffer, default_device());
   }
   return tensors;
 }
@@ -267,9 +265,7 @@ Tensor load_safetensors_shard(const std::string& path, const std::string& name, 
   ops::ValueType shard = type;
   shard.shape[static_cast<size_t>(axis)] = extent / parts;
   if (ops::numel(type.shape) == 0) {  // nothing to read (and no runs to count)
-    return jit::make_realized(shard,
-                              jit::place_on(std::make_shared<base::Buffer>(0), default_device()),
-                              default_device());
+    return jit::realized_on(shard, std::make_shared<base::Buffer>(0), default_device());
   }
   // The shard is `outer` runs of (extent / parts) * inner elements each: one read per run.
   // The header check bounded outer * extent * inner * esize by the file's size.
@@ -285,7 +281,7 @@ Tensor load_safetensors_shard(const std::string& path, const std::string& name, 
     read_at(file.fd, buffer->as<char>() + o * run, static_cast<uint64_t>(run), offset, fail);
   }
   normalize_bools(shard.dtype, *buffer);
-  return jit::make_realized(shard, jit::place_on(buffer, default_device()), default_device());
+  return jit::realized_on(shard, buffer, default_device());
 }
 
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors) {

@@ -314,8 +314,7 @@ void replay_trace(const std::string& trace_path, const std::string& inputs_dir,
     const std::string path = absl::StrCat(inputs_dir, "/", in.name, ".npy");
     absl::StatusOr<jit::NpyArray> array = jit::read_npy(path);
     if (!array.ok()) throw Error(absl::StrCat("input '", in.name, "': ", array.status().message()));
-    Tensor t = jit::make_realized(array->type, jit::place_on(array->data, default_device()),
-                                  default_device());
+    Tensor t = jit::realized_on(array->type, array->data, default_device());
     // BF16 travels as f32 in .npy (numpy has no bfloat16): narrow it back, exactly.
     if (in.dtype == DType::BF16 && t.dtype() == DType::F32) t = t.astype(DType::BF16);
     if (t.dtype() != in.dtype || t.shape() != in.shape) {

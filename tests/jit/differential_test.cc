@@ -46,8 +46,7 @@ Reference run_reference(const std::vector<detail::Node*>& outputs) {
   }
   for (detail::Node* out : outputs) {
     const size_t i = std::find(pending.begin(), pending.end(), out) - pending.begin();
-    ref.outputs.push_back(
-        jit::make_realized(out->type, jit::place_on(values[i], out->device), out->device));
+    ref.outputs.push_back(jit::realized_on(out->type, values[i], out->device));
   }
   return ref;
 }
