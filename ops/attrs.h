@@ -35,9 +35,13 @@ struct Attrs {
   bool exclusive = false;  // cumsum: y[i] sums the elements before i (y[0] = 0)
   bool reverse = false;    // cumsum: sums from the end of the axis
   // Collectives (kCollective). `axis` is also all_gather's and reduce_scatter's axis.
-  int group = -1;     // the process group's id (comm/group_registry.h)
-  int reduction = 0;  // all_reduce reduce_scatter: a comm::Reduction
-  int peer = 0;       // broadcast: the root; send: the destination; recv: the source rank
+  // The group as it was when the op was recorded (ops::set_collective_group): the shape rule
+  // reads its size and this process's rank from here, never from the live registry.
+  int group = -1;       // the process group's id (comm/group_registry.h)
+  int group_size = 0;   // its number of ranks (0: not set, an error at inference)
+  int group_rank = -1;  // this process's rank in it
+  int reduction = 0;    // all_reduce reduce_scatter: a comm::Reduction
+  int peer = 0;         // broadcast: the root; send: the destination; recv: the source rank
 };
 
 }  // namespace kiln::ops

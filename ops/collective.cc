@@ -47,17 +47,16 @@ absl::Status check_reduction(OpKind op, const std::vector<ValueType>& in, const 
   return absl::OkStatus();
 }
 
-absl::Status check_peer(OpKind op, const std::vector<ValueType>& in, const Attrs& attrs,
-                        const comm::Communicator& comm) {
+absl::Status check_peer(OpKind op, const std::vector<ValueType>& in, const Attrs& attrs) {
   const char* role = op == OpKind::Broadcast ? "root"
                      : op == OpKind::Send    ? "destination"
                                              : "source";
-  if (attrs.peer < 0 || attrs.peer >= comm.size()) {
+  if (attrs.peer < 0 || attrs.peer >= attrs.group_size) {
     return op_error(op, in,
                     absl::StrCat("names ", role, " rank ", attrs.peer,
-                                 ", but the group has ranks 0 to ", comm.size() - 1));
+                                 ", but the group has ranks 0 to ", attrs.group_size - 1));
   }
-  if (op != OpKind::Broadcast && attrs.peer == comm.rank()) {
+  if (op != OpKind::Broadcast && attrs.peer == attrs.group_rank) {
     return op_error(op, in,
                     absl::StrCat("names this process's own rank ", attrs.peer, " as its ", role,
                                  " (expected another rank of the group)"));
@@ -67,19 +66,26 @@ absl::Status check_peer(OpKind op, const std::vector<ValueType>& in, const Attrs
 
 }  // namespace
 
+void set_collective_group(int group, Attrs& attrs) {
+  const comm::Communicator& comm = *comm::group_info(group).communicator;
+  attrs.group = group;
+  attrs.group_size = comm.size();
+  attrs.group_rank = comm.rank();
+}
+
 absl::StatusOr<ValueType> infer_collective(OpKind op, const std::vector<ValueType>& in,
                                            Attrs& attrs) {
-  const comm::Communicator* comm = nullptr;
-  try {
-    comm = comm::group_info(attrs.group).communicator.get();
-  } catch (const Error& e) {
-    return op_error(op, in, e.what());
+  if (attrs.group_size < 1 || attrs.group_rank < 0 || attrs.group_rank >= attrs.group_size) {
+    return op_error(
+        op, in,
+        absl::StrCat("names group ", attrs.group, " of size ", attrs.group_size, " and rank ",
+                     attrs.group_rank, " (expected a group recorded through kiln/distributed.h)"));
   }
   if (in[0].shape.size() > kMaxCollectiveRank) {
     return op_error(op, in, absl::StrCat("takes at most ", kMaxCollectiveRank, " dimensions"));
   }
   ValueType out = in[0];
-  const int size = comm->size();
+  const int size = attrs.group_size;
   switch (collective_kind(op)) {
     case comm::CollectiveKind::kAllReduce:
       if (absl::Status s = check_reduction(op, in, attrs); !s.ok()) return s;
@@ -112,7 +118,7 @@ absl::StatusOr<ValueType> infer_collective(OpKind op, const std::vector<ValueTyp
     case comm::CollectiveKind::kBroadcast:
     case comm::CollectiveKind::kSend:
     case comm::CollectiveKind::kRecv:
-      if (absl::Status s = check_peer(op, in, attrs, *comm); !s.ok()) return s;
+      if (absl::Status s = check_peer(op, in, attrs); !s.ok()) return s;
       return out;
   }
   return out;

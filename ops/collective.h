@@ -24,6 +24,10 @@
 
 namespace kiln::ops {
 
+// Names `group` in attrs with its size and this process's rank, read from the group registry
+// once, when the op is recorded or loaded. Throws kiln::Error for an unknown group.
+void set_collective_group(int group, Attrs& attrs);
+
 // The output type of collective `op`, attrs.axis made non-negative; an error names the op,
 // the operand, the group and what was expected.
 absl::StatusOr<ValueType> infer_collective(OpKind op, const std::vector<ValueType>& in,

@@ -14,6 +14,7 @@
 #include "kiln/io.h"
 #include "kiln/nn.h"
 #include "kiln/ops.h"
+#include "ops/collective.h"
 
 namespace kiln::distributed {
 namespace {
@@ -22,7 +23,7 @@ comm::Communicator& communicator(const Group& g) { return *comm::group_info(g.id
 
 Tensor record_collective(ops::OpKind op, const Tensor& x, const Group& group,
                          ops::Attrs attrs = {}) {
-  attrs.group = group.id();
+  ops::set_collective_group(group.id(), attrs);
   return jit::record(op, {x}, std::move(attrs));
 }
 
@@ -45,7 +46,7 @@ int reduction_code(Reduction r) {
 // program that is wrong on several processes is already wrong on one.
 Tensor collective(ops::OpKind op, const Tensor& x, const Group& group, ops::Attrs attrs) {
   if (group.size() == 1) {
-    attrs.group = group.id();
+    ops::set_collective_group(group.id(), attrs);
     (void)jit::check_op(op, {x}, attrs);
     return x;
   }

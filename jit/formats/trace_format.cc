@@ -18,6 +18,7 @@
 #include "comm/group_registry.h"
 #include "comm/host_collective.h"
 #include "kiln/error.h"
+#include "ops/collective.h"
 #include "ops/custom_functions.h"
 
 namespace kiln::jit {
@@ -135,14 +136,14 @@ constexpr AttrCodec kCustomKernel = {
 
 // The group with those world ranks must exist in this process: replaying a collective
 // needs the processes it ran over.
-absl::Status find_recorded_group(OpKind op, const std::vector<int>& ranks, int& group) {
+absl::Status find_recorded_group(OpKind op, const std::vector<int>& ranks, ops::Attrs& attrs) {
   try {
     comm::open_world();
   } catch (const Error& e) {
     return absl::FailedPreconditionError(e.what());
   }
   if (std::optional<int> id = comm::find_group(ranks)) {
-    group = *id;
+    ops::set_collective_group(*id, attrs);
     return absl::OkStatus();
   }
   const comm::Communicator& world = *comm::group_info(comm::kWorldGroup).communicator;
@@ -162,9 +163,7 @@ constexpr AttrCodec kGroupRanks = {
     [](const json& value, const char* key, AttrReader& reader) {
       return json_to(value, reader.ranks) ? absl::OkStatus() : wrong_type(key, value);
     },
-    [](AttrReader& reader) {
-      return find_recorded_group(reader.op, reader.ranks, reader.attrs.group);
-    }};
+    [](AttrReader& reader) { return find_recorded_group(reader.op, reader.ranks, reader.attrs); }};
 
 // all_reduce's and reduce_scatter's reduction, by name.
 constexpr AttrCodec kReduction = {

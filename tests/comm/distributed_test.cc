@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "ops/collective.h"
 #include "tests/test_util.h"
 
 namespace kiln {
@@ -142,6 +143,42 @@ TEST(DistributedSingleProcess, ReplayingACollectiveOutsideItsGroupIsAClearError)
     "outputs": [1]})";
   expect_error([&] { load_trace(trace); },
                {"all_reduce", "world ranks [0, 1]", "rank 0 of a world of 1", "mpirun -np 2"});
+}
+
+// The shape rule reads the group's size and this rank from the attributes the op was recorded
+// with: a group of four is inferred as four ranks in a process that has only a world of one.
+TEST(DistributedSingleProcess, TheShapeRuleReadsTheRecordedGroupNotTheRegistry) {
+  const std::vector<ops::ValueType> in = {{{6, 4}, DType::F32}};
+  ops::Attrs attrs;
+  attrs.group = 12345;  // no such group in this process
+  attrs.group_size = 4;
+  attrs.group_rank = 1;
+  attrs.axis = 0;
+  absl::StatusOr<ops::ValueType> gathered =
+      ops::infer_collective(ops::OpKind::AllGather, in, attrs);
+  ASSERT_TRUE(gathered.ok()) << gathered.status();
+  EXPECT_EQ(gathered->shape, (std::vector<int64_t>{24, 4}));
+  attrs.axis = 1;
+  absl::StatusOr<ops::ValueType> scattered =
+      ops::infer_collective(ops::OpKind::ReduceScatter, in, attrs);
+  ASSERT_TRUE(scattered.ok()) << scattered.status();
+  EXPECT_EQ(scattered->shape, (std::vector<int64_t>{6, 1}));
+  attrs.peer = 1;  // this rank
+  absl::StatusOr<ops::ValueType> sent = ops::infer_collective(ops::OpKind::Send, in, attrs);
+  ASSERT_FALSE(sent.ok());
+  EXPECT_NE(sent.status().message().find("own rank 1"), std::string_view::npos) << sent.status();
+  attrs.peer = 4;
+  sent = ops::infer_collective(ops::OpKind::Send, in, attrs);
+  ASSERT_FALSE(sent.ok());
+  EXPECT_NE(sent.status().message().find("ranks 0 to 3"), std::string_view::npos) << sent.status();
+
+  ops::Attrs unset;  // never given a group
+  absl::StatusOr<ops::ValueType> bad = ops::infer_collective(ops::OpKind::AllReduce, in, unset);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("all_reduce"), std::string_view::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find("recorded through kiln/distributed.h"),
+            std::string_view::npos)
+      << bad.status();
 }
 
 }  // namespace

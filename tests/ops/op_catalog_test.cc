@@ -29,6 +29,7 @@
 #include "jit/graph/pending_graph.h"
 #include "jit/graph/record.h"
 #include "kiln/custom.h"
+#include "ops/collective.h"
 #include "ops/element_access.h"
 #include "tests/cuda_emulation/emulated_kernels.h"
 #include "tests/cuda_emulation/run_emulated.h"
@@ -888,7 +889,7 @@ std::vector<Program> collective_programs(OpKind op, Inputs& in) {
   const int world = comm::open_world();
   auto collective = [&](const Tensor& x, int reduction, int axis) {
     ops::Attrs attrs;
-    attrs.group = world;
+    ops::set_collective_group(world, attrs);
     attrs.reduction = reduction;
     attrs.axis = axis;
     return jit::record(op, {x}, std::move(attrs));
