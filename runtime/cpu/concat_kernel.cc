@@ -1,6 +1,5 @@
-// Concat kernels: each operand is evaluated whole and scattered into its slice of the
-// result.
-#include "base/thread_pool.h"
+// Concat kernels: each operand is evaluated tile by tile on all cores, each tile written
+// straight into its slice of the result.
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/tile_evaluator.h"
 
@@ -20,13 +19,9 @@ void concat(const KernelProgram& program, const KernelLaunch& launch,
   std::vector<int64_t> strides = ops::contiguous_strides(out);
   int64_t offset = 0;
   for (size_t k = 0; k < program.anchor_operands.size(); ++k) {
-    std::vector<T> v = evaluate_operand<T>(program, launch, inputs, params, static_cast<int>(k));
-    const Shape& s = launch.spaces[k + 1];
-    jit::ViewParams place{strides, offset * strides[axis]};
-    std::vector<int64_t> dst(v.size());
-    view_offsets(s, place, 0, static_cast<int64_t>(v.size()), dst.data());
-    for (size_t e = 0; e < v.size(); ++e) result[dst[e]] = v[e];
-    offset += s[axis];
+    const jit::ViewParams place{strides, offset * strides[axis]};
+    evaluate_operand_into<T>(program, launch, inputs, params, static_cast<int>(k), place, result);
+    offset += launch.spaces[k + 1][axis];
   }
 }
 

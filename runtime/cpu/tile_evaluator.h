@@ -209,6 +209,15 @@ std::vector<T> evaluate_operand(const jit::KernelProgram& program, const jit::Ke
                                 const std::vector<const base::Buffer*>& inputs,
                                 const std::vector<double>& params, int k);
 
+// Evaluates anchor operand `k` as evaluate_operand does, but writes each tile straight to
+// its place in `dst`: position p of the operand's space goes to the offset `place` maps it
+// to (a concat's slice of its result). No copy of the whole operand is made.
+template <class T>
+void evaluate_operand_into(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                           const std::vector<const base::Buffer*>& inputs,
+                           const std::vector<double>& params, int k, const jit::ViewParams& place,
+                           T* dst);
+
 }  // namespace kiln::runtime::cpu
 
 #endif  // KILN_RUNTIME_CPU_TILE_EVALUATOR_H_

@@ -20,6 +20,9 @@ using jit::InstrKind;
 using ops::OpKind;
 using ops::Shape;
 
+// Rows this short are copied element by element rather than by a call per run.
+constexpr int64_t kShortRun = 16;
+
 }  // namespace
 
 void TileEvaluator::eval_load(int k, const Instr& in, int64_t begin, int64_t n) {
@@ -40,10 +43,28 @@ void TileEvaluator::eval_load(int k, const Instr& in, int64_t begin, int64_t n) 
   const jit::ViewParams& view = launch_.views[in.view];
   const Shape& space = launch_.spaces[in.space];
   if (!space.empty() && view.strides.back() == 1) {
-    // Contiguous rows (a bias broadcast over rows, a slice): each run loads as a block.
+    // Contiguous rows (a bias broadcast over rows, a slice): each run loads as a block. A
+    // tile within one row (a stencil's offset slice, tiled by rows) is read where it lies.
     dispatch(c, [&](auto t) {
       using T = decltype(t);
+      const bool same_type = program_.input_dtypes[in.input] == register_dtype<T>();
+      const int64_t row = space.back();
+      if (same_type && row > 0 && n <= row - begin % row) {
+        for_each_run(space, view, begin, n, [&](int64_t, int64_t, int64_t base) {
+          regs_.alias[k] = inputs_[in.input]->as<T>() + base;
+        });
+        return;
+      }
       T* out = alloc<T>(k, n);
+      if (same_type && row <= kShortRun) {
+        // Short rows (a point's coordinates broadcast against every center): copied inline,
+        // as a call per run would cost more than the copy.
+        const T* src = inputs_[in.input]->as<T>();
+        for_each_run(space, view, begin, n, [&](int64_t e, int64_t run, int64_t base) {
+          for (int64_t j = 0; j < run; ++j) out[e + j] = src[base + j];
+        });
+        return;
+      }
       for_each_run(space, view, begin, n, [&](int64_t e, int64_t run, int64_t base) {
         load_run<T>(*inputs_[in.input], program_.input_dtypes[in.input], base, run, out + e);
       });
