@@ -68,7 +68,7 @@ Tensor apply_random_op(FuzzedDataProvider& in, const std::vector<Tensor>& pool) 
   };
   const Tensor& a = pick();
   const int axis = in.ConsumeIntegralInRange<int>(-3, 3);
-  switch (in.ConsumeIntegralInRange<int>(0, 34)) {
+  switch (in.ConsumeIntegralInRange<int>(0, 36)) {
     case 0:
       return kiln::exp(a);
     case 1:
@@ -153,6 +153,10 @@ Tensor apply_random_op(FuzzedDataProvider& in, const std::vector<Tensor>& pool) 
           a, pick(), pick(), in.ConsumeBool() ? pick() : kiln::Tensor(), in.ConsumeBool());
     case 33:  // a start from the pool (often not an integer, often outside x); any length
       return kiln::slice(a, axis, pick(), in.ConsumeIntegralInRange<int64_t>(-1, 6));
+    case 34:  // indices from the pool (often not integers, often out of range), any source
+      return kiln::index_add(a, axis, pick(), pick());
+    case 35:  // segment ids from the pool; a negative count is an error
+      return kiln::segment_sum(a, pick(), in.ConsumeIntegralInRange<int64_t>(-1, 6));
     case 31:  // attention written by hand, fused by the planner when the shapes allow
       return kiln::matmul(kiln::softmax(kiln::matmul(a, a.transpose(-2, -1)) * 0.5, -1), pick());
     default:

@@ -17,6 +17,7 @@
 #include "ops/custom_ops.h"
 #include "ops/elementwise.h"
 #include "ops/gather.h"
+#include "ops/index_add.h"
 #include "ops/leaf.h"
 #include "ops/matmul.h"
 #include "ops/reduction.h"
@@ -44,6 +45,7 @@ std::string operand_name(OpKind op, size_t index) {
     case OpClass::kGather:
       return index == 0 ? "x" : (op == OpKind::DynamicSlice ? "start" : "indices");
     case OpClass::kUpdateSlice:
+      if (op == OpKind::IndexAdd) return index == 0 ? "x" : (index == 1 ? "source" : "index");
       return index == 0 ? "x" : "update";
     case OpClass::kAttention: {
       static const char* const kNames[] = {"q", "k", "v", "mask"};
@@ -155,6 +157,7 @@ absl::StatusOr<ValueType> infer_any(OpKind op, const std::vector<ValueType>& inp
     case OpClass::kGather:
       return infer_gather(op, inputs, attrs);
     case OpClass::kUpdateSlice:
+      if (op == OpKind::IndexAdd) return infer_index_add(inputs, attrs);
       return infer_update_slice(inputs, attrs);
     case OpClass::kAttention:
       return infer_attention(inputs, attrs);

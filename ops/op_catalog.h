@@ -27,7 +27,8 @@ enum class OpClass {
   kCustomKernel,  // a user's whole kernel (ops/custom_functions.h): its own rules for all
   kGather,        // take take_along_axis dynamic_slice: read their first operand at positions
                   // their second holds
-  kUpdateSlice,   // update_slice: x with a range along one axis overwritten (ops/update_slice.h)
+  kUpdateSlice,   // update_slice, index_add: x with a range overwritten, or slices added into it
+                  // (ops/update_slice.h, ops/index_add.h)
   kAttention,     // scaled_dot_product_attention: softmax(q kᵀ scale + mask) v (ops/attention.h)
   kCollective,    // all_reduce all_gather reduce_scatter broadcast send recv: bytes exchanged
                   // with the other processes of a group (comm/)
@@ -120,6 +121,7 @@ enum class OpClass {
   X(TakeAlongAxis, take_along_axis, kGather, 2)              \
   X(DynamicSlice, dynamic_slice, kGather, 2)                 \
   X(UpdateSlice, update_slice, kUpdateSlice, -1)             \
+  X(IndexAdd, index_add, kUpdateSlice, 3)                    \
   X(Attention, scaled_dot_product_attention, kAttention, -1) \
   X(AllReduce, all_reduce, kCollective, 1)                   \
   X(AllGather, all_gather, kCollective, 1)                   \

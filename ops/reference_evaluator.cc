@@ -12,6 +12,7 @@
 #include "ops/custom_ops.h"
 #include "ops/elementwise.h"
 #include "ops/gather.h"
+#include "ops/index_add.h"
 #include "ops/leaf.h"
 #include "ops/matmul.h"
 #include "ops/reduction.h"
@@ -65,7 +66,11 @@ std::shared_ptr<base::Buffer> evaluate_reference(OpKind op, const Attrs& attrs,
       evaluate_gather(op, attrs, out, inputs, *result);
       break;
     case OpClass::kUpdateSlice:
-      evaluate_update_slice(attrs, out, inputs, *result);
+      if (op == OpKind::IndexAdd) {
+        evaluate_index_add(attrs, out, inputs, *result);
+      } else {
+        evaluate_update_slice(attrs, out, inputs, *result);
+      }
       break;
     case OpClass::kAttention:
       evaluate_attention(attrs, out, inputs, *result);

@@ -51,11 +51,9 @@ KMeans kmeans(const Tensor& points, Tensor centers, int iterations) {
     const Tensor d2 = kiln::sum(kiln::square(points.unsqueeze(1) - centers.unsqueeze(0)), 2);
     labels = kiln::argmin(d2, 1);
     if (i == iterations) break;
-    // Sums and counts per center through a one-hot matrix [n, k].
-    const Tensor one_hot = (labels.unsqueeze(1) == Tensor::arange(k, kiln::DType::I64).unsqueeze(0))
-                               .astype(points.dtype());
-    const Tensor sums = kiln::matmul(one_hot.transpose(0, 1), points);
-    const Tensor counts = kiln::sum(one_hot, 0).unsqueeze(1);
+    // The points' sums and counts per center.
+    const Tensor sums = kiln::segment_sum(points, labels, k);
+    const Tensor counts = kiln::bincount(labels, k).astype(points.dtype()).unsqueeze(1);
     centers = kiln::where(counts > 0.0, sums / kiln::maximum(counts, 1.0), centers);
   }
   return {centers, labels};

@@ -161,6 +161,25 @@ Tensor update_slice(const Tensor& x, const Tensor& update, int axis, int64_t sta
 // as an input then writes where each call says, where an integer start would be a constant
 // of its recording. A start outside x is a kiln::Error at the sync that names it.
 Tensor update_slice(const Tensor& x, const Tensor& update, int axis, const Tensor& start);
+// x with source's slices added along axis at the positions index names (PyTorch's
+// index_add): for l = 0, 1, ..., L - 1, out[..., index[l], ...] += source[..., l, ...].
+// index is one dim of L I32 or I64 values, negative ones counting from the end (as take);
+// source has x's rank, L along axis and x's other dims, and is cast to x's dtype (numeric,
+// not bool). Repeated indices add up, in the order of l on the CPU (the result does not
+// depend on the thread count) and in any order on a GPU (float sums may differ there in
+// their last bits). An index out of range is a kiln::Error at the sync that names it.
+Tensor index_add(const Tensor& x, int axis, const Tensor& index, const Tensor& source);
+// TensorFlow's unsorted_segment_sum: out[s, ...] sums data[i, ...] over the i whose
+// segment_ids[i] is s (zero where none is). segment_ids is one dim of I32 or I64 values,
+// one per row of data, in [0, num_segments) (negative ones count from the end, as in
+// index_add); the result has shape [num_segments] + data.shape[1:] and data's dtype (bool
+// data counts, as I64).
+Tensor segment_sum(const Tensor& data, const Tensor& segment_ids, int64_t num_segments);
+// numpy's bincount with a fixed length: out[v] counts the elements of x equal to v (I64), or
+// sums their weights (weights: one per element of x; the result has weights' dtype). x is
+// one dim of I32 or I64 values in [0, length) (negative ones count from the end).
+Tensor bincount(const Tensor& x, int64_t length);
+Tensor bincount(const Tensor& x, const Tensor& weights, int64_t length);
 // x[start : start + length] along axis, with a start that is a tensor (as XLA's
 // dynamic_slice): one I32 or I64 value, read when the kernel runs, so a compiled step reads
 // where each call says. 0 <= length <= x's extent; a start outside [0, extent - length] is a

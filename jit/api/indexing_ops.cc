@@ -1,5 +1,5 @@
 // take, take_along_axis, embedding and slice with a start tensor: gathers (ops/gather.h);
-// topk; update_slice.
+// topk; update_slice; index_add and the segment sums built on it.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -54,6 +54,43 @@ Tensor update_slice(const Tensor& x, const Tensor& update, int axis, const Tenso
   ops::Attrs attrs;
   attrs.axis = axis;
   return jit::record(ops::OpKind::UpdateSlice, {x, update, start}, std::move(attrs));
+}
+
+Tensor index_add(const Tensor& x, int axis, const Tensor& index, const Tensor& source) {
+  ops::Attrs attrs;
+  attrs.axis = axis;
+  // Recorded as (x, source, index): source fuses into the kernel's prologue, as
+  // update_slice's update does; index is read from its buffer.
+  return jit::record(ops::OpKind::IndexAdd, {x, source, index}, std::move(attrs));
+}
+
+Tensor segment_sum(const Tensor& data, const Tensor& segment_ids, int64_t num_segments) {
+  if (data.ndim() == 0 || num_segments < 0) {
+    throw Error(absl::StrCat("[segment_sum] data ", ops::format_shape(data.shape()),
+                             " with num_segments ", num_segments,
+                             " (expected data of rank >= 1 and num_segments >= 0)"));
+  }
+  const Tensor values = data.dtype() == DType::Bool ? data.astype(DType::I64) : data;
+  std::vector<int64_t> shape = values.shape();
+  shape[0] = num_segments;
+  return index_add(Tensor::zeros(shape, values.dtype()), 0, segment_ids, values);
+}
+
+Tensor bincount(const Tensor& x, int64_t length) {
+  if (x.ndim() != 1) {
+    throw Error(absl::StrCat("[bincount] x ", ops::format_shape(x.shape()),
+                             " (expected one dim of I32 or I64 values)"));
+  }
+  return segment_sum(Tensor::ones(x.shape(), DType::I64), x, length);
+}
+
+Tensor bincount(const Tensor& x, const Tensor& weights, int64_t length) {
+  if (x.ndim() != 1 || weights.shape() != x.shape()) {
+    throw Error(absl::StrCat("[bincount] x ", ops::format_shape(x.shape()), " and weights ",
+                             ops::format_shape(weights.shape()),
+                             " (expected one dim of I32 or I64 values and one weight each)"));
+  }
+  return segment_sum(weights, x, length);
 }
 
 }  // namespace kiln

@@ -222,7 +222,7 @@ const std::vector<AttrField>& attr_fields() {
       {OpClass::kGather, {}, "axis", member<&A::axis>(), kRequired},
       {OpClass::kGather, {OpKind::DynamicSlice}, "length", member<&A::k>(), kRequired},
       {OpClass::kUpdateSlice, {}, "axis", member<&A::axis>(), kRequired},
-      {OpClass::kUpdateSlice, {}, "start", member<&A::start>(), kRequired},
+      {OpClass::kUpdateSlice, {OpKind::UpdateSlice}, "start", member<&A::start>(), kRequired},
       {OpClass::kAttention, {}, "scale", member<&A::scale>(), kRequired},
       {OpClass::kAttention, {}, "causal", member<&A::causal>(), kOptional},
       {OpClass::kAttention, {}, "causal_alignment", kCausalAlignment, kOptional, "top_left"},

@@ -58,6 +58,8 @@ const char* anchor_name(AnchorKind anchor) {
       return "custom_kernel";
     case AnchorKind::kUpdateSlice:
       return "update_slice";
+    case AnchorKind::kIndexAdd:
+      return "index_add";
     case AnchorKind::kAttention:
       return "attention";
     case AnchorKind::kCollective:
@@ -85,6 +87,7 @@ std::string KernelProgram::to_string() const {
       if (anchor_attrs.reverse) absl::StrAppend(&out, " reverse");
     }
     absl::StrAppend(&out, " operands=[", absl::StrJoin(anchor_operands, ","), "]");
+    if (anchor_index_input >= 0) absl::StrAppend(&out, " index=in", anchor_index_input);
     if (anchor_start_input >= 0) {
       absl::StrAppend(&out, " start=in", anchor_start_input);
     } else if (anchor_param >= 0) {

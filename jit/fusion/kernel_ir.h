@@ -64,6 +64,9 @@ struct Instr {
 // kUpdateSlice writes its operand (the update, space 1) into output 0 at anchor_param's
 // position along anchor_attrs.axis; output 0 starts as input 0 (x) and the rest of it is
 // not written (the backend aliases or copies x's buffer first).
+// kIndexAdd adds its operand (the source, space 1) into output 0, slice l along
+// anchor_attrs.axis at the position input anchor_index_input's element l names; output 0
+// starts as input 0 (x), copied by the backend (ops/index_add.h).
 // kAttention computes softmax(score) v per query row with an online softmax over key tiles:
 // operands q, k, v (spaces 1-3); the raw score q·k times anchor_param's scale (1 without
 // one); then, when there is a fourth operand, the score is that space-4 instruction, which
@@ -90,6 +93,7 @@ enum class AnchorKind {
   kConcat,
   kCustomKernel,
   kUpdateSlice,
+  kIndexAdd,
   kAttention,
   kCollective  // all_reduce ...: whole buffers exchanged with other processes, nothing fused
 };
@@ -110,6 +114,8 @@ struct KernelProgram {
   // update_slice with a start tensor: the input slot holding that one I32/I64 value, which
   // the kernel reads when it runs (anchor_param is then unused).
   int anchor_start_input = -1;
+  // index_add: the input slot holding its indices (one dim of I32/I64).
+  int anchor_index_input = -1;
   std::vector<int> space_ranks;            // rank of each space
   std::vector<DType> input_dtypes;         // per input slot
   std::vector<DType> output_dtypes;        // per output slot
@@ -142,6 +148,13 @@ struct KernelLaunch {
 };
 
 const char* anchor_name(AnchorKind anchor);
+
+// Whether the program's output 0 starts as its input 0 (update_slice, index_add): the
+// backend hands the kernel x's own buffer (donated_slot) or a copy of it, and the kernel
+// writes only what changes.
+inline bool output_starts_as_input(const KernelProgram& program) {
+  return program.anchor == AnchorKind::kUpdateSlice || program.anchor == AnchorKind::kIndexAdd;
+}
 
 }  // namespace kiln::jit
 

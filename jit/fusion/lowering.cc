@@ -57,6 +57,11 @@ class Lowerer {
         if (a.args.size() == 3) program.anchor_start_input = input_slot(a.args[2]);
         operands = {a.args[1]};
       }
+      if (a.op == OpKind::IndexAdd) {
+        input_slot(a.args[0]);  // x: input 0, the buffer output 0 starts as
+        program.anchor_index_input = input_slot(a.args[2]);
+        operands = {a.args[1]};
+      }
       for (int arg : operands) {
         const Shape& s = trace_.nodes[arg].type->shape;
         int space = static_cast<int>(launch.spaces.size());

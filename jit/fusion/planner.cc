@@ -77,6 +77,12 @@ class Planner {
         if (node.args.size() == 3) {
           materialize(node.args[2], "update_slice reads its start from a buffer when it runs");
         }
+      } else if (node.op == ops::OpKind::IndexAdd) {
+        // Its kernel adds the source's elements into a copy of x, at positions read from a
+        // buffer when it runs.
+        materialize(i, "index_add adds into a buffer that starts as x");
+        materialize(node.args[0], "index_add adds its source into a copy of x");
+        materialize(node.args[2], "index_add reads its indices from a buffer when it runs");
       }
     }
     for (int f : forced)
@@ -381,6 +387,7 @@ AnchorKind anchor_kind(ops::OpKind op) {
     case OpClass::kCustomKernel:
       return AnchorKind::kCustomKernel;
     case OpClass::kUpdateSlice:
+      if (op == ops::OpKind::IndexAdd) return AnchorKind::kIndexAdd;
       return AnchorKind::kUpdateSlice;
     case OpClass::kAttention:
       return AnchorKind::kAttention;

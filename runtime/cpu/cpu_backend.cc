@@ -76,7 +76,7 @@ class CpuBackend final : public jit::Backend {
       for (int n : launch.inputs) ins.push_back(buffers.at(n).get());
       std::vector<base::Buffer*> outs;
       for (int n : launch.outputs) {
-        if (pk.program->anchor != jit::AnchorKind::kUpdateSlice) {
+        if (!jit::output_starts_as_input(*pk.program)) {
           buffers[n] = recycled(pool, plan.node_bytes[n]);
         } else if (jit::donated_slot(plan, args.donated, launch) >= 0) {
           // x's own buffer, written in place. Copied out first: `buffers[n]` may insert and

@@ -29,6 +29,8 @@ void execute_kernel(const jit::KernelProgram& program, const jit::KernelLaunch& 
       return run_custom_kernel(program, launch, inputs, outputs);
     case jit::AnchorKind::kUpdateSlice:
       return run_update_slice(program, launch, inputs, outputs, params);
+    case jit::AnchorKind::kIndexAdd:
+      return run_index_add(program, launch, inputs, outputs, params);
     case jit::AnchorKind::kAttention:
       return run_attention(program, launch, inputs, outputs, params);
     case jit::AnchorKind::kCollective:

@@ -53,6 +53,11 @@ void run_update_slice(const jit::KernelProgram& program, const jit::KernelLaunch
                       const std::vector<const base::Buffer*>& inputs,
                       const std::vector<base::Buffer*>& outputs, const std::vector<double>& params);
 
+// index_add: the source added into output 0, which already holds x (kIndexAdd).
+void run_index_add(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                   const std::vector<const base::Buffer*>& inputs,
+                   const std::vector<base::Buffer*>& outputs, const std::vector<double>& params);
+
 // scaled_dot_product_attention: an online softmax over key tiles (kAttention).
 void run_attention(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                    const std::vector<const base::Buffer*>& inputs,

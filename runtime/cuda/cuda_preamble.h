@@ -62,6 +62,24 @@ __device__ __forceinline__ void kiln_report_index_error(u64* error, i64 index, i
     error[3] = (u64)op;
   }
 }
+// index_add: *p += v atomically (the additions into one element land in any order). 16-bit
+// elements swap the 32-bit word that holds them until no other thread wrote it in between.
+__device__ __forceinline__ void kiln_atomic_add(float* p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void kiln_atomic_add(double* p, double v) { atomicAdd(p, v); }
+__device__ __forceinline__ void kiln_atomic_add(int* p, i64 v) { atomicAdd(p, (int)(unsigned int)(u64)v); }
+__device__ __forceinline__ void kiln_atomic_add(i64* p, i64 v) { atomicAdd((u64*)p, (u64)v); }
+__device__ __forceinline__ void kiln_atomic_add_16(unsigned short* p, float v, bool bf16) {
+  unsigned int* word = (unsigned int*)((u64)p & ~(u64)3);
+  const unsigned int shift = ((u64)p & 2) ? 16u : 0u;
+  unsigned int seen = *word, assumed;
+  do {
+    assumed = seen;
+    const unsigned short h = (unsigned short)(assumed >> shift);
+    const float sum = (bf16 ? bf16_to_f32(h) : f16_to_f32(h)) + v;
+    const unsigned short r = bf16 ? f32_to_bf16(sum) : f32_to_f16(sum);
+    seen = atomicCAS(word, assumed, (assumed & ~(0xffffu << shift)) | ((unsigned int)r << shift));
+  } while (seen != assumed);
+}
 // Tensor cores: D = A * B + D for a 16x16 (row) by 16x8 (col) product, f32 accumulators,
 // fragments as PTX lays them out; pack2 makes a register of two 16-bit elements (low first).
 __device__ __forceinline__ unsigned pack2(unsigned short lo, unsigned short hi) {

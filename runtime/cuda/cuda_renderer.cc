@@ -81,6 +81,8 @@ std::string render_cuda(const jit::KernelProgram& program, IndexWidths widths) {
       return assemble_module(writer, widths, render_concat(writer));
     case AnchorKind::kUpdateSlice:
       return assemble_module(writer, widths, render_update_slice(writer));
+    case AnchorKind::kIndexAdd:
+      return assemble_module(writer, widths, render_index_add(writer));
     case AnchorKind::kAttention:
       return assemble_module(writer, widths, render_attention(writer));
     case AnchorKind::kCustomKernel:

@@ -65,6 +65,10 @@ std::string render_concat(const KernelWriter& writer);
 // aligned), written at start into x's buffer.
 std::string render_update_slice(const KernelWriter& writer);
 
+// index_add: a thread per element of the source, added atomically at its index's position
+// into output 0, which already holds x.
+std::string render_index_add(const KernelWriter& writer);
+
 // The element loops of concat and update_slice (render_concat.cc).
 // Elements per group of the 16-byte path over `spaces` (those whose loads it reads as
 // vectors) and every output: 16 / the widest of them; 1 when widest_vector_load rules it out.

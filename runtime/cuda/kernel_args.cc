@@ -33,6 +33,7 @@ void throw_if_index_error(const IndexErrorWord& word) {
 
 bool has_gathers(const jit::KernelProgram& program) {
   if (program.anchor_start_input >= 0) return true;  // update_slice checks its start tensor
+  if (program.anchor_index_input >= 0) return true;  // index_add checks its indices
   for (const jit::Instr& in : program.instrs) {
     if (in.kind == jit::InstrKind::kGather) return true;
   }

@@ -34,7 +34,8 @@ int64_t work_items(const jit::KernelProgram& program, const jit::KernelLaunch& l
     if (!attention_uses_tensor_cores(program, launch) || sq == 0) return rows;
     return rows / sq * ((sq + 127) / 128);
   }
-  if (program.anchor == jit::AnchorKind::kUpdateSlice) {  // a thread per element of the update
+  if (program.anchor == jit::AnchorKind::kUpdateSlice ||
+      program.anchor == jit::AnchorKind::kIndexAdd) {  // a thread per element of the update
     return (ops::numel(launch.spaces[1]) + block - 1) / block;
   }
   if (program.anchor == jit::AnchorKind::kNone) {  // a thread per vector of E elements

@@ -68,7 +68,7 @@ void PlanLauncher::launch_kernels(const jit::LaunchPlan& plan, PlanMatmuls& matm
     std::vector<uint64_t> ins, outs;
     for (int n : launch.inputs) ins.push_back(buffers.at(n)->device_pointer());
     for (int n : launch.outputs) {
-      if (pk.program->anchor != jit::AnchorKind::kUpdateSlice) {
+      if (!jit::output_starts_as_input(*pk.program)) {
         buffers[n] = allocate(plan.node_bytes[n]);
       } else if (jit::donated_slot(plan, donated, launch) >= 0) {
         // Copied out first: `buffers[n]` may insert and rehash, which would leave a

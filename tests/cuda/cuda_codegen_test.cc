@@ -41,8 +41,9 @@ TEST(CudaCodegen, EveryFamilyAndDtypeCompilesForSm80AndSm90) {
   std::vector<std::shared_ptr<const jit::KernelProgram>> programs = corpus();
   std::set<jit::AnchorKind> families;
   for (const auto& p : programs) families.insert(p->anchor);
-  // pointwise, reduce, argreduce, rownorm, scan, topk, matmul, concat, update_slice, attention
-  EXPECT_EQ(families.size(), 10u);
+  // pointwise, reduce, argreduce, rownorm, scan, topk, matmul, concat, update_slice,
+  // index_add, attention
+  EXPECT_EQ(families.size(), 11u);
   // Compiled as a plan's kernels are: all at once on every core.
   std::vector<runtime::cuda::KernelSource> sources;
   for (const auto& p : programs) {

@@ -225,7 +225,7 @@ class CudaEmulationTest : public testing::ScratchDirTest {
 TEST_F(CudaEmulationTest, EveryCorpusKernelComputesWhatTheCpuComputes) {
   for (const Tensor& t : kernel_corpus()) add_case({t});
   for (const Tensor& t : larger_corpus()) add_case({t});
-  EXPECT_EQ(families_.size(), 10u);  // every anchor kind but the custom kernel and collectives
+  EXPECT_EQ(families_.size(), 11u);  // every anchor kind but the custom kernel and collectives
   run_and_compare();
 }
 

@@ -27,6 +27,8 @@ std::vector<Tensor> kernel_corpus() {
     outs.push_back(topk(x, 3, 1).values * 2.0);
     outs.push_back(topk(v, 2, 0, /*largest=*/false).indices);
     outs.push_back(update_slice(v, x.reshape({1, 4, 6}) * 2.0, 0, 3));
+    outs.push_back(index_add(v, 1, Tensor::from_vector(std::vector<int64_t>{-2, 0, 1, -2}, {4}),
+                             exp(v) * 2.0));
     outs.push_back(scaled_dot_product_attention(v, v, v, Tensor(), true));
     outs.push_back(scaled_dot_product_attention(v, v.slice(1, 0, 3), v.slice(1, 0, 3), Tensor(),
                                                 CausalAlignment::BottomRight));
@@ -59,6 +61,7 @@ std::vector<Tensor> kernel_corpus() {
     outs.push_back((a / (b + 1.0)).astype(dt));
     if (dt != DType::Bool) {
       outs.push_back(matmul(a, a.transpose(0, 1)));
+      outs.push_back(index_add(a, 0, Tensor::arange(3, DType::I32), a * 2.0));
       outs.push_back(topk(a, 2, 0).indices);
       outs.push_back(pow(a, b) * a - neg(abs(a)) + square(a) + maximum(a, b) + minimum(a, b));
       outs.push_back(Tensor::full({2, 2}, 3, dt) + a.slice(0, 0, 2).slice(1, 0, 2));

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/dtype.h"
@@ -45,6 +46,22 @@ inline unsigned long long atomicCAS(unsigned long long* address, unsigned long l
                                     unsigned long long value) {
   const unsigned long long old = *address;
   if (old == compare) *address = value;
+  return old;
+}
+inline unsigned int atomicCAS(unsigned int* address, unsigned int compare, unsigned int value) {
+  const unsigned int old = *address;
+  if (old == compare) *address = value;
+  return old;
+}
+template <class T>
+T atomicAdd(T* address, T value) {
+  const T old = *address;
+  if constexpr (std::is_integral_v<T>) {  // wraps, as the hardware's integer add does
+    *address = static_cast<T>(static_cast<unsigned long long>(old) +
+                              static_cast<unsigned long long>(value));
+  } else {
+    *address = old + value;
+  }
   return old;
 }
 inline long long __double_as_longlong(double v) { return std::bit_cast<long long>(v); }

@@ -111,7 +111,7 @@ inline std::vector<std::shared_ptr<base::Buffer>> run_emulated_plan(const Emulat
     for (int n : pk.launch.outputs) {
       auto b = std::make_shared<base::Buffer>(plan.node_bytes[n]);
       std::memset(b->data(), 0xff, static_cast<size_t>(b->nbytes()));  // poison
-      if (pk.program->anchor == jit::AnchorKind::kUpdateSlice) {       // starts as x, as on a GPU
+      if (jit::output_starts_as_input(*pk.program)) {                  // starts as x, as on a GPU
         const base::Buffer& x = *buffers.at(pk.launch.inputs[0]);
         std::memcpy(b->data(), x.data(), static_cast<size_t>(x.nbytes()));
       }

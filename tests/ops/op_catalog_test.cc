@@ -646,6 +646,42 @@ std::vector<Program> update_slice_programs(Inputs& in) {
   return {p};
 }
 
+// index_add: every numeric dtype and axis, both index dtypes, repeated, negative, first and
+// last positions, a source of another dtype, a computed source and x, a fused consumer, and
+// segment_sum and bincount, which record it.
+std::vector<Program> index_add_programs(Inputs& in) {
+  Program p{"every dtype and axis, repeated and negative indices, computed operands"};
+  auto indices = [](std::vector<int64_t> values, DType dt) {
+    const int64_t n = static_cast<int64_t>(values.size());
+    return Tensor::from_vector(values, {n}).astype(dt);
+  };
+  int turn = 0;
+  for (DType dt : kAllDtypes) {
+    if (dt == DType::Bool) continue;  // index_add does not add into bool
+    const int axis = turn % 3;
+    const DType other = kAllDtypes[(turn + 3) % std::size(kAllDtypes)];
+    const DType index_dtype = turn % 2 == 0 ? DType::I64 : DType::I32;
+    ++turn;
+    std::vector<int64_t> shape = {3, 6, 4};
+    Tensor x = in.random(dt, shape);
+    const int64_t extent = shape[axis];
+    shape[axis] = 5;
+    p.add(call(OpKind::IndexAdd, {dt, other, index_dtype}, absl::StrCat(" axis ", axis)),
+          index_add(x, axis - 3, indices({0, extent - 1, 1, -1, 1}, index_dtype),
+                    in.random(other, shape)));
+  }
+  Tensor table = in.random(DType::F32, {4, 5}, Values::kPlain);
+  Tensor rows = in.random(DType::F32, {6, 5}, Values::kPlain);
+  const Tensor ids = indices({3, 0, 3, 2, 3, 0}, DType::I64);
+  p.add("index_add(f32 + 1, exp(f32) * 2) * 3: computed operands, a fused consumer",
+        index_add(table + 1.0, 0, ids, exp(rows) * 2.0) * 3.0);
+  p.add("segment_sum(f32, i64, 5): an empty segment", segment_sum(rows, ids, 5));
+  p.add("bincount(i32, 6) and with f64 weights",
+        bincount(ids.astype(DType::I32), 6) +
+            bincount(ids, in.random(DType::F64, {6}, Values::kPlain), 6).astype(DType::I64));
+  return {p};
+}
+
 // slice at a start tensor (dynamic_slice): every dtype and axis, both start dtypes, the
 // first and the last start, an empty and a whole window, a computed start, a viewed x and
 // fused consumers.
@@ -990,6 +1026,7 @@ const std::map<OpKind, Builder>& builders() {
     m[OpKind::Cumsum] = cumsum_programs;
     m[OpKind::TopkIndices] = topk_programs;
     m[OpKind::UpdateSlice] = update_slice_programs;
+    m[OpKind::IndexAdd] = index_add_programs;
     m[OpKind::DynamicSlice] = dynamic_slice_programs;
     m[OpKind::Attention] = attention_programs;
     for (OpKind op : {OpKind::Take, OpKind::TakeAlongAxis}) {
