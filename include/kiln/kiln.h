@@ -8,6 +8,7 @@
 #include "kiln/dtype.h"
 #include "kiln/error.h"
 #include "kiln/io.h"
+#include "kiln/linalg.h"
 #include "kiln/nn.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
