@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "absl/container/inlined_vector.h"
 #include "jit/fusion/kernel_ir.h"
 #include "ops/value_type.h"
 
@@ -21,8 +20,9 @@ template <class Fn>
 void for_each_run(const ops::Shape& shape, const jit::ViewParams& v, int64_t begin, int64_t n,
                   Fn fn) {
   const int rank = static_cast<int>(shape.size());
-  // The position's index per dim, kept inline for the usual ranks; no rank is too large.
-  absl::InlinedVector<int64_t, 8> idx(rank);
+  // The position's index per dim, in a plain array (no rank exceeds kMaxRank): this loop runs
+  // once per run, and runs can be two elements long (a point's coordinates).
+  int64_t idx[ops::kMaxRank];
   int64_t rest = begin;
   int64_t base = v.offset;
   for (int d = rank - 1; d >= 0; --d) {
@@ -31,17 +31,19 @@ void for_each_run(const ops::Shape& shape, const jit::ViewParams& v, int64_t beg
     base += idx[d] * v.strides[d];
   }
   const int last = rank - 1;
+  const int64_t extent = shape[last];
   const int64_t stride = v.strides[last];
+  int64_t at = idx[last];  // the position along the last dim
   int64_t e = 0;
   while (e < n) {
-    int64_t run = std::min(n - e, shape[last] - idx[last]);
+    const int64_t run = std::min(n - e, extent - at);
     fn(e, run, base);
     e += run;
     base += run * stride;
-    idx[last] += run;
-    if (idx[last] < shape[last]) continue;
-    base -= shape[last] * stride;
-    idx[last] = 0;
+    at += run;
+    if (at < extent) continue;
+    base -= extent * stride;
+    at = 0;
     for (int d = last - 1; d >= 0; --d) {
       ++idx[d];
       base += v.strides[d];
