@@ -77,18 +77,19 @@ Tensor segment_sum(const Tensor& data, const Tensor& segment_ids, int64_t num_se
 }
 
 Tensor bincount(const Tensor& x, int64_t length) {
-  if (x.ndim() != 1) {
-    throw Error(absl::StrCat("[bincount] x ", ops::format_shape(x.shape()),
-                             " (expected one dim of I32 or I64 values)"));
+  if (x.ndim() != 1 || length < 0) {
+    throw Error(absl::StrCat("[bincount] x ", ops::format_shape(x.shape()), " with length ", length,
+                             " (expected one dim of I32 or I64 values and length >= 0)"));
   }
   return segment_sum(Tensor::ones(x.shape(), DType::I64), x, length);
 }
 
 Tensor bincount(const Tensor& x, const Tensor& weights, int64_t length) {
-  if (x.ndim() != 1 || weights.shape() != x.shape()) {
+  if (x.ndim() != 1 || weights.shape() != x.shape() || length < 0) {
     throw Error(absl::StrCat("[bincount] x ", ops::format_shape(x.shape()), " and weights ",
-                             ops::format_shape(weights.shape()),
-                             " (expected one dim of I32 or I64 values and one weight each)"));
+                             ops::format_shape(weights.shape()), ", length ", length,
+                             " (expected one dim of I32 or I64 values, one weight each and "
+                             "length >= 0)"));
   }
   return segment_sum(weights, x, length);
 }

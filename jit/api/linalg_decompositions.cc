@@ -86,8 +86,10 @@ Tensor cholesky_as(const Tensor& a, const Batch& batch) {
   const std::vector<S> av = a.to_vector<S>();
   std::vector<S> out(av.size(), S(0));
   for (int64_t i = 0; i < batch.count; ++i) {
-    const Eigen::LLT<Matrix<S>, Eigen::Lower> llt(MatrixMap<S>(av.data() + i * n * n, n, n));
-    if (llt.info() != Eigen::Success) {
+    const MatrixMap<S> m(av.data() + i * n * n, n, n);
+    const Eigen::LLT<Matrix<S>, Eigen::Lower> llt(m);
+    // LLT flags only a pivot <= 0: NaN or infinity would pass through into L.
+    if (llt.info() != Eigen::Success || !m.allFinite()) {
       throw Error(absl::StrCat("[linalg.cholesky] matrix ", i, " of a ",
                                ops::format_shape(a.shape()),
                                " is not symmetric positive definite"));

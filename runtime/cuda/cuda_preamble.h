@@ -63,7 +63,10 @@ __device__ __forceinline__ void kiln_report_index_error(u64* error, i64 index, i
   }
 }
 // index_add: *p += v atomically (the additions into one element land in any order). 16-bit
-// elements swap the 32-bit word that holds them until no other thread wrote it in between.
+// elements swap the 32-bit word that holds them until no other thread wrote it in between;
+// for the last element of an odd-sized buffer that word reaches 2 bytes past its end, which
+// the device allocator's blocks always hold (runtime/cuda/device_allocator.cc rounds every
+// size up to a multiple of 512 bytes).
 __device__ __forceinline__ void kiln_atomic_add(float* p, float v) { atomicAdd(p, v); }
 __device__ __forceinline__ void kiln_atomic_add(double* p, double v) { atomicAdd(p, v); }
 __device__ __forceinline__ void kiln_atomic_add(int* p, i64 v) { atomicAdd(p, (int)(unsigned int)(u64)v); }

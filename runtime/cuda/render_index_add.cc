@@ -26,15 +26,20 @@ std::string render_index_add(const KernelWriter& writer) {
     add = absl::StrCat("kiln_atomic_add(", target, ", ", value, ")");
   }
   const SteppedLoop loop = stepped_loop(writer, 1, 1, "idx1");
+  const std::string index_type = storage_type(program.input_dtypes[k]);
   std::string s = absl::StrCat(
       "  const i64 extent = (i64)a.shape[0][", axis, "];  // x's extent along the axis\n",
-      "  const ", storage_type(program.input_dtypes[k]), "* index = (const ",
-      storage_type(program.input_dtypes[k]), "*)a.in[", k, "];\n  {\n", loop.open,
+      "  const ", index_type, "* index = (const ", index_type, "*)a.in[", k, "];\n",
+      "  // Every index checked once, also when the source is empty (as the host checks them).\n",
+      "  for (i64 l = (i64)blockIdx.x * blockDim.x + threadIdx.x; l < (i64)a.shape[1][", axis,
+      "];\n       l += (i64)gridDim.x * blockDim.x) {\n",
+      "    if (kiln::math::gather_position<i64>((i64)index[l], extent) < 0) {\n",
+      "      kiln_report_index_error(a.index_error, (i64)index[l], extent, ",
+      static_cast<int>(ops::OpKind::IndexAdd), ");  // index_add\n    }\n  }\n  {\n", loop.open,
       writer.space_code(1, "idx1"), "      const i64 raw = (i64)index[idx1[", axis, "]];\n",
       "      const i64 position = kiln::math::gather_position<i64>(raw, extent);\n",
-      "      if (position < 0) {\n", "        kiln_report_index_error(a.index_error, raw, extent, ",
-      static_cast<int>(ops::OpKind::IndexAdd), ");  // index_add\n      } else {\n",
-      "        const I slice = idx1[", axis, "];\n        idx1[", axis, "] = (I)position;\n",
+      "      if (position >= 0) {  // else reported above\n", "        const I slice = idx1[", axis,
+      "];\n        idx1[", axis, "] = (I)position;\n",
       "        const I flat = ", writer.flatten(0, "idx1"), ";\n        ", add, ";\n        idx1[",
       axis, "] = slice;\n      }\n", loop.close, "  }\n");
   return s;

@@ -138,6 +138,7 @@ TEST(IndexAdd, BadOperandsAreErrorsThatNameThem) {
       {"[index_add]", "dim 0 of source", "(3)"});
   testing::expect_error([&] { index_add(x, 2, index, Tensor::ones({3, 2})); }, {"[index_add]"});
   testing::expect_error([&] { segment_sum(Tensor::ones({}), index, 3); }, {"[segment_sum]"});
+  testing::expect_error([&] { bincount(index, -1); }, {"[bincount]", "length -1"});
   testing::expect_error([&] { bincount(index, Tensor::ones({3}), 3); }, {"[bincount]", "weights"});
 }
 
@@ -176,6 +177,21 @@ TEST_F(IndexAddEmulationTest, AtomicAddsSumRepeatsAndBadIndicesAreReported) {
   }
   testing::expect_cases_then_index_error(plans, results, dir_.string(),
                                          {"[index_add]", "index 8", "extent 8"});
+}
+
+// An empty source (x has an empty dim) still has its indices checked, as on the host: one
+// out of range fails the sync.
+TEST_F(IndexAddEmulationTest, IndicesOfAnEmptySourceAreCheckedToo) {
+  testing::EmulatedPlans plans;
+  std::vector<Tensor> results;
+  for (int64_t bad : {1, 5}) {  // in range, then not
+    const Tensor ids = Tensor::from_vector(std::vector<int64_t>{0, bad}, {2});
+    results.push_back(index_add(Tensor::zeros({0, 3}), 1, ids, Tensor::zeros({0, 2})));
+    plans.add(results.back());
+  }
+  testing::expect_error([&] { results[1].eval(); }, {"[index_add]", "index 5", "extent 3"});
+  testing::expect_cases_then_index_error(plans, results, dir_.string(),
+                                         {"[index_add]", "index 5", "extent 3"});
 }
 
 }  // namespace

@@ -163,6 +163,11 @@ TEST(Linalg, BadMatricesAndOperandsAreErrorsThatNameThem) {
                         {"[linalg.cholesky]", "not symmetric positive definite"});
   testing::expect_error(
       [&] {
+        linalg::cholesky(Tensor::from_vector(std::vector<double>{4, NAN, NAN, 4}, {2, 2}));
+      },
+      {"[linalg.cholesky]", "matrix 0"});
+  testing::expect_error(
+      [&] {
         linalg::solve(Tensor::ones({2, 3}, DType::F64), b);
       },
       {"[linalg.solve]", "[2, 3]", "[..., n, n]"});
