@@ -11,8 +11,6 @@
 namespace kiln::ops {
 namespace {
 
-bool is_index_dtype(DType dt) { return dt == DType::I32 || dt == DType::I64; }
-
 // take_along_axis: indices of x's rank whose other dims broadcast against x's.
 absl::StatusOr<Shape> take_along_axis_shape(const std::vector<ValueType>& in, int axis) {
   const Shape& x = in[0].shape;
@@ -101,6 +99,8 @@ void evaluate_dynamic_slice(const Attrs& attrs, const ValueType& out,
 }
 
 }  // namespace
+
+bool is_index_dtype(DType dt) { return dt == DType::I32 || dt == DType::I64; }
 
 int64_t slice_start_count(int64_t extent, int64_t length) { return extent - length + 1; }
 

@@ -32,6 +32,9 @@ namespace kiln::ops {
 // The output type of gather `op`, attrs.axis made non-negative; an error names the operands.
 absl::StatusOr<ValueType> infer_gather(OpKind op, const std::vector<ValueType>& in, Attrs& attrs);
 
+// Whether `dt` can hold indices: I32 or I64.
+bool is_index_dtype(DType dt);
+
 // The number of starts a dynamic_slice of `length` may take along an axis of `extent`: the
 // gathered view's extent, so that a start is checked as a position is.
 int64_t slice_start_count(int64_t extent, int64_t length);

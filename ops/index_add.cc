@@ -11,11 +11,6 @@
 #include "ops/scalar_math.h"
 
 namespace kiln::ops {
-namespace {
-
-bool is_index_dtype(DType dt) { return dt == DType::I32 || dt == DType::I64; }
-
-}  // namespace
 
 absl::StatusOr<ValueType> infer_index_add(const std::vector<ValueType>& in, Attrs& attrs) {
   const OpKind op = OpKind::IndexAdd;
@@ -48,18 +43,25 @@ absl::StatusOr<ValueType> infer_index_add(const std::vector<ValueType>& in, Attr
   return x;
 }
 
+std::vector<int64_t> index_add_positions(const base::Buffer& index, DType dt, int64_t count,
+                                         int64_t extent) {
+  std::vector<int64_t> position(static_cast<size_t>(count));
+  for (int64_t l = 0; l < count; ++l) {
+    const int64_t i = load_int(index, dt, l);
+    position[l] = math::gather_position<int64_t>(i, extent);
+    if (position[l] < 0) throw Error(index_error_message(OpKind::IndexAdd, i, extent));
+  }
+  return position;
+}
+
 void evaluate_index_add(const Attrs& attrs, const ValueType& out, const std::vector<HostValue>& in,
                         base::Buffer& result) {
   const HostValue &x = in[0], &source = in[1], &index = in[2];
   const RowLayout from = row_layout(source.type.shape, attrs.axis);
   const RowLayout to = row_layout(out.shape, attrs.axis);
   // Every position first, so that a bad index leaves nothing half-added.
-  std::vector<int64_t> position(static_cast<size_t>(from.extent));
-  for (int64_t l = 0; l < from.extent; ++l) {
-    const int64_t i = load_int(*index.buffer, index.type.dtype, l);
-    position[l] = math::gather_position<int64_t>(i, to.extent);
-    if (position[l] < 0) throw Error(index_error_message(OpKind::IndexAdd, i, to.extent));
-  }
+  const std::vector<int64_t> position =
+      index_add_positions(*index.buffer, index.type.dtype, from.extent, to.extent);
   std::memcpy(result.data(), x.buffer->data(), static_cast<size_t>(result.nbytes()));
   // source cast to x's dtype first, as its kernel's prologue casts it.
   base::Buffer cast(numel(source.type.shape) * dtype_size(out.dtype));

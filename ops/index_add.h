@@ -30,6 +30,12 @@ namespace kiln::ops {
 // are not one dim of I32 or I64, a source whose rank or dims do not match.
 absl::StatusOr<ValueType> infer_index_add(const std::vector<ValueType>& in, Attrs& attrs);
 
+// The position along x's axis (of `extent`) of each of the `count` indices in `index` (of
+// dtype `dt`), negative ones counted from the end; throws kiln::Error
+// (ops::index_error_message) for the first out of range.
+std::vector<int64_t> index_add_positions(const base::Buffer& index, DType dt, int64_t count,
+                                         int64_t extent);
+
 // The reference: a copy of x, then each of source's slices added in index order. Throws
 // kiln::Error (ops::index_error_message) for the first index out of range, before writing.
 void evaluate_index_add(const Attrs& attrs, const ValueType& out, const std::vector<HostValue>& in,

@@ -9,27 +9,13 @@
 #include <vector>
 
 #include "base/thread_pool.h"
-#include "kiln/error.h"
 #include "ops/element_access.h"
-#include "ops/gather.h"
-#include "ops/scalar_math.h"
+#include "ops/index_add.h"
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/register_io.h"
 
 namespace kiln::runtime::cpu {
 namespace {
-
-// The position along x's axis of each source slice, checked.
-std::vector<int64_t> checked_positions(const base::Buffer& index, DType dt, int64_t count,
-                                       int64_t extent) {
-  std::vector<int64_t> position(static_cast<size_t>(count));
-  for (int64_t l = 0; l < count; ++l) {
-    const int64_t i = ops::load_int(index, dt, l);
-    position[l] = math::gather_position<int64_t>(i, extent);
-    if (position[l] < 0) throw Error(ops::index_error_message(ops::OpKind::IndexAdd, i, extent));
-  }
-  return position;
-}
 
 // out[at .. at + n) += values[0 .. n), in the output's dtype: directly where the register
 // class is the storage type, else through the register class and back (f16 and bf16 in
@@ -69,7 +55,7 @@ void run_index_add(const jit::KernelProgram& program, const jit::KernelLaunch& l
   const int64_t extent = launch.spaces[0][axis];
   const int k = program.anchor_index_input;
   const std::vector<int64_t> position =
-      checked_positions(*inputs[k], program.input_dtypes[k], source.extent, extent);
+      ops::index_add_positions(*inputs[k], program.input_dtypes[k], source.extent, extent);
   const int64_t slice = source.extent * source.inner;  // one outer index's source elements
   if (slice == 0) return;
   // Source slices per evaluator run: about a tile's worth, at least one.
