@@ -67,6 +67,27 @@ IndexMap broadcast_map(const IndexMap& map, const Shape& from, const Shape& to, 
   return r;
 }
 
+IndexMap summed_term_map(const IndexMap& map, const Shape& from, const std::vector<int>& axes,
+                         bool keepdims, const std::vector<int64_t>& position, int node) {
+  if (map.flat) throw NeedsMaterialization{node};
+  IndexMap r;
+  size_t reduced = 0, kept = 0;  // axes passed; the sum's dims used
+  for (size_t d = 0; d < from.size(); ++d) {
+    if (reduced < axes.size() && axes[reduced] == static_cast<int>(d)) {
+      r.src.push_back(-1);  // fixed at this term's position
+      r.scale.push_back(0);
+      r.base.push_back(position[reduced++]);
+      if (keepdims) ++kept;  // the sum's size-1 dim stands here
+      continue;
+    }
+    r.src.push_back(map.src[kept]);
+    r.scale.push_back(map.scale[kept]);
+    r.base.push_back(map.base[kept]);
+    ++kept;
+  }
+  return r;
+}
+
 IndexMap view_argument_map(const TraceNode& view, int node, const Shape& from, size_t space_rank,
                            const IndexMap& map) {
   const Shape& to = view.type->shape;

@@ -41,6 +41,12 @@ struct NeedsMaterialization {
 // argument broadcast to it), given `map`, the node's own.
 IndexMap broadcast_map(const IndexMap& map, const ops::Shape& from, const ops::Shape& to, int node);
 
+// The map for one term of an unrolled sum (jit/fusion/short_sum.h), trace node `node`: its
+// argument, of shape `from`, at `position` along the sum's sorted `axes` (one entry per
+// axis), given `map`, the sum's own (with the reduced dims kept when `keepdims`).
+IndexMap summed_term_map(const IndexMap& map, const ops::Shape& from, const std::vector<int>& axes,
+                         bool keepdims, const std::vector<int64_t>& position, int node);
+
 // The map for the argument (of shape `from`) of `view`, trace node `node`, given `map`, the
 // view's own, over a space of rank `space_rank`.
 IndexMap view_argument_map(const TraceNode& view, int node, const ops::Shape& from,

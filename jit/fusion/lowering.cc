@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "comm/host_collective.h"
 #include "jit/fusion/index_map.h"
+#include "jit/fusion/short_sum.h"
 #include "kiln/error.h"
 #include "ops/custom_functions.h"
 #include "ops/gather.h"
@@ -263,6 +264,7 @@ class Lowerer {
       return load(node, space, map);
     }
     record_computed_node(node);
+    if (is_unrolled_sum(trace_, node)) return unrolled_sum(n, node, space, map);
     Instr in;
     in.dtype = n.type->dtype;
     in.space = space;
@@ -337,6 +339,40 @@ class Lowerer {
       return cast(emit(in), n.type->dtype);
     }
     return emit(in);
+  }
+
+  // A short sum (jit/fusion/short_sum.h) as its terms added in double, in the order the
+  // reduction adds them (row-major over the reduced axes), rounded once at the end. Two terms
+  // of f32 or less add in f32: double's 53 bits are more than twice f32's 24 plus two, so
+  // rounding the exact sum to double and then to f32 gives the f32 sum (Figueroa, "When is
+  // double rounding innocuous?", 1995).
+  int unrolled_sum(const TraceNode& n, int node, int space, const IndexMap& map) {
+    const int x = n.args[0];
+    const Shape& from = trace_.nodes[x].type->shape;
+    const std::vector<int>& axes = n.attrs->axes;
+    const int64_t terms = ops::numel(from) / ops::numel(n.type->shape);
+    const DType sum_dtype = terms <= 2 && n.type->dtype != DType::F64 ? DType::F32 : DType::F64;
+    std::vector<int64_t> position(axes.size(), 0);
+    int total = -1;
+    while (true) {
+      const IndexMap term_map = summed_term_map(map, from, axes, n.attrs->keepdims, position, node);
+      const int term = cast(value(x, space, term_map), sum_dtype);
+      if (total < 0) {
+        total = term;
+      } else {
+        Instr add;
+        add.kind = InstrKind::kBinary;
+        add.op = OpKind::Add;
+        add.dtype = sum_dtype;
+        add.space = space;
+        add.operands = {total, term, -1};
+        total = emit(add);
+      }
+      int d = static_cast<int>(axes.size()) - 1;  // the next position, the last axis fastest
+      while (d >= 0 && ++position[d] == from[axes[d]]) position[d--] = 0;
+      if (d < 0) break;
+    }
+    return cast(total, n.type->dtype);
   }
 
   // Named after what it computes: the anchor's op, then the fused ops in trace order.

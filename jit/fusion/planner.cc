@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "jit/fusion/short_sum.h"
 #include "kiln/error.h"
 
 namespace kiln::jit {
@@ -38,6 +39,8 @@ class Planner {
       in_score_space_[f.raw_scores] = true;
       for (int s : f.score_nodes) in_score_space_[s] = true;
     }
+    unrolled_.assign(n, false);
+    for (size_t i = 0; i < n; ++i) unrolled_[i] = is_unrolled_sum(trace_, static_cast<int>(i));
     plan_.materialized.assign(n, false);
     plan_.reasons.assign(n, "");
     users_.resize(n);
@@ -105,17 +108,26 @@ class Planner {
     plan_.reasons[node] = why;
   }
   bool is_materialized(int node) const { return plan_.materialized[node]; }
+  // An anchor's kind, none for a sum computed as an expression (jit/fusion/short_sum.h).
+  AnchorKind anchor_at(size_t node) const {
+    return unrolled_[node] ? AnchorKind::kNone : anchor_kind(trace_.nodes[node].op);
+  }
+  bool expression(size_t node) const {
+    return unrolled_[node] || is_expression(trace_.nodes[node].op);
+  }
   const ops::Shape& shape(int node) const { return trace_.nodes[node].type->shape; }
 
   // Expression nodes used by several consumers are stored when recomputing them is costly.
   void decide_recomputation() {
     std::vector<int64_t> cost(trace_.nodes.size(), 0);
     for (size_t i = 0; i < trace_.nodes.size(); ++i) {
-      if (!is_expression(trace_.nodes[i].op)) continue;
+      if (!expression(i)) continue;
+      // An unrolled sum computes its argument once per term.
+      const int64_t times = unrolled_[i] ? kMaxUnrolledSum : 1;
       int64_t c = 1;
       for (int a : trace_.nodes[i].args) {
-        if (!is_materialized(a) && is_expression(trace_.nodes[a].op))
-          c = std::min<int64_t>(c + cost[a], 1 << 20);
+        if (!is_materialized(a) && expression(a))
+          c = std::min<int64_t>(c + times * cost[a], 1 << 20);
       }
       cost[i] = c;
       if (!is_materialized(i) && users_[i].size() >= 2 && c > kRecomputeLimit) {
@@ -141,14 +153,14 @@ class Planner {
     std::vector<bool> carries(n, false);
     auto stored_at = [&](size_t i, int a) {
       const TraceNode& node = trace_.nodes[i];
-      return carries[a] && (anchor_kind(node.op) != AnchorKind::kNone || !is_elementwise(node.op) ||
+      return carries[a] && (anchor_at(i) != AnchorKind::kNone || !is_elementwise(node.op) ||
                             shape(a) != shape(static_cast<int>(i)));
     };
     // Counts the buffers node i's kernel would read and the ops it would fuse.
     auto count_kernel_size = [&](size_t i) {
       const TraceNode& node = trace_.nodes[i];
       int64_t s = node.param_slot >= 0 ? 1 : 0, f = 1;
-      bool carried = anchor_kind(node.op) != AnchorKind::kNone;
+      bool carried = anchor_at(i) != AnchorKind::kNone;
       for (int a : node.args) {
         const bool read = is_materialized(a) || stored_at(i, a);
         s += read ? 1 : sources[a];
@@ -196,7 +208,7 @@ class Planner {
     for (size_t i = 0; i < trace_.nodes.size(); ++i) {
       const TraceNode& node = trace_.nodes[i];
       const std::string at = absl::StrCat(" at node ", i, " (", ops::op_name(node.op), ")");
-      const bool is_anchor = anchor_kind(node.op) != AnchorKind::kNone;
+      const bool is_anchor = anchor_at(i) != AnchorKind::kNone;
       if (in_score_space_[i]) {
         // Computed per score inside an attention kernel: it carries nothing, and what it
         // reads besides q·kᵀ and the other score ops (a mask) must not carry an anchor.
@@ -213,9 +225,10 @@ class Planner {
         if (is_anchor) {
           materialize(a, "it feeds another anchor" + at);
         } else if (!is_elementwise(node.op)) {
-          materialize(
-              a, (ops::op_class(node.op) == OpClass::kGather ? "it is gathered" : "it is viewed") +
-                     at);
+          const char* why = unrolled_[i]                                 ? "it is summed"
+                            : ops::op_class(node.op) == OpClass::kGather ? "it is gathered"
+                                                                         : "it is viewed";
+          materialize(a, why + at);
         } else if (shape(a) != shape(i)) {
           materialize(a, "it is broadcast to a larger iteration space" + at);
         } else if (!carried_[i].empty() && carried_[i][0] != from[0]) {
@@ -234,7 +247,7 @@ class Planner {
     if (!anchor_memo_.contains(node)) {
       int result = -1;
       const TraceNode& n = trace_.nodes[node];
-      if (anchor_kind(n.op) != AnchorKind::kNone) {
+      if (anchor_at(node) != AnchorKind::kNone) {
         result = node;
       } else if (is_elementwise(n.op)) {
         for (int a : n.args) {
@@ -365,6 +378,7 @@ class Planner {
   std::vector<std::vector<int>> users_;    // distinct users per node
   std::vector<std::vector<int>> carried_;  // anchors carried per node
   std::vector<bool> in_score_space_;       // per node: computed per score in an attention
+  std::vector<bool> unrolled_;             // per node: a short sum computed as an expression
   absl::flat_hash_map<int, int> anchor_memo_;
 };
 

@@ -207,6 +207,16 @@ void TileEvaluator::eval_cast(int k, const Instr& in, int64_t n) {
         round_all(in.dtype, out, n);
         return;
       }
+      if constexpr (!std::is_same_v<S, T> && std::is_floating_point_v<S> &&
+                    std::is_floating_point_v<T>) {
+        if (from != DType::F16 && from != DType::BF16 && in.dtype != DType::F16 &&
+            in.dtype != DType::BF16) {
+          // Between f32 and f64 (an unrolled sum's terms): no rounding rule besides the
+          // conversion's own, so one loop the compiler vectorizes.
+          for (int64_t e = 0; e < n; ++e) out[e] = static_cast<T>(a[e]);
+          return;
+        }
+      }
       for (int64_t e = 0; e < n; ++e) out[e] = convert<T>(a[e], from, in.dtype);
     });
   });

@@ -84,6 +84,28 @@ void TileEvaluator::eval_load(int k, const Instr& in, int64_t begin, int64_t n) 
     });
     return;
   }
+  if (!space.empty()) {
+    // Any other step along the last dim (a coordinate of interleaved points, a column): each
+    // run steps through the buffer from its base, with no offset per element.
+    dispatch(c, [&](auto t) {
+      using T = decltype(t);
+      T* out = alloc<T>(k, n);
+      const int64_t step = view.strides.back();
+      const DType dt = program_.input_dtypes[in.input];
+      if (dt == register_dtype<T>()) {
+        const T* src = inputs_[in.input]->as<T>();
+        for_each_run(space, view, begin, n, [&](int64_t e, int64_t run, int64_t base) {
+          for (int64_t j = 0; j < run; ++j) out[e + j] = src[base + j * step];
+        });
+        return;
+      }
+      for_each_run(space, view, begin, n, [&](int64_t e, int64_t run, int64_t base) {
+        load_with<T>(*inputs_[in.input], dt, run, out + e,
+                     [base, step](int64_t j) { return base + j * step; });
+      });
+    });
+    return;
+  }
   const int64_t* off = offsets(in.view, in.space, begin, n);
   dispatch(c, [&](auto t) {
     using T = decltype(t);
