@@ -7,9 +7,10 @@
 // would store a result that its consumer reads back.
 //
 // The result is the reduction's bit for bit: each term is converted to double and added in
-// the reduction's order, as the reference evaluator does, then rounded once. (One case
+// the reduction's order, as the reference evaluator does, then rounded once; two terms of
+// f32 or narrower add in f32, which rounds the same (lowering.cc says why). One case
 // differs: a sum of only negative zeros is -0, where the reduction, starting from +0, gives
-// +0; the two compare equal.)
+// +0; the two compare equal.
 #ifndef KILN_JIT_FUSION_SHORT_SUM_H_
 #define KILN_JIT_FUSION_SHORT_SUM_H_
 

@@ -11,6 +11,7 @@
 #include "ops/scalar_math.h"
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/simd_column_sum.h"
+#include "runtime/cpu/simd_row_best.h"
 #include "runtime/cpu/tile_evaluator.h"
 
 namespace kiln::runtime::cpu {
@@ -66,28 +67,34 @@ void for_each_row(const KernelProgram& program, const KernelLaunch& launch,
 }
 
 // The largest (or smallest) of a row and the position of its first occurrence; the first
-// NaN when the row has one (NaN propagates). Two passes without data-dependent branches in
-// the first (it vectorizes): the best value and whether a NaN occurs, then where it is.
+// NaN when the row has one (NaN propagates). f32 rows scan in vectors; others in two passes
+// without data-dependent branches in the first (it vectorizes): the best value and whether
+// a NaN occurs, then where it is.
 template <class Acc, class T>
 std::pair<Acc, int64_t> best_in_row(const T* row, int64_t n, bool want_max) {
-  Acc best = static_cast<Acc>(row[0]);
-  bool nan = false;
-  for (int64_t k = 1; k < n; ++k) {
-    const Acc x = static_cast<Acc>(row[k]);
-    if constexpr (std::is_floating_point_v<Acc>) nan |= x != x;
-    best = want_max ? (x > best ? x : best) : (x < best ? x : best);
-  }
-  if constexpr (std::is_floating_point_v<Acc>) {
-    if (nan || best != best) {
-      for (int64_t k = 0; k < n; ++k) {
-        if (row[k] != row[k]) return {static_cast<Acc>(row[k]), k};
+  if constexpr (std::is_same_v<T, float>) {
+    const int64_t at = simd_first_best_in_row(row, n, want_max);
+    return {static_cast<Acc>(row[at]), at};
+  } else {
+    Acc best = static_cast<Acc>(row[0]);
+    bool nan = false;
+    for (int64_t k = 1; k < n; ++k) {
+      const Acc x = static_cast<Acc>(row[k]);
+      if constexpr (std::is_floating_point_v<Acc>) nan |= x != x;
+      best = want_max ? (x > best ? x : best) : (x < best ? x : best);
+    }
+    if constexpr (std::is_floating_point_v<Acc>) {
+      if (nan || best != best) {
+        for (int64_t k = 0; k < n; ++k) {
+          if (row[k] != row[k]) return {static_cast<Acc>(row[k]), k};
+        }
       }
     }
+    for (int64_t k = 0; k < n; ++k) {
+      if (static_cast<Acc>(row[k]) == best) return {best, k};
+    }
+    return {best, 0};
   }
-  for (int64_t k = 0; k < n; ++k) {
-    if (static_cast<Acc>(row[k]) == best) return {best, k};
-  }
-  return {best, 0};
 }
 
 // A space seen as [outer, rows, inner] where the reduced dims are the middle block and

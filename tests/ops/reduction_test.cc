@@ -196,10 +196,21 @@ TEST(Reduction, ArgmaxArgminFirstIndexAlongAnyAxis) {
 
 // Many short rows (several tiles of rows per evaluator run, split over threads), with ties
 // and NaNs: max, min, argmax and argmin over the last axis against a loop, f32 and i32.
+void check_short_rows(std::mt19937_64& rng, int64_t width);
+
 TEST(Reduction, ShortRowsOverTheLastAxisMatchALoop) {
   std::mt19937_64 rng(testing::test_seed() + 5);
   SCOPED_TRACE(testing::test_seed());
-  const int64_t rows = 3001, width = 7;
+  // Widths below, at and above a vector of f32 (f32 rows scan in vectors: simd_row_best.h),
+  // with an overlapping last vector.
+  for (const int64_t width : {7, 8, 16, 21, 64}) {
+    SCOPED_TRACE(width);
+    check_short_rows(rng, width);
+  }
+}
+
+void check_short_rows(std::mt19937_64& rng, int64_t width) {
+  const int64_t rows = 3001;
   std::vector<float> data = testing::random_floats(rows * width, rng);
   for (int64_t i = 0; i < rows * width; i += 11) data[i] = data[i + 1 < rows * width ? i + 1 : i];
   for (int64_t i = 5; i < rows * width; i += 97) data[i] = NAN;
