@@ -93,9 +93,21 @@ void TileEvaluator::eval_load(int k, const Instr& in, int64_t begin, int64_t n) 
       const int64_t step = view.strides.back();
       const DType dt = program_.input_dtypes[in.input];
       if (dt == register_dtype<T>()) {
+        // A whole row read again (the rows of a view broadcast over an outer dim: every
+        // center's coordinate for each point) is copied from where it was just loaded.
         const T* src = inputs_[in.input]->as<T>();
+        const int64_t row = space.back();
+        int64_t last_row = -1, last_base = -1;
         for_each_run(space, view, begin, n, [&](int64_t e, int64_t run, int64_t base) {
-          for (int64_t j = 0; j < run; ++j) out[e + j] = src[base + j * step];
+          if (run == row && base == last_base) {
+            std::copy_n(out + last_row, run, out + e);
+          } else {
+            for (int64_t j = 0; j < run; ++j) out[e + j] = src[base + j * step];
+          }
+          if (run == row) {
+            last_row = e;
+            last_base = base;
+          }
         });
         return;
       }
