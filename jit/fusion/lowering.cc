@@ -341,17 +341,17 @@ class Lowerer {
     return emit(in);
   }
 
-  // A short sum (jit/fusion/short_sum.h) as its terms added in double, in the order the
-  // reduction adds them (row-major over the reduced axes), rounded once at the end. Two terms
-  // of f32 or less add in f32: double's 53 bits are more than twice f32's 24 plus two, so
-  // rounding the exact sum to double and then to f32 gives the f32 sum (Figueroa, "When is
-  // double rounding innocuous?", 1995).
+  // A short sum (jit/fusion/short_sum.h) as its terms added in the order the reduction adds
+  // them (row-major over the reduced axes): f64 terms in f64, as the reduction adds them;
+  // the two terms of f32 or less in f32. The reduction adds those in double and rounds once,
+  // and double's 53 bits are at least twice f32's 24 plus two, so rounding the exact sum to
+  // double and then to f32 gives the f32 sum (Figueroa, "When is double rounding
+  // innocuous?", 1995).
   int unrolled_sum(const TraceNode& n, int node, int space, const IndexMap& map) {
     const int x = n.args[0];
     const Shape& from = trace_.nodes[x].type->shape;
     const std::vector<int>& axes = n.attrs->axes;
-    const int64_t terms = ops::numel(from) / ops::numel(n.type->shape);
-    const DType sum_dtype = terms <= 2 && n.type->dtype != DType::F64 ? DType::F32 : DType::F64;
+    const DType sum_dtype = n.type->dtype == DType::F64 ? DType::F64 : DType::F32;
     std::vector<int64_t> position(axes.size(), 0);
     int total = -1;
     while (true) {

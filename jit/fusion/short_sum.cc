@@ -12,7 +12,7 @@ bool is_unrolled_sum(const Trace& trace, int node) {
   const int64_t results = ops::numel(n.type->shape);
   if (!is_floating(x.dtype) || results == 0) return false;
   const int64_t terms = ops::numel(x.shape) / results;
-  return terms >= 1 && terms <= kMaxUnrolledSum;
+  return terms >= 1 && terms <= (x.dtype == DType::F64 ? kMaxUnrolledSum : 2);
 }
 
 }  // namespace kiln::jit

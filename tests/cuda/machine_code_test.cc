@@ -399,6 +399,11 @@ std::vector<Case> cases() {
     add("reduce_inner", sum(x, {1}), AnchorKind::kReduce, "", PerElement::kHotLoop, 1);
     add("reduce_outer", sum(x, {0}), AnchorKind::kReduce, "", PerElement::kHotLoop, 1);
     add("argmax", argmax(x, 1), AnchorKind::kArgReduce, "", PerElement::kHotLoop, 1);
+    // k-means' nearest center: a sum of two coordinates unrolled into the argmin's operand
+    // (jit/fusion/short_sum.h), which must add in f32, not f64.
+    add("argmin_short_sum",
+        argmin(sum(square(v.reshape({256, 1, 32, 2}) - x.reshape({1, 64, 32, 2})), 3), 1),
+        AnchorKind::kArgReduce, "sum", PerElement::kNone, 0);
     add("softmax", softmax(x), AnchorKind::kRowNorm, "softmax", PerElement::kEveryPass, 2);
     add("layer_norm", layer_norm(x, w, w), AnchorKind::kRowNorm, "layer_norm",
         PerElement::kEveryPass, 2);

@@ -1,7 +1,7 @@
-// Sums over at most four elements per result are computed as expressions
+// Sums over at most two elements per result (four in f64) are computed as expressions
 // (jit/fusion/short_sum.h): checked element by element, bit for bit, against the reference
-// evaluator (which adds each reduction's elements in double, as the unrolled terms are),
-// over every axis layout, dtype and fusion neighbour, with their kernel counts.
+// evaluator (which adds each reduction's elements in double and rounds once), over every
+// axis layout, dtype and fusion neighbour, with their kernel counts.
 #include "jit/fusion/short_sum.h"
 
 #include <random>
@@ -58,7 +58,7 @@ TEST(ShortSum, EveryAxisLayoutAndDtypeMatchesTheReductionBitForBit) {
   }
 }
 
-TEST(ShortSum, OnlyFloatingSumsOfOneToFourTermsAreUnrolled) {
+TEST(ShortSum, OnlyFloatingSumsOfTwoTermsOrFourOfF64AreUnrolled) {
   std::mt19937_64 rng(testing::test_seed());
   const Tensor x2 = random_input({16, 2}, rng), x5 = random_input({16, 5}, rng);
   const auto is_unrolled = [](const Tensor& t) {
@@ -66,26 +66,34 @@ TEST(ShortSum, OnlyFloatingSumsOfOneToFourTermsAreUnrolled) {
     const jit::Trace trace = jit::build_trace({node.get()});
     return jit::is_unrolled_sum(trace, trace.outputs[0]);
   };
+  const Tensor d2 = x2.astype(DType::F64);
   EXPECT_TRUE(is_unrolled(sum(x2, 1)));
-  EXPECT_TRUE(is_unrolled(sum(x2.slice(0, 0, 2), {0, 1})));   // 4 terms over two axes
-  EXPECT_FALSE(is_unrolled(sum(x2.slice(0, 0, 3), {0, 1})));  // 6
+  EXPECT_TRUE(is_unrolled(sum(x2.astype(DType::BF16), 1)));
+  EXPECT_TRUE(is_unrolled(sum(x2.slice(0, 0, 1), {0, 1})));   // 2 terms over two axes
+  EXPECT_FALSE(is_unrolled(sum(x2.slice(0, 0, 2), {0, 1})));  // 4 terms of f32
+  EXPECT_TRUE(is_unrolled(sum(d2.slice(0, 0, 2), {0, 1})));   // 4 terms of f64
+  EXPECT_FALSE(is_unrolled(sum(d2.slice(0, 0, 3), {0, 1})));  // 6
   EXPECT_FALSE(is_unrolled(sum(x5, 1)));
   EXPECT_FALSE(is_unrolled(sum(x2.astype(DType::I32), 1)));
   EXPECT_FALSE(is_unrolled(mean(x2, {1})));
   EXPECT_FALSE(is_unrolled(max(x2, 1)));
 }
 
-// k-means' nearest center: the squared distances by broadcasting, summed over the two
-// coordinates, then argmin. The sum fuses into the argmin's kernel, so the distances are
-// never stored; five coordinates keep the reduction kernel.
+// k-means' nearest center: the squared distances by broadcasting, summed over the
+// coordinates, then argmin. A sum of two f32 coordinates (up to four f64) fuses into the
+// argmin's kernel, so the distances are never stored; more keep the reduction kernel.
 TEST(ShortSum, DistancesAndTheirArgminAreOneKernel) {
   std::mt19937_64 rng(testing::test_seed());
-  for (int64_t dims : {2, 3, 4, 5}) {
-    SCOPED_TRACE(::testing::Message() << dims << " coordinates");
-    const Tensor points = random_input({1000, dims}, rng), centers = random_input({7, dims}, rng);
-    const Tensor d2 = sum(square(points.unsqueeze(1) - centers.unsqueeze(0)), 2);
-    EXPECT_EQ(check_against_reference(argmin(d2, 1)), dims <= jit::kMaxUnrolledSum ? 1 : 2);
-    EXPECT_EQ(check_against_reference(d2), 1);
+  for (DType dtype : {DType::F32, DType::F64}) {
+    for (int64_t dims : {2, 3, 4, 5}) {
+      SCOPED_TRACE(::testing::Message() << dims << " coordinates of " << dtype_name(dtype));
+      const Tensor points = random_input({1000, dims}, rng, dtype).eval();
+      const Tensor centers = random_input({7, dims}, rng, dtype).eval();
+      const Tensor d2 = sum(square(points.unsqueeze(1) - centers.unsqueeze(0)), 2);
+      const bool unrolled = dims <= (dtype == DType::F64 ? jit::kMaxUnrolledSum : 2);
+      EXPECT_EQ(check_against_reference(argmin(d2, 1)), unrolled ? 1 : 2);
+      EXPECT_EQ(check_against_reference(d2), 1);
+    }
   }
 }
 
