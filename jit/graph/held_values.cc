@@ -30,6 +30,15 @@ std::shared_ptr<detail::Node> value_to_store(std::shared_ptr<detail::Node> node,
   return node;
 }
 
+// Whether computing `node` again costs far more than storing it, and storing it costs
+// nothing else: a matrix-vector product (conjugate gradient's A p, read by the sync after the
+// one that computes it) reads a whole matrix to give one vector. A matmul with a matrix
+// result is not: storing it would take its epilogue out of its kernel (the planner fuses
+// nothing into a stored anchor), and a hand-written attention's scores out of the attention.
+bool costly_to_compute_again(const detail::Node& node) {
+  return ops::op_class(node.op) == ops::OpClass::kMatmul && node.type.shape.size() == 1;
+}
+
 }  // namespace
 
 HeldValues find_held_values(const std::vector<detail::Node*>& targets, bool store_at_once) {
@@ -62,7 +71,7 @@ HeldValues find_held_values(const std::vector<detail::Node*>& targets, bool stor
     if (r.references <= r.in_sync + ClaimedGraph::kClaimReferences) continue;
     std::shared_ptr<detail::Node> value = value_to_store(*r.edge, epoch);
     if (value == nullptr || !chosen.insert(value.get()).second) continue;
-    const bool now = store_at_once || value->computed_while_held;
+    const bool now = store_at_once || value->computed_while_held || costly_to_compute_again(*value);
     (now ? held.store : held.computed).push_back(std::move(value));
   }
   return held;

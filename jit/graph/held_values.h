@@ -14,6 +14,9 @@
 // Why not store a held value the first time: C++ keeps a full expression's temporaries alive
 // until its end, so in `sum(exp(x * 2)).item()` the temporaries x * 2 and exp(...) are held
 // while the sync runs, and storing them would cost every one-line reduction its fusion.
+// A matrix-vector product is the exception, stored by the first sync that computes it while
+// held: computing it again reads a whole matrix, storing it writes one vector (conjugate
+// gradient's A p is read by the sync after the one that computes it).
 //
 // The trace cap's sync (KILN_MAX_TRACE) stores every held value at once: it runs to cut a
 // pending graph, and what the program holds is what its next ops read.

@@ -100,6 +100,8 @@ TEST(HeldValues, ConjugateGradientRunsTheSameKernelsEveryIteration) {
     const int64_t before = stats().kernels_launched;
     const Tensor ap = matmul(A, p);
     const double alpha = rr / sum(p * ap).item();
+    // A held matmul is stored by the first sync that computes it: the next one reads it.
+    EXPECT_TRUE(ap.is_realized()) << "iteration " << it;
     x = x + p * alpha;
     r = r - ap * alpha;
     const double rr_next = sum(r * r).item();
@@ -112,7 +114,7 @@ TEST(HeldValues, ConjugateGradientRunsTheSameKernelsEveryIteration) {
   for (int it = 2; it < iterations; ++it) {
     EXPECT_EQ(kernels[it], kernels[1]) << "iteration " << it;
   }
-  EXPECT_LE(kernels[1], 6);
+  EXPECT_LE(kernels[1], 4);
 
   std::vector<double> want_x(n, 0.0), want_r = b, want_p = b, ap(n);
   double want_rr = 0;
