@@ -3,12 +3,14 @@
 // index is checked before anything is added, so a bad one leaves nothing half-written.
 // Threads take whole outer slices (the dims before the axis), each of which only its thread
 // writes, and add their slices in index order: the result is the reference's, bit for bit.
+// Integer sums with a single outer slice split the axis instead (add_partials_in_parallel).
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kiln/dtype.h"
 #include "ops/element_access.h"
 #include "ops/index_add.h"
 #include "runtime/cpu/kernel_families.h"
@@ -45,6 +47,55 @@ void add_run(base::Buffer& out, DType dt, int64_t at, int64_t n, const T* values
   store_values<T>(out, dt, at, n, scratch);
 }
 
+// Integer sums along the axis of a source with one outer slice (bincount, segment sums of
+// integers): threads take stretches of the axis, each adding into a zeroed partial of the
+// output, and the partials are added into the output after. Integer adds wrap, so any order
+// gives the same bits; floating-point sums keep the index order (run_index_add).
+constexpr int64_t kMaxPartial = int64_t{1} << 16;  // output elements per partial
+
+bool sum_partials_in_parallel(DType dtype, const ops::RowLayout& source, int64_t extent) {
+  return !is_floating(dtype) && source.outer == 1 && extent * source.inner <= kMaxPartial &&
+         source.extent * source.inner >= 4 * kTile && base::worker_count() > 1;
+}
+
+void add_partials_in_parallel(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                              const std::vector<const base::Buffer*>& inputs,
+                              const std::vector<double>& params, const ops::RowLayout& source,
+                              int64_t extent, const std::vector<int64_t>& position,
+                              base::Buffer& out, DType dtype) {
+  const int64_t inner = source.inner, size = extent * inner;
+  const int parts = base::worker_count();
+  std::vector<std::vector<int64_t>> partial(parts, std::vector<int64_t>(size, 0));
+  const int64_t per_part = (source.extent + parts - 1) / parts;
+  const int64_t per_run = std::max<int64_t>(1, kTile / std::max<int64_t>(1, inner));
+  base::parallel_for(parts, 1, [&](int64_t p0, int64_t p1) {
+    TileEvaluator ev(program, launch, inputs, params, nullptr);
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t end = std::min(source.extent, (p + 1) * per_part);
+      for (int64_t l0 = p * per_part; l0 < end; l0 += per_run) {
+        const int64_t l1 = std::min(end, l0 + per_run);
+        ev.run(1, source.at(0, l0, 0), (l1 - l0) * inner);
+        ev.visit(program.anchor_operands[0], [&](const auto* values) {
+          using T = std::remove_cv_t<std::remove_pointer_t<decltype(values)>>;
+          if constexpr (std::is_integral_v<T>) {
+            uint64_t* sums = reinterpret_cast<uint64_t*>(partial[p].data());
+            for (int64_t l = l0; l < l1; ++l) {
+              const int64_t at = position[l] * inner;
+              for (int64_t i = 0; i < inner; ++i) {
+                sums[at + i] += static_cast<uint64_t>(values[(l - l0) * inner + i]);
+              }
+            }
+          }
+        });
+      }
+    }
+  });
+  std::vector<int64_t> scratch(size);
+  for (const std::vector<int64_t>& part : partial) {
+    add_run<int64_t>(out, dtype, 0, size, part.data(), scratch.data());
+  }
+}
+
 }  // namespace
 
 void run_index_add(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
@@ -63,6 +114,10 @@ void run_index_add(const jit::KernelProgram& program, const jit::KernelLaunch& l
   const int operand = program.anchor_operands[0];
   base::Buffer& out = *outputs[0];
   const DType dtype = program.output_dtypes[0];
+  if (sum_partials_in_parallel(dtype, source, extent)) {
+    add_partials_in_parallel(program, launch, inputs, params, source, extent, position, out, dtype);
+    return;
+  }
   base::parallel_for(
       source.outer, std::max<int64_t>(1, 16384 / slice), [&](int64_t o0, int64_t o1) {
         TileEvaluator ev(program, launch, inputs, params, nullptr);

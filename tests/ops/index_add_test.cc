@@ -90,6 +90,35 @@ TEST(SegmentSum, MatchesALoopAndBincountCounts) {
   EXPECT_EQ(bincount(id_tensor, first_column, k).to_vector<double>(), want_weighted);
 }
 
+// Long integer sums with one outer slice are added by several threads into partials
+// (runtime/cpu/index_add_kernel.cc): counts and i32 sums that wrap, against loops.
+TEST(SegmentSum, LongIntegerSumsWrapAndCountAsALoopDoes) {
+  std::mt19937_64 rng(testing::test_seed() + 2);
+  SCOPED_TRACE(testing::test_seed());
+  const int64_t n = 50001, k = 37;
+  std::vector<int64_t> ids(n);
+  std::uniform_int_distribution<int64_t> pick(0, k - 1);
+  for (int64_t& i : ids) i = pick(rng);
+  std::vector<int32_t> values(2 * n);
+  for (int32_t& v : values) v = static_cast<int32_t>(rng());  // sums wrap many times
+  const Tensor id_tensor = Tensor::from_vector(ids, {n});
+  std::vector<int64_t> want_counts(k, 0);
+  std::vector<uint32_t> want_sums(2 * k, 0);  // two's complement wrap, without overflow
+  for (int64_t i = 0; i < n; ++i) {
+    want_counts[ids[i]] += 1;
+    for (int64_t c = 0; c < 2; ++c) {
+      want_sums[ids[i] * 2 + c] += static_cast<uint32_t>(values[i * 2 + c]);
+    }
+  }
+  EXPECT_EQ(bincount(id_tensor, k).to_vector<int64_t>(), want_counts);
+  const std::vector<int32_t> got =
+      segment_sum(Tensor::from_vector(values, {n, 2}), id_tensor, k).to_vector<int32_t>();
+  ASSERT_EQ(got.size(), want_sums.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i], static_cast<int32_t>(want_sums[i])) << "at " << i;
+  }
+}
+
 // An index out of range fails the sync that reads the result, naming the op, the index and
 // the extent; x and the cache stay as they were.
 TEST(IndexAdd, OutOfRangeIndicesAreErrorsAtTheSync) {
