@@ -17,18 +17,21 @@ struct Attrs {
   bool keepdims = false;       // reductions
   int axis = 0;                // argmax argmin concat slice softmax log_softmax cumsum topk
   int64_t start = 0;           // slice: the first element taken (normalized, see infer_slice)
-  int64_t stop = 0;            // slice
-  int64_t step = 1;            // slice: nonzero; negative walks the axis backwards
-  double value = 0.0;          // constant
-  double eps = 0.0;            // layer_norm rms_norm
-  uint64_t seed = 0;           // rand randn
-  DType dtype = DType::F32;    // astype; leaves: their own dtype
-  std::string name;            // input
-  int function = -1;           // custom: the registered function's id
-  int64_t k = 0;               // topk_indices dynamic_slice: the result's extent along axis
-  bool largest = true;         // topk_indices: the k largest (else the k smallest)
-  double scale = 1.0;          // scaled_dot_product_attention: the factor on q·k
-  bool causal = false;         // scaled_dot_product_attention: key j only for query i >= j
+  // update_slice over a region: where the update starts along every dim (entry `axis`, whose
+  // start is `start`, is 0). Empty: along the axis only, the other dims whole.
+  std::vector<int64_t> offsets;
+  int64_t stop = 0;          // slice
+  int64_t step = 1;          // slice: nonzero; negative walks the axis backwards
+  double value = 0.0;        // constant
+  double eps = 0.0;          // layer_norm rms_norm
+  uint64_t seed = 0;         // rand randn
+  DType dtype = DType::F32;  // astype; leaves: their own dtype
+  std::string name;          // input
+  int function = -1;         // custom: the registered function's id
+  int64_t k = 0;             // topk_indices dynamic_slice: the result's extent along axis
+  bool largest = true;       // topk_indices: the k largest (else the k smallest)
+  double scale = 1.0;        // scaled_dot_product_attention: the factor on q·k
+  bool causal = false;       // scaled_dot_product_attention: key j only for query i >= j
   // scaled_dot_product_attention with causal: query i sits at key position Sk - Sq + i (the
   // last query sees every key) instead of at i (PyTorch's is_causal).
   bool bottom_right = false;

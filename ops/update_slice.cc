@@ -30,10 +30,19 @@ absl::StatusOr<ValueType> infer_update_slice(const std::vector<ValueType>& in, A
   absl::StatusOr<int> axis = normalize_axis(attrs.axis, rank);
   if (!axis.ok()) return op_error(op, in, std::string(axis.status().message()));
   attrs.axis = *axis;
+  const std::vector<int64_t>& offsets = attrs.offsets;
+  if (!offsets.empty() && (static_cast<int>(offsets.size()) != rank || offsets[*axis] != 0)) {
+    return op_error(op, in,
+                    absl::StrCat("a region's starts must be one per dim of x (", rank, ")"));
+  }
   for (int d = 0; d < rank; ++d) {
-    if (d != *axis && update.shape[d] != x.shape[d]) {
+    if (d == *axis) continue;
+    if (offsets.empty() && update.shape[d] != x.shape[d]) {
       return op_error(op, in,
                       absl::StrCat("dim ", d, " of update must equal x's (", x.shape[d], ")"));
+    }
+    if (!offsets.empty() && (offsets[d] < 0 || offsets[d] > x.shape[d] - update.shape[d])) {
+      return op_error(op, in, update_start_error(offsets[d], update.shape[d], x.shape[d], d));
     }
   }
   const int64_t extent = x.shape[*axis], length = update.shape[*axis];
@@ -69,6 +78,23 @@ void evaluate_update_slice(const Attrs& attrs, const ValueType& out,
     }
   }
   std::memcpy(result.data(), x.buffer->data(), static_cast<size_t>(result.nbytes()));
+  if (!attrs.offsets.empty()) {  // a region: each element at its index plus the starts
+    const Shape& shape = update.type.shape;
+    const std::vector<int64_t> to = contiguous_strides(out.shape);
+    std::vector<int64_t> index(shape.size(), 0);
+    for (int64_t e = 0; e < numel(shape); ++e) {
+      int64_t at = 0;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        const int64_t first = static_cast<int>(d) == attrs.axis ? start : attrs.offsets[d];
+        at += (index[d] + first) * to[d];
+      }
+      convert_element(*update.buffer, update.type.dtype, e, result, out.dtype, at);
+      for (int d = static_cast<int>(shape.size()) - 1; d >= 0 && ++index[d] == shape[d]; --d) {
+        index[d] = 0;
+      }
+    }
+    return;
+  }
   // The update's rows along the axis land at start within x's rows.
   const RowLayout from = row_layout(update.type.shape, attrs.axis);
   const RowLayout to = row_layout(out.shape, attrs.axis);

@@ -9,6 +9,10 @@
 // start is checked when it is read, and one outside x is a kiln::Error at the sync. Its kernel
 // writes only the update's elements, into x's own buffer when nothing else can see x
 // (docs/fusion.md), else into a copy of x.
+//
+// A region write (update_slice(x, update, starts)) is the same op with attrs.offsets: the
+// update may be smaller than x along every dim, and lands at offsets[d] along each dim d
+// other than the axis (at `start` along the axis, as above).
 #ifndef KILN_OPS_UPDATE_SLICE_H_
 #define KILN_OPS_UPDATE_SLICE_H_
 
@@ -25,7 +29,8 @@
 namespace kiln::ops {
 
 // x's type; attrs.axis made non-negative. Errors name the operands: a rank or a dim that
-// differs from x's, an axis out of range, or a range [start, start + length) outside x.
+// differs from x's, an axis out of range, or a range [start, start + length) outside x
+// (along the axis, or along any dim of a region).
 absl::StatusOr<ValueType> infer_update_slice(const std::vector<ValueType>& in, Attrs& attrs);
 
 // The error for a start that puts [start, start + length) outside an axis of `extent`.

@@ -161,6 +161,12 @@ Tensor update_slice(const Tensor& x, const Tensor& update, int axis, int64_t sta
 // as an input then writes where each call says, where an integer start would be a constant
 // of its recording. A start outside x is a kiln::Error at the sync that names it.
 Tensor update_slice(const Tensor& x, const Tensor& update, int axis, const Tensor& start);
+// x with the region [starts, starts + update's shape) replaced by update (cast to x's
+// dtype): numpy's `x[1:-1, 1:-1] = update`, as a value. update has x's rank and fits inside
+// x from starts (one per dim), else kiln::Error. Written in place when nothing else holds x
+// (docs/fusion.md): a loop that swaps two grids, `next = update_slice(next, f(u), {1, 1});
+// std::swap(u, next);`, writes only the interior each step.
+Tensor update_slice(const Tensor& x, const Tensor& update, const std::vector<int64_t>& starts);
 // x with source's slices added along axis at the positions index names (PyTorch's
 // index_add): for l = 0, 1, ..., L - 1, out[..., index[l], ...] += source[..., l, ...].
 // index is one dim of L I32 or I64 values, negative ones counting from the end (as take);

@@ -1,6 +1,8 @@
 // take, take_along_axis, embedding and slice with a start tensor: gathers (ops/gather.h);
 // topk; update_slice; index_add and the segment sums built on it.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "jit/graph/record.h"
@@ -47,6 +49,27 @@ Tensor update_slice(const Tensor& x, const Tensor& update, int axis, int64_t sta
   ops::Attrs attrs;
   attrs.axis = axis;
   attrs.start = start;
+  return jit::record(ops::OpKind::UpdateSlice, {x, update}, std::move(attrs));
+}
+
+Tensor update_slice(const Tensor& x, const Tensor& update, const std::vector<int64_t>& starts) {
+  if (starts.size() != x.shape().size() || starts.empty()) {
+    throw Error(absl::StrCat("[update_slice] x ", ops::format_shape(x.shape()), " and update ",
+                             ops::format_shape(update.shape()), " with ", starts.size(),
+                             " starts (expected one per dim of x)"));
+  }
+  // The first dim's start is the node's parameter, as for a write along one axis; the others
+  // are attributes. All zero but the first: the write along axis 0 it is.
+  ops::Attrs attrs;
+  attrs.axis = 0;
+  attrs.start = starts[0];
+  attrs.offsets = starts;
+  attrs.offsets[0] = 0;
+  if (std::all_of(attrs.offsets.begin(), attrs.offsets.end(), [](int64_t s) { return s == 0; }) &&
+      update.shape().size() == x.shape().size() &&
+      std::equal(update.shape().begin() + 1, update.shape().end(), x.shape().begin() + 1)) {
+    attrs.offsets.clear();
+  }
   return jit::record(ops::OpKind::UpdateSlice, {x, update}, std::move(attrs));
 }
 

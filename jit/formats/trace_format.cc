@@ -82,6 +82,13 @@ constexpr AttrCodec kDtype = {
       return absl::OkStatus();
     }};
 
+// update_slice's "starts" over a region (Attrs::offsets), written only for a region write:
+// a write along one axis has none, as files before region writes.
+constexpr AttrCodec kRegionStarts = {[](const ops::Attrs& attrs, const char* key, json& out) {
+                                       if (!attrs.offsets.empty()) out[key] = attrs.offsets;
+                                     },
+                                     member<&ops::Attrs::offsets>().read};
+
 // Attention's "causal_alignment": "top_left" (the default, as files before it) or
 // "bottom_right"; only a causal cut has an alignment, so `causal` is read first.
 constexpr AttrCodec kCausalAlignment = {
@@ -223,6 +230,7 @@ const std::vector<AttrField>& attr_fields() {
       {OpClass::kGather, {OpKind::DynamicSlice}, "length", member<&A::k>(), kRequired},
       {OpClass::kUpdateSlice, {}, "axis", member<&A::axis>(), kRequired},
       {OpClass::kUpdateSlice, {OpKind::UpdateSlice}, "start", member<&A::start>(), kRequired},
+      {OpClass::kUpdateSlice, {OpKind::UpdateSlice}, "region_starts", kRegionStarts, kOptional},
       {OpClass::kAttention, {}, "scale", member<&A::scale>(), kRequired},
       {OpClass::kAttention, {}, "causal", member<&A::causal>(), kOptional},
       {OpClass::kAttention, {}, "causal_alignment", kCausalAlignment, kOptional, "top_left"},

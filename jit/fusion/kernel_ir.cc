@@ -86,6 +86,9 @@ std::string KernelProgram::to_string() const {
       if (anchor_attrs.exclusive) absl::StrAppend(&out, " exclusive");
       if (anchor_attrs.reverse) absl::StrAppend(&out, " reverse");
     }
+    if (!anchor_attrs.offsets.empty()) {
+      absl::StrAppend(&out, " region_starts=[", absl::StrJoin(anchor_attrs.offsets, ","), "]");
+    }
     absl::StrAppend(&out, " operands=[", absl::StrJoin(anchor_operands, ","), "]");
     if (anchor_index_input >= 0) absl::StrAppend(&out, " index=in", anchor_index_input);
     if (anchor_start_input >= 0) {

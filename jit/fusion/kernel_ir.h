@@ -62,8 +62,9 @@ struct Instr {
 // kCustomKernel is a user's whole kernel: nothing fuses into it, it has no instructions, and
 // anchor_attrs.function names it (ops/custom_functions.h).
 // kUpdateSlice writes its operand (the update, space 1) into output 0 at anchor_param's
-// position along anchor_attrs.axis; output 0 starts as input 0 (x) and the rest of it is
-// not written (the backend aliases or copies x's buffer first).
+// position along anchor_attrs.axis (and, for a region, at anchor_attrs.offsets[d] along each
+// other dim d); output 0 starts as input 0 (x) and the rest of it is not written (the
+// backend aliases or copies x's buffer first).
 // kIndexAdd adds its operand (the source, space 1) into output 0, slice l along
 // anchor_attrs.axis at the position input anchor_index_input's element l names; output 0
 // starts as input 0 (x), copied by the backend (ops/index_add.h).
@@ -150,7 +151,7 @@ struct KernelLaunch {
 const char* anchor_name(AnchorKind anchor);
 
 // Whether the program's output 0 starts as its input 0 (update_slice, index_add): the
-// backend hands the kernel x's own buffer (donated_slot) or a copy of it, and the kernel
+// backend hands the kernel x's own buffer (output_start) or a copy of it, and the kernel
 // writes only what changes.
 inline bool output_starts_as_input(const KernelProgram& program) {
   return program.anchor == AnchorKind::kUpdateSlice || program.anchor == AnchorKind::kIndexAdd;

@@ -60,6 +60,18 @@ std::vector<bool> donatable_inputs(const Trace& trace, const std::vector<detail:
 int donated_slot(const LaunchPlan& plan, const std::vector<bool>& donated,
                  const KernelLaunch& launch);
 
+// Where output 0 of kernel k starts.
+enum class OutputStart {
+  kNew,       // a new buffer: the kernel writes all of it
+  kXInPlace,  // x's own buffer (input 0), which nobody reads after this kernel
+  kCopyOfX,   // a copy of x
+};
+// kXInPlace for an update_slice or index_add kernel whose prologue reads nothing of x, when
+// x is donated (donated_slot) or an intermediate of this plan whose last reader is this
+// kernel (the backend then hands x's buffer over rather than releasing it); kCopyOfX for
+// the others; kNew for kernels whose output does not start as x.
+OutputStart output_start(const LaunchPlan& plan, const std::vector<bool>& donated, size_t k);
+
 // Called with each program a plan build adds to the kernel cache (its first use in the
 // process). Fusion cannot reach the devices' renderers, so jit/eval/sync_dump.cc installs the
 // KILN_RECORD_CUDA_DIR recorder here when the program starts.

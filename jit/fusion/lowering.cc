@@ -48,6 +48,7 @@ class Lowerer {
       program.anchor_attrs.bottom_right = a.attrs->bottom_right;
       program.anchor_attrs.exclusive = a.attrs->exclusive;
       program.anchor_attrs.reverse = a.attrs->reverse;
+      program.anchor_attrs.offsets = a.attrs->offsets;
       program.anchor_dtype = a.type->dtype;
       if (a.param_slot >= 0) program.anchor_param = param_slot(a.param_slot);
       record_computed_node(anchor);

@@ -118,6 +118,29 @@ int donated_slot(const LaunchPlan& plan, const std::vector<bool>& donated,
   return -1;
 }
 
+namespace {
+
+// Whether `program` reads input `slot` through a load or a gather.
+bool reads_input(const KernelProgram& program, int slot) {
+  return std::any_of(program.instrs.begin(), program.instrs.end(), [slot](const Instr& in) {
+    return (in.kind == InstrKind::kLoad || in.kind == InstrKind::kGather) && in.input == slot;
+  });
+}
+
+}  // namespace
+
+OutputStart output_start(const LaunchPlan& plan, const std::vector<bool>& donated, size_t k) {
+  const PlannedKernel& pk = plan.kernels[k];
+  if (!output_starts_as_input(*pk.program)) return OutputStart::kNew;
+  // Written in place, x must not be read where the kernel may already have written.
+  if (reads_input(*pk.program, 0)) return OutputStart::kCopyOfX;
+  if (donated_slot(plan, donated, pk.launch) >= 0) return OutputStart::kXInPlace;
+  const std::vector<int>& released = plan.release_after[k];
+  const bool last_read_here =
+      std::find(released.begin(), released.end(), pk.launch.inputs[0]) != released.end();
+  return last_read_here ? OutputStart::kXInPlace : OutputStart::kCopyOfX;
+}
+
 std::shared_ptr<const LaunchPlan> build_plan(const Trace& user_trace) {
   // Hand-written attention becomes attention nodes first (same node ids, same inputs and
   // parameters), so the plan runs with the user's trace's arguments.

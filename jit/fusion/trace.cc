@@ -40,8 +40,10 @@ void append_structure(ops::OpKind op, const ops::ValueType& type, const ops::Att
     case ops::OpClass::kRowNorm:  // topk's k is its result's extent, part of the key anyway
       out.insert(out.end(), {a.axis, a.largest, a.exclusive, a.reverse});
       break;
-    case ops::OpClass::kUpdateSlice:  // start is a parameter
+    case ops::OpClass::kUpdateSlice:  // start is a parameter; a region's other starts are not
       out.push_back(a.axis);
+      out.push_back(static_cast<int64_t>(a.offsets.size()));
+      out.insert(out.end(), a.offsets.begin(), a.offsets.end());
       break;
     case ops::OpClass::kAttention:  // scale is a parameter
       out.insert(out.end(), {a.causal, a.bottom_right});

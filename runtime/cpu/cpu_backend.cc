@@ -1,6 +1,7 @@
 // The CPU device's backend: kernels in plan order, intermediates recycled by size.
 #include "runtime/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -75,13 +76,20 @@ class CpuBackend final : public jit::Backend {
       std::vector<const base::Buffer*> ins;
       for (int n : launch.inputs) ins.push_back(buffers.at(n).get());
       std::vector<base::Buffer*> outs;
+      const jit::OutputStart output_start = jit::output_start(plan, args.donated, k);
       for (int n : launch.outputs) {
-        if (!jit::output_starts_as_input(*pk.program)) {
+        if (output_start == jit::OutputStart::kNew) {
           buffers[n] = recycled(pool, plan.node_bytes[n]);
-        } else if (jit::donated_slot(plan, args.donated, launch) >= 0) {
+        } else if (output_start == jit::OutputStart::kXInPlace) {
           // x's own buffer, written in place. Copied out first: `buffers[n]` may insert and
-          // rehash, which would leave a reference into the map dangling.
-          std::shared_ptr<base::Buffer> x = buffers.at(launch.inputs[0]);
+          // rehash, which would leave a reference into the map dangling. An intermediate x
+          // leaves the map, so that its release does not hand the buffer to the pool.
+          const int x_node = launch.inputs[0];
+          std::shared_ptr<base::Buffer> x = buffers.at(x_node);
+          if (std::find(plan.input_nodes.begin(), plan.input_nodes.end(), x_node) ==
+              plan.input_nodes.end()) {
+            buffers.erase(x_node);
+          }
           buffers[n] = std::move(x);
         } else {
           buffers[n] = recycled(pool, plan.node_bytes[n]);  // a copy of x
@@ -121,6 +129,7 @@ class CpuBackend final : public jit::Backend {
       }
       for (int n : plan.release_after[k]) {
         auto it = buffers.find(n);
+        if (it == buffers.end()) continue;  // handed over to this kernel's output
         pool.emplace(it->second->nbytes(), std::move(it->second));
         buffers.erase(it);
       }

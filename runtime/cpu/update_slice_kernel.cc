@@ -1,8 +1,12 @@
 // update_slice (kUpdateSlice): the update's elements, computed through the prologue, written
 // into output 0 at `start` along the axis. Output 0 already holds x (the backend hands it
 // x's own buffer or a copy), so nothing else is written: the cost is the update's size,
-// whatever x's.
+// whatever x's. A region write (anchor_attrs.offsets) writes the update's rows, each at its
+// place in x.
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/thread_pool.h"
@@ -10,8 +14,51 @@
 #include "ops/element_access.h"
 #include "ops/update_slice.h"
 #include "runtime/cpu/kernel_families.h"
+#include "runtime/cpu/register_io.h"
 
 namespace kiln::runtime::cpu {
+
+namespace {
+
+// A region write: the update's rows along its last dim, each a contiguous run of x at the
+// update's index plus the region's starts (`start` along the axis). Long rows are a tile
+// each, so the evaluator reads a stencil's offset slices where they lie; short ones share a
+// tile.
+void write_region(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                  const std::vector<const base::Buffer*>& inputs, const std::vector<double>& params,
+                  int64_t start, base::Buffer& out) {
+  const ops::Shape& x = launch.spaces[0];
+  const ops::Shape& update = launch.spaces[1];
+  const int rank = static_cast<int>(update.size());
+  if (ops::numel(update) == 0) return;
+  const std::vector<int64_t> strides = ops::contiguous_strides(x);
+  std::vector<int64_t> first = program.anchor_attrs.offsets;
+  first[program.anchor_attrs.axis] = start;
+  const int64_t length = update[rank - 1];
+  const int64_t rows = ops::numel(update) / length;
+  const int64_t rows_per_run = length >= kTile / 4 ? 1 : std::max<int64_t>(1, kTile / length);
+  const DType dtype = program.output_dtypes[0];
+  base::parallel_for(rows, std::max<int64_t>(1, 16384 / length), [&](int64_t r0, int64_t r1) {
+    TileEvaluator ev(program, launch, inputs, params, nullptr);
+    for (int64_t r = r0; r < r1; r += rows_per_run) {
+      const int64_t n = std::min(rows_per_run, r1 - r);
+      ev.run(1, r * length, n * length);
+      ev.visit(program.anchor_operands[0], [&](const auto* values) {
+        using T = std::remove_cv_t<std::remove_pointer_t<decltype(values)>>;
+        for (int64_t i = 0; i < n; ++i) {
+          int64_t at = first[rank - 1] * strides[rank - 1];  // the row's place in x
+          for (int64_t d = rank - 2, rest = r + i; d >= 0; --d) {
+            at += (rest % update[d] + first[d]) * strides[d];
+            rest /= update[d];
+          }
+          store_values<T>(out, dtype, at, length, values + i * length);
+        }
+      });
+    }
+  });
+}
+
+}  // namespace
 
 void run_update_slice(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                       const std::vector<const base::Buffer*>& inputs,
@@ -40,6 +87,10 @@ void run_update_slice(const jit::KernelProgram& program, const jit::KernelLaunch
   const int operand = program.anchor_operands[0];
   base::Buffer& out = *outputs[0];
   const DType dtype = program.output_dtypes[0];
+  if (!program.anchor_attrs.offsets.empty()) {
+    write_region(program, launch, inputs, params, start, out);
+    return;
+  }
   base::parallel_for(outer, std::max<int64_t>(1, 16384 / run), [&](int64_t o0, int64_t o1) {
     TileEvaluator ev(program, launch, inputs, params, nullptr);
     for (int64_t o = o0; o < o1; ++o) {

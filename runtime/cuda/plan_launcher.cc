@@ -67,12 +67,14 @@ void PlanLauncher::launch_kernels(const jit::LaunchPlan& plan, PlanMatmuls& matm
     const jit::KernelLaunch& launch = pk.launch;
     std::vector<uint64_t> ins, outs;
     for (int n : launch.inputs) ins.push_back(buffers.at(n)->device_pointer());
+    const jit::OutputStart start = jit::output_start(plan, donated, k);
     for (int n : launch.outputs) {
-      if (!jit::output_starts_as_input(*pk.program)) {
+      if (start == jit::OutputStart::kNew) {
         buffers[n] = allocate(plan.node_bytes[n]);
-      } else if (jit::donated_slot(plan, donated, launch) >= 0) {
-        // Copied out first: `buffers[n]` may insert and rehash, which would leave a
-        // reference into the map dangling.
+      } else if (start == jit::OutputStart::kXInPlace) {
+        // x's own buffer (donated, or an intermediate read last here). Copied out first:
+        // `buffers[n]` may insert and rehash, which would leave a reference into the map
+        // dangling.
         std::shared_ptr<base::Buffer> x = buffers.at(launch.inputs[0]);
         buffers[n] = std::move(x);
       } else {

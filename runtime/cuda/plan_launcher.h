@@ -81,7 +81,7 @@ class PlanLauncher {
   // computes. Each kernel's intermediates are released after their last reader (stream order
   // makes reuse safe). While `capture` is captured, it keeps every buffer written (its
   // replays write them again) and each launch that reads a scalar. An update_slice's output
-  // starts as its x: x's own buffer where `donated` allows (jit::donated_slot), else a copy.
+  // starts as its x: x's own buffer where jit::output_start allows, else a copy.
   // A matmul planned on cuBLASLt (its Function null) runs as one cuBLASLt call (`matmuls`'
   // gemm), or else its kernel is compiled now and launched.
   void launch_kernels(const jit::LaunchPlan& plan, PlanMatmuls& matmuls,

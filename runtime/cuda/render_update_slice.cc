@@ -1,8 +1,10 @@
 // update_slice: a thread per group of elements of the update (grid-stride, the multi-index
 // stepped as in concat), written at `start` along the axis into output 0, which already
 // holds x (the backend's copy, or x's own buffer). Nothing else is touched, so a KV cache
-// write costs the update's size, not the cache's.
+// write costs the update's size, not the cache's. A region write moves each element by the
+// region's starts too (constants of the program).
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/cuda/family_renderers.h"
@@ -26,15 +28,23 @@ std::string update_loop(const KernelWriter& writer, int e) {
   } else {
     absl::StrAppend(&s, writer.space_code(1, "idx1"));
   }
-  // The group's place in the output: idx1 moved by start along the axis (then moved back).
-  absl::StrAppend(&s, "      idx1[", axis,
-                  "] += start;\n      const I flat = ", writer.flatten(0, "idx1"), ";\n");
+  // The group's place in the output: idx1 moved by start along the axis, and by a region's
+  // starts along the other dims (then moved back).
+  const std::vector<int64_t>& region = program.anchor_attrs.offsets;
+  std::string move, move_back;
+  for (size_t d = 0; d < region.size(); ++d) {
+    if (region[d] == 0) continue;
+    absl::StrAppend(&move, "      idx1[", d, "] += ", region[d], ";  // the region's start\n");
+    absl::StrAppend(&move_back, "      idx1[", d, "] -= ", region[d], ";\n");
+  }
+  absl::StrAppend(&s, "      idx1[", axis, "] += start;\n", move,
+                  "      const I flat = ", writer.flatten(0, "idx1"), ";\n");
   if (e > 1) {
     absl::StrAppend(&s, vector_epilogue(writer, e, "value", "idx1", "flat"));
   } else {
     absl::StrAppend(&s, writer.epilogue(absl::StrCat("v", operand), "flat", "idx1"));
   }
-  absl::StrAppend(&s, "      idx1[", axis, "] -= start;\n");
+  absl::StrAppend(&s, "      idx1[", axis, "] -= start;\n", move_back);
   return s + loop.close;
 }
 
@@ -64,7 +74,10 @@ std::string render_update_slice(const KernelWriter& writer) {
   const jit::KernelProgram& program = writer.program();
   const int last = writer.rank(1) - 1;
   std::string s = start_code(program);
-  const int e = element_group_width(program, {1});
+  int e = element_group_width(program, {1});
+  // A region starting inside a vector along the innermost dim writes single elements.
+  const std::vector<int64_t>& region = program.anchor_attrs.offsets;
+  if (!region.empty() && region[last] % e != 0) e = 1;
   if (e <= 1) return absl::StrCat(s, "  {\n", update_loop(writer, 1), "  }\n");
   std::string condition = absl::StrCat(vector_loads_condition(program, {1}, last, e, " &&\n      "),
                                        " &&\n      a.shape[0][", last, "] % ", e,

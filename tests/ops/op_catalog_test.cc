@@ -620,7 +620,7 @@ std::vector<Program> topk_programs(Inputs& in) {
 
 // update_slice: every dtype in turn along each axis, updates of another dtype (cast), a
 // computed update (the prologue fuses), a computed x (a copy is written), two writes in a
-// row, and a whole-axis write.
+// row, a whole-axis write, and region writes.
 std::vector<Program> update_slice_programs(Inputs& in) {
   Program p{"every dtype and axis, casts, computed x and update, chained writes"};
   int turn = 0;
@@ -643,6 +643,14 @@ std::vector<Program> update_slice_programs(Inputs& in) {
         update_slice(update_slice(cache, step, 1, 0), step * -1.0, 1, 1) * 3.0);
   p.add("update_slice(f16, f16) the whole axis",
         update_slice(in.random(DType::F16, {4, 3}), in.random(DType::F16, {4, 3}), 1, 0));
+  // Region writes: every dtype, a region inside x along every dim, and one at the corner
+  // whose innermost start sits on a 16-byte vector.
+  for (DType dt : kAllDtypes) {
+    p.add(call(OpKind::UpdateSlice, {dt, DType::F32}, " region at (1, 2, 1)"),
+          update_slice(in.random(dt, {3, 6, 4}), in.random(DType::F32, {2, 3, 2}), {1, 2, 1}));
+  }
+  p.add("update_slice region of exp(f32) at (0, 4, 4): a vector's start",
+        update_slice(in.random(DType::F32, {2, 8, 12}), exp(step.slice(2, 0, 4)), {0, 4, 4}));
   return {p};
 }
 
