@@ -167,6 +167,17 @@ std::vector<float> stencil_by_loop(std::vector<float> u, int64_t n, int steps, f
   return u;
 }
 
+// u after `steps` stencil steps from u0 by the loop, element by element, to within f32
+// rounding of the same operations.
+void expect_stencil_of(const Tensor& u, const std::vector<float>& u0, int64_t n, int steps) {
+  const std::vector<float> want = stencil_by_loop(u0, n, steps, 0.2f);
+  const std::vector<float> got = u.to_vector<float>();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-5f) << "element " << i;
+  }
+}
+
 Tensor stencil_step(const Tensor& u, double alpha) {
   const int64_t n = u.shape()[0];
   const Slice in(1, -1), before(0, -2), after(2, n);
@@ -196,11 +207,7 @@ TEST(RegionWrite, TwoGridsThatSwapWriteInPlaceOneKernelAStep) {
   u.eval();
   EXPECT_EQ(stats().kernels_launched, steps);
   EXPECT_EQ(stats().bytes_allocated, 2 * n * n * 4) << "only the first two steps' grids";
-  const std::vector<float> want = stencil_by_loop(u0, n, steps, 0.2f);
-  const std::vector<float> got = u.to_vector<float>();
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], 1e-5f) << "element " << i;
-  }
+  expect_stencil_of(u, u0, n, steps);
 }
 
 // One grid written from itself (numpy's u[1:-1, 1:-1] = f(u)): the update reads x, so x is
@@ -217,11 +224,7 @@ TEST(RegionWrite, AnUpdateThatReadsXWritesIntoACopy) {
     u = update_slice(u, stencil_step(u, 0.2), {1, 1});
     u.eval();  // x is then a realized buffer that only the next write holds
   }
-  const std::vector<float> want = stencil_by_loop(u0, n, steps, 0.2f);
-  const std::vector<float> got = u.to_vector<float>();
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], 1e-5f) << "element " << i;
-  }
+  expect_stencil_of(u, u0, n, steps);
 }
 
 }  // namespace

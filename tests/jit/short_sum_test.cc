@@ -13,7 +13,8 @@
 namespace kiln {
 namespace {
 
-Tensor random_input(std::vector<int64_t> shape, std::mt19937_64& rng, DType dtype = DType::F32) {
+Tensor random_input(const std::vector<int64_t>& shape, std::mt19937_64& rng,
+                    DType dtype = DType::F32) {
   const std::vector<float> values = testing::random_floats(testing::count(shape), rng);
   const Tensor x = Tensor::from_vector(values, shape);
   return dtype == DType::F32 ? x : x.astype(dtype);
