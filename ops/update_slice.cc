@@ -33,7 +33,8 @@ absl::StatusOr<ValueType> infer_update_slice(const std::vector<ValueType>& in, A
   const std::vector<int64_t>& offsets = attrs.offsets;
   if (!offsets.empty() && (static_cast<int>(offsets.size()) != rank || offsets[*axis] != 0)) {
     return op_error(op, in,
-                    absl::StrCat("a region's starts must be one per dim of x (", rank, ")"));
+                    absl::StrCat("a region's starts must be one per dim of x (", rank,
+                                 "), 0 at the axis (", *axis, ")"));
   }
   for (int d = 0; d < rank; ++d) {
     if (d == *axis) continue;

@@ -120,8 +120,10 @@ int donated_slot(const LaunchPlan& plan, const std::vector<bool>& donated,
 
 namespace {
 
-// Whether `program` reads input `slot` through a load or a gather.
+// Whether `program` reads input `slot`: through a load or a gather, or as its anchor's index
+// or start tensor (index_add(x, 0, x, ...) reads x's values as positions).
 bool reads_input(const KernelProgram& program, int slot) {
+  if (program.anchor_index_input == slot || program.anchor_start_input == slot) return true;
   return std::any_of(program.instrs.begin(), program.instrs.end(), [slot](const Instr& in) {
     return (in.kind == InstrKind::kLoad || in.kind == InstrKind::kGather) && in.input == slot;
   });

@@ -112,6 +112,13 @@ class Planner {
   AnchorKind anchor_at(size_t node) const {
     return unrolled_[node] ? AnchorKind::kNone : anchor_kind(trace_.nodes[node].op);
   }
+  // How many times node's kernel computes its arguments per element: an unrolled sum's
+  // terms, else 1.
+  int64_t terms(size_t node) const {
+    if (!unrolled_[node]) return 1;
+    const TraceNode& n = trace_.nodes[node];
+    return ops::numel(trace_.nodes[n.args[0]].type->shape) / ops::numel(n.type->shape);
+  }
   bool expression(size_t node) const {
     return unrolled_[node] || is_expression(trace_.nodes[node].op);
   }
@@ -123,7 +130,7 @@ class Planner {
     for (size_t i = 0; i < trace_.nodes.size(); ++i) {
       if (!expression(i)) continue;
       // An unrolled sum computes its argument once per term.
-      const int64_t times = unrolled_[i] ? kMaxUnrolledSum : 1;
+      const int64_t times = terms(i);
       int64_t c = 1;
       for (int a : trace_.nodes[i].args) {
         if (!is_materialized(a) && expression(a))
@@ -164,7 +171,7 @@ class Planner {
       for (int a : node.args) {
         const bool read = is_materialized(a) || stored_at(i, a);
         s += read ? 1 : sources[a];
-        f += read ? 0 : fused[a];
+        f += read ? 0 : terms(i) * fused[a];  // an unrolled sum fuses its argument per term
         carried = carried || (!read && carries[a]);
       }
       sources[i] = std::min<int64_t>(s, 1 << 20);

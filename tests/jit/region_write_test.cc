@@ -7,11 +7,15 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "jit/fusion/launch_plan.h"
+#include "jit/fusion/trace.h"
+#include "jit/graph/node.h"
 #include "kiln/kiln.h"
 #include "tests/cuda_emulation/emulated_kernels.h"
 #include "tests/cuda_emulation/run_emulated.h"
@@ -225,6 +229,28 @@ TEST(RegionWrite, AnUpdateThatReadsXWritesIntoACopy) {
     u.eval();  // x is then a realized buffer that only the next write holds
   }
   expect_stencil_of(u, u0, n, steps);
+}
+
+// Where the output of an update_slice or index_add starts (jit::output_start): in its x, an
+// intermediate the kernel reads last, only when the kernel reads nothing of x, neither
+// through its update nor as its index (a GPU kernel's threads would read positions that
+// others have already added to).
+TEST(RegionWrite, OutputStartsInXOnlyWhenTheKernelReadsNothingOfX) {
+  const Tensor x = Tensor::arange(3, DType::I64) * 2 - Tensor::arange(3, DType::I64);  // 0 1 2
+  const Tensor ids = Tensor::from_vector(std::vector<int64_t>{2, 0, 1}, {3});
+  auto start_of = [](const Tensor& result) {
+    const jit::Trace trace = jit::build_trace({detail::TensorAccess::node(result).get()});
+    const std::shared_ptr<const jit::LaunchPlan> plan = jit::build_plan(trace);
+    EXPECT_EQ(plan->kernels.size(), 2u) << "x's kernel, then the write";
+    return jit::output_start(*plan, {}, plan->kernels.size() - 1);
+  };
+  const Tensor ones = Tensor::ones({3}, DType::I64);
+  EXPECT_EQ(start_of(index_add(x, 0, ids, ones)), jit::OutputStart::kXInPlace);
+  EXPECT_EQ(start_of(index_add(x, 0, x, ones)), jit::OutputStart::kCopyOfX);
+  EXPECT_EQ(start_of(index_add(x, 0, ids, x * 3)), jit::OutputStart::kCopyOfX);
+  EXPECT_EQ(start_of(update_slice(x, ones.slice(0, 0, 1), {1})), jit::OutputStart::kXInPlace);
+  EXPECT_EQ(start_of(update_slice(x, x.slice(0, 0, 1) + 1, {1})), jit::OutputStart::kCopyOfX);
+  EXPECT_EQ(index_add(x, 0, x, ones).to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 3}));
 }
 
 }  // namespace
