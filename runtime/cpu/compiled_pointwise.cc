@@ -2,20 +2,15 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <cstdlib>
-#include <mutex>
+#include <functional>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "base/cache_dir.h"
 #include "base/thread_pool.h"
-#include "ops/op_catalog.h"
+#include "runtime/cpu/compiled_expression.h"
 #include "runtime/cpu/host_compiler.h"
-#include "runtime/cpu/simd_math.h"
-#include "runtime/cpu/simd_math_inl_source.h"
 #include "runtime/cpu/tile_evaluator.h"
 
 namespace kiln::runtime::cpu {
@@ -24,231 +19,235 @@ namespace {
 using jit::Instr;
 using jit::InstrKind;
 using jit::KernelProgram;
-using ops::OpKind;
 
 // f(in[j] + i, ...) per load j, f(p[k]) per parameter: the kernel's calling convention.
 using CompiledPointwise = void (*)(const float* const* loads, float* const* outputs,
                                    const float* params, int64_t begin, int64_t end);
 
-// A case of unary_expression for each op whose f32 evaluator loop applies a vector function
-// of simd_math-inl.h (the list in simd_math.h): a call of it.
-#define KILN_VECTOR_CALL(Enum, name) \
-  case OpKind::Enum:                 \
-    return absl::StrCat(#name "_vec(d, ", x, ")");
+// How the compiled loop reads a load: kRun reads consecutive values from its pointer on,
+// kValue the one value its pointer points at (a scalar broadcast, or, run row by row, one
+// value per row: a view broadcast along its last dim).
+enum class LoadForm { kRun, kValue, kNone };
 
-// The vector expression of unary op `op` on value `x`, or "" when the generator has none.
-// Each is the evaluator's f32 loop for the op (simd_math-inl.h, or the functor's IEEE
-// operations), so the bits agree.
-std::string unary_expression(OpKind op, const std::string& x) {
-  switch (op) {
-    KILN_SIMD_UNARY_VECTOR_OPS(KILN_VECTOR_CALL)
-    case OpKind::Neg:
-      return absl::StrCat("hn::Neg(", x, ")");
-    case OpKind::Abs:
-      return absl::StrCat("hn::Abs(", x, ")");
-    case OpKind::Sqrt:
-      return absl::StrCat("hn::Sqrt(", x, ")");
-    case OpKind::Rsqrt:
-      return absl::StrCat("hn::Div(hn::Set(d, 1.0f), hn::Sqrt(", x, "))");
-    case OpKind::Reciprocal:
-      return absl::StrCat("hn::Div(hn::Set(d, 1.0f), ", x, ")");
-    case OpKind::Square:
-      return absl::StrCat("hn::Mul(", x, ", ", x, ")");
-    case OpKind::Relu:  // the evaluator's functor loop, whose bits relu_vec gives
-      return absl::StrCat("relu_vec(d, ", x, ")");
-    default:
-      return "";
-  }
-}
-#undef KILN_VECTOR_CALL
-
-std::string binary_expression(OpKind op, const std::string& a, const std::string& b) {
-  const char* function = nullptr;
-  switch (op) {
-    case OpKind::Add:
-      function = "hn::Add";
-      break;
-    case OpKind::Sub:
-      function = "hn::Sub";
-      break;
-    case OpKind::Mul:
-      function = "hn::Mul";
-      break;
-    case OpKind::Div:
-      function = "hn::Div";
-      break;
-    case OpKind::Maximum:
-      function = "maximum_vec";
-      break;
-    case OpKind::Minimum:
-      function = "minimum_vec";
-      break;
-    default:
-      return "";
-  }
-  return absl::StrCat(function, "(", a, ", ", b, ")");
-}
-
-// Whether view `v` reads one value for every position (a scalar broadcast).
-bool reads_one_value(const KernelProgram& program, int v) {
+LoadForm load_form(const KernelProgram& program, int v) {
   const jit::ViewPattern& pattern = program.view_patterns[v];
-  return pattern.access == jit::ViewAccess::kBroadcast &&
-         static_cast<int>(pattern.broadcast_dims.size()) == pattern.rank;
+  switch (pattern.access) {
+    case jit::ViewAccess::kContiguous:
+    case jit::ViewAccess::kStrided:  // read by rows, when the last dim's stride is 1
+      return LoadForm::kRun;
+    case jit::ViewAccess::kBroadcast: {
+      const std::vector<int>& dims = pattern.broadcast_dims;
+      const bool along_last = std::find(dims.begin(), dims.end(), pattern.rank - 1) != dims.end();
+      return along_last ? LoadForm::kValue : LoadForm::kRun;
+    }
+    case jit::ViewAccess::kGathered:
+      return LoadForm::kNone;
+  }
+  return LoadForm::kNone;
 }
 
-// The statement computing instruction k into v<k>, or "" when the generator has none.
-// Loads are numbered in instruction order (`loads` counts them).
-std::string statement(const KernelProgram& program, int k, int& loads) {
+// The line computing instruction k into v<k>, or "" when the generator has none. Loads are
+// numbered in instruction order (`loads` counts them).
+std::string statement(const KernelProgram& program, int space, int k, int& loads) {
   const Instr& in = program.instrs[k];
-  if (in.dtype != DType::F32 || in.space != 0) return "";
-  const std::string v = absl::StrCat("v", k);
+  if (in.dtype != DType::F32 || in.space != space) return "";
   std::string value;
   switch (in.kind) {
     case InstrKind::kLoad: {
       if (program.input_dtypes[in.input] != DType::F32) return "";
       const int j = loads++;
-      if (program.view_patterns[in.view].access == jit::ViewAccess::kContiguous) {
-        value = absl::StrCat("hn::LoadU(d, loads[", j, "] + i)");
-      } else if (reads_one_value(program, in.view)) {
-        value = absl::StrCat("hn::Set(d, loads[", j, "][0])");
-      } else {
-        return "";
+      switch (load_form(program, in.view)) {
+        case LoadForm::kRun:
+          value = absl::StrCat("hn::LoadU(d, loads[", j, "] + i)");
+          break;
+        case LoadForm::kValue:
+          value = absl::StrCat("hn::Set(d, loads[", j, "][0])");
+          break;
+        case LoadForm::kNone:
+          return "";
       }
       break;
     }
-    case InstrKind::kParam:
-      value = absl::StrCat("hn::Set(d, params[", in.param, "])");
-      break;
-    case InstrKind::kUnary:
-      value = unary_expression(in.op, absl::StrCat("v", in.operands[0]));
-      break;
-    case InstrKind::kBinary:
-      value = binary_expression(in.op, absl::StrCat("v", in.operands[0]),
-                                absl::StrCat("v", in.operands[1]));
-      break;
     default:
-      return "";
+      value = value_expression(in);
   }
-  if (value.empty()) return "";
-  const char* what = in.kind == InstrKind::kLoad    ? "load"
-                     : in.kind == InstrKind::kParam ? "param"
-                                                    : ops::op_name(in.op);
-  return absl::StrCat("  const auto ", v, " = ", value, ";  // %", k, " ", what, "\n");
+  return value.empty() ? "" : value_line(program, k, value);
 }
 
-constexpr char kKernelTemplate[] = R"(
-HWY_BEFORE_NAMESPACE();
-namespace kiln_compiled {
-namespace hn = hwy::HWY_NAMESPACE;
-using namespace kiln::runtime::cpu::HWY_NAMESPACE;  // the executor's math
-
+constexpr char kPositions[] = R"(
 // The kernel at positions [i, i + Lanes(d)): every value in registers.
 template <class D>
 HWY_INLINE void positions(D d, const float* const* loads, float* const* outputs,
                           const float* params, int64_t i) {
 $BODY}
-
-}  // namespace kiln_compiled
-HWY_AFTER_NAMESPACE();
-
-extern "C" __attribute__((visibility("default"))) void kiln_compiled_pointwise(
-    const float* const* loads, float* const* outputs, const float* params, int64_t begin,
-    int64_t end) {
-  namespace hn = hwy::HWY_NAMESPACE;
-  const hn::ScalableTag<float> d;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  int64_t i = begin;
-  for (; i + lanes <= end; i += lanes) kiln_compiled::positions(d, loads, outputs, params, i);
-  const hn::CappedTag<float, 1> one;  // the last positions, one at a time
-  for (; i < end; ++i) kiln_compiled::positions(one, loads, outputs, params, i);
-}
 )";
 
 int64_t environment_min_elements() {
-  int64_t elements = int64_t{1} << 20;
+  int64_t elements = int64_t{1} << 18;
   if (const char* text = std::getenv("KILN_CPU_JIT_MIN_ELEMENTS"); text != nullptr) {
-    if (!absl::SimpleAtoi(text, &elements)) elements = int64_t{1} << 20;
+    if (!absl::SimpleAtoi(text, &elements)) elements = int64_t{1} << 18;
   }
   return elements;
 }
 
 std::atomic<int64_t> min_elements_override{-1};
-std::atomic<int64_t> runs{0};
-thread_local bool last_ran_compiled = false;
 
 // The compiled function of `program`, compiling it on first use; null when the generator
-// does not compile it or the compiler failed (said once on stderr).
+// does not compile it or the compiler failed.
 CompiledPointwise function_for(const KernelProgram& program) {
-  static std::mutex mutex;
-  static auto* functions = new absl::flat_hash_map<std::string, CompiledPointwise>();
-  const std::string text = program.to_string();
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = functions->find(text); it != functions->end()) return it->second;
-  }
-  CompiledPointwise function = nullptr;
-  if (std::optional<std::string> source = compiled_pointwise_source(program)) {
-    absl::StatusOr<void*> compiled =
-        compiled_function(kSimdMathInlSource, *source, kCompiledPointwiseSymbol);
-    if (compiled.ok()) {
-      function = reinterpret_cast<CompiledPointwise>(*compiled);
-    } else if (!base::reported_on_stderr(compiled.status())) {  // a refused cache file was said
-      static std::once_flag said;
-      std::call_once(said, [&] {
-        std::fprintf(stderr, "kiln: %s; the tile evaluator runs such kernels instead\n",
-                     std::string(compiled.status().message()).c_str());
-      });
-    }
-  }
-  std::lock_guard<std::mutex> lock(mutex);
-  functions->emplace(text, function);
-  return function;
+  return reinterpret_cast<CompiledPointwise>(
+      compiled_kernel_function(program, kCompiledPointwiseSymbol, compiled_pointwise_source));
 }
 
-// Whether the launch's views are what the program's patterns promise: contiguous loads
-// row-major from offset 0, broadcast loads one value.
-bool launch_suits(const KernelProgram& program, const jit::KernelLaunch& launch) {
-  const ops::Shape& space = launch.spaces[0];
+// The space the compiled loop runs over: 0 for a pointwise kernel, 1 (the update) for an
+// update_slice, whose one store is its anchor; -1 for every other kind of kernel.
+int compute_space(const KernelProgram& program) {
+  if (program.anchor == jit::AnchorKind::kNone) return program.space_ranks.size() == 1 ? 0 : -1;
+  const bool stores_the_update = program.stores.size() == 1 && program.stores[0].output == 0 &&
+                                 program.instrs[program.stores[0].value].kind == InstrKind::kAnchor;
+  return program.anchor == jit::AnchorKind::kUpdateSlice && stores_the_update ? 1 : -1;
+}
+
+// Rows shorter than this run through the evaluator: a call per row would cost more than its
+// lanes save.
+constexpr int64_t kMinRowLength = 32;
+
+// What the compiled function is called with, but for where each row starts: each load's
+// buffer at its view's offset, with its view and form, and the parameters in f32.
+struct Arguments {
+  std::vector<const float*> loads;
+  std::vector<const jit::ViewParams*> views;
+  std::vector<LoadForm> forms;
+  std::vector<float> params;
+};
+
+Arguments arguments_of(const KernelProgram& program, const jit::KernelLaunch& launch,
+                       const std::vector<const base::Buffer*>& inputs,
+                       const std::vector<double>& params) {
+  Arguments a;
   for (const Instr& in : program.instrs) {
     if (in.kind != InstrKind::kLoad) continue;
     const jit::ViewParams& view = launch.views[in.view];
-    const bool one_value = reads_one_value(program, in.view);
+    a.loads.push_back(inputs[in.input]->as<float>() + view.offset);
+    a.views.push_back(&view);
+    a.forms.push_back(load_form(program, in.view));
+  }
+  a.params.assign(params.begin(), params.end());
+  return a;
+}
+
+// Whether every load reads row-major from its buffer's start over the whole space (kRun) or
+// one value (kValue), so the kernel runs as one flat range.
+bool reads_flat(const Arguments& a, const ops::Shape& space) {
+  for (size_t j = 0; j < a.loads.size(); ++j) {
+    const bool one_value = a.forms[j] == LoadForm::kValue;
     int64_t row_major = 1;
     for (int d = static_cast<int>(space.size()) - 1; d >= 0; --d) {
       const int64_t expected = one_value ? 0 : row_major;
-      if (space[d] > 1 && view.strides[d] != expected) return false;
+      if (space[d] > 1 && a.views[j]->strides[d] != expected) return false;
       row_major *= space[d];
     }
-    if (!one_value && view.offset != 0) return false;
+    if (!one_value && a.views[j]->offset != 0) return false;
   }
   return true;
+}
+
+// Whether the kernel can run row by row: rows long enough, and along each row every kRun load
+// steps by 1 and every kValue load by 0. (A reversed or transposed view does neither.)
+bool reads_by_rows(const Arguments& a, const ops::Shape& space) {
+  if (space.empty() || space.back() < kMinRowLength) return false;
+  for (size_t j = 0; j < a.loads.size(); ++j) {
+    const int64_t step = a.views[j]->strides.back();
+    if (step != (a.forms[j] == LoadForm::kRun ? 1 : 0)) return false;
+  }
+  return true;
+}
+
+// The compiled function for a launch of `program` over `positions` positions, or null when
+// the evaluator runs it (compiled kernels off, the kernel too small, or not compiled).
+CompiledPointwise function_to_run(const KernelProgram& program, int64_t positions) {
+  if (!host_compiler_enabled() || compute_space(program) < 0) return nullptr;
+  if (positions == 0 || positions < compiled_pointwise_min_elements()) return nullptr;
+  return function_for(program);
+}
+
+// Runs `function` over `space` as one range of positions, outputs contiguous.
+void run_flat(CompiledPointwise function, const Arguments& a, const ops::Shape& space,
+              const std::vector<float*>& outputs) {
+  const int64_t total = ops::numel(space);
+  const int64_t tiles = (total + kTile - 1) / kTile;
+  base::parallel_for(tiles, 16, [&](int64_t t0, int64_t t1) {
+    function(a.loads.data(), outputs.data(), a.params.data(), t0 * kTile,
+             std::min(total, t1 * kTile));
+  });
+}
+
+// Runs `function` over `space` a row (its last dim) at a time: each load starts where its
+// view places the row, and every output at output_row(r) elements into its buffer. A long row
+// is cut into segments, so that one row (a 1-D slice) still spreads over the cores.
+void run_rows(CompiledPointwise function, const Arguments& a, const ops::Shape& space,
+              const std::vector<float*>& outputs,
+              const std::function<int64_t(int64_t)>& output_row) {
+  const int rank = static_cast<int>(space.size());
+  const int64_t length = space[rank - 1], rows = ops::numel(space) / length;
+  const int64_t segment = std::min<int64_t>(length, 8 * kTile);
+  const int64_t segments = (length + segment - 1) / segment;
+  const int64_t grain = std::max<int64_t>(1, 16384 / segment);
+  base::parallel_for(rows * segments, grain, [&](int64_t t0, int64_t t1) {
+    std::vector<const float*> loads(a.loads.size());
+    std::vector<float*> row_outputs(outputs.size());
+    int64_t placed = -1;  // the row whose pointers `loads` and `row_outputs` hold
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t r = t / segments, begin = t % segments * segment;
+      if (r != placed) {
+        for (size_t j = 0; j < loads.size(); ++j) {
+          int64_t at = 0;
+          for (int64_t d = rank - 2, rest = r; d >= 0; --d) {
+            at += rest % space[d] * a.views[j]->strides[d];
+            rest /= space[d];
+          }
+          loads[j] = a.loads[j] + at;
+        }
+        const int64_t place = output_row(r);
+        for (size_t k = 0; k < outputs.size(); ++k) row_outputs[k] = outputs[k] + place;
+        placed = r;
+      }
+      function(loads.data(), row_outputs.data(), a.params.data(), begin,
+               std::min(length, begin + segment));
+    }
+  });
 }
 
 }  // namespace
 
 std::optional<std::string> compiled_pointwise_source(const KernelProgram& program) {
-  if (program.anchor != jit::AnchorKind::kNone || program.space_ranks.size() != 1) {
-    return std::nullopt;
-  }
+  const int space = compute_space(program);
+  if (space < 0) return std::nullopt;
   for (DType dt : program.output_dtypes) {
     if (dt != DType::F32) return std::nullopt;
   }
   std::string body;
   int loads = 0;
   for (int k = 0; k < static_cast<int>(program.instrs.size()); ++k) {
-    const std::string line = statement(program, k, loads);
+    if (space == 1 && program.instrs[k].kind == InstrKind::kAnchor) continue;  // written below
+    const std::string line = statement(program, space, k, loads);
     if (line.empty()) return std::nullopt;
     body += line;
   }
-  for (const jit::Store& s : program.stores) {
-    absl::StrAppend(&body, "  hn::StoreU(v", s.value, ", d, outputs[", s.output, "] + i);\n");
+  if (space == 1) {
+    absl::StrAppend(&body, "  hn::StoreU(v", program.anchor_operands[0],
+                    ", d, outputs[0] + i);  // the update, into x's region\n");
   }
-  const std::string program_text = absl::StrReplaceAll(program.to_string(), {{"\n", "\n// "}});
-  return absl::StrCat("// Kiln compiled CPU kernel ", program.name,
-                      " (runtime/cpu/compiled_pointwise.cc): the loop of\n// ", program_text,
-                      "\n// Built with the executor's vector math (runtime/cpu/simd_math-inl.h) "
-                      "included first.\n",
-                      absl::StrReplaceAll(kKernelTemplate, {{"$BODY", body}}));
+  for (const jit::Store& s : program.stores) {
+    if (space == 0) {
+      absl::StrAppend(&body, "  hn::StoreU(v", s.value, ", d, outputs[", s.output, "] + i);\n");
+    }
+  }
+  return kernel_source(program, "runtime/cpu/compiled_pointwise.cc",
+                       absl::StrReplaceAll(kPositions, {{"$BODY", body}}),
+                       "kiln_compiled_pointwise(const float* const* loads, float* const* outputs, "
+                       "const float* params, int64_t begin, int64_t end)",
+                       "positions($TAG, loads, outputs, params, i)");
 }
 
 int64_t compiled_pointwise_min_elements() {
@@ -259,38 +258,58 @@ int64_t compiled_pointwise_min_elements() {
 
 void set_compiled_pointwise_min_elements(int64_t elements) { min_elements_override = elements; }
 
-int64_t compiled_pointwise_runs() { return runs.load(); }
+int64_t compiled_pointwise_runs() { return compiled_loop_runs(); }
 
-bool last_kernel_ran_compiled_loop() { return last_ran_compiled; }
+bool last_kernel_ran_compiled_loop() { return last_launch_ran_compiled_loop(); }
 
 bool run_compiled_pointwise(const KernelProgram& program, const jit::KernelLaunch& launch,
                             const std::vector<const base::Buffer*>& inputs,
                             const std::vector<base::Buffer*>& outputs,
                             const std::vector<double>& params) {
-  last_ran_compiled = false;
-  if (!host_compiler_enabled() || program.anchor != jit::AnchorKind::kNone) return false;
-  const int64_t total = ops::numel(launch.spaces[0]);
-  if (total == 0 || total < compiled_pointwise_min_elements()) return false;
-  if (!launch_suits(program, launch)) return false;
-  const CompiledPointwise function = function_for(program);
+  note_compiled_loop(false);
+  if (program.anchor != jit::AnchorKind::kNone) return false;
+  const ops::Shape& space = launch.spaces[0];
+  const CompiledPointwise function = function_to_run(program, ops::numel(space));
   if (function == nullptr) return false;
-  std::vector<const float*> load_pointers;
-  for (const Instr& in : program.instrs) {
-    if (in.kind != InstrKind::kLoad) continue;
-    load_pointers.push_back(inputs[in.input]->as<float>() + launch.views[in.view].offset);
-  }
+  const Arguments a = arguments_of(program, launch, inputs, params);
   std::vector<float*> output_pointers;
   output_pointers.reserve(outputs.size());
   for (base::Buffer* out : outputs) output_pointers.push_back(out->as<float>());
-  std::vector<float> float_params(params.size());
-  for (size_t k = 0; k < params.size(); ++k) float_params[k] = static_cast<float>(params[k]);
-  const int64_t tiles = (total + kTile - 1) / kTile;
-  base::parallel_for(tiles, 16, [&](int64_t t0, int64_t t1) {
-    function(load_pointers.data(), output_pointers.data(), float_params.data(), t0 * kTile,
-             std::min(total, t1 * kTile));
+  if (reads_flat(a, space)) {
+    run_flat(function, a, space, output_pointers);
+  } else if (reads_by_rows(a, space)) {
+    const int64_t length = space.back();
+    run_rows(function, a, space, output_pointers, [length](int64_t r) { return r * length; });
+  } else {
+    return false;
+  }
+  note_compiled_loop(true);
+  return true;
+}
+
+bool run_compiled_update_slice(const KernelProgram& program, const jit::KernelLaunch& launch,
+                               const std::vector<const base::Buffer*>& inputs,
+                               const std::vector<double>& params, const std::vector<int64_t>& first,
+                               base::Buffer& out) {
+  note_compiled_loop(false);
+  if (program.anchor != jit::AnchorKind::kUpdateSlice) return false;
+  const ops::Shape& x = launch.spaces[0];
+  const ops::Shape& update = launch.spaces[1];
+  const CompiledPointwise function = function_to_run(program, ops::numel(update));
+  if (function == nullptr) return false;
+  const Arguments a = arguments_of(program, launch, inputs, params);
+  if (!reads_by_rows(a, update)) return false;
+  const int rank = static_cast<int>(update.size());
+  const std::vector<int64_t> strides = ops::contiguous_strides(x);
+  run_rows(function, a, update, {out.as<float>()}, [&](int64_t r) {
+    int64_t at = first[rank - 1];  // the row's place in x
+    for (int64_t d = rank - 2, rest = r; d >= 0; --d) {
+      at += (rest % update[d] + first[d]) * strides[d];
+      rest /= update[d];
+    }
+    return at;
   });
-  ++runs;
-  last_ran_compiled = true;
+  note_compiled_loop(true);
   return true;
 }
 

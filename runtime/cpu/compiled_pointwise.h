@@ -7,12 +7,16 @@
 // compiler builds it (host_compiler.h). The math is Kiln's own (simd_math-inl.h, the
 // evaluator's), so a compiled kernel computes the same bits as the evaluator.
 //
-// Compiled: kernels without an anchor whose values are all f32, built from loads (each
-// contiguous, or one value broadcast), scalar parameters, and the unary and binary ops the
-// generator knows (compiled_pointwise.cc). Everything else, and every kernel when no
-// compiler can be run, goes through the tile evaluator. A kernel is compiled when it covers
-// at least KILN_CPU_JIT_MIN_ELEMENTS positions (default 1048576): below that, the
-// first build (a fraction of a second, once per machine) would not pay for itself.
+// Compiled: kernels whose values are all f32, built from loads, scalar parameters, and the
+// unary and binary ops the generator knows (compiled_pointwise.cc), either without an anchor
+// or an update_slice (the loop computes the update and writes it into x's region). A load is
+// read as consecutive values or as one value; a launch whose views are not row-major from
+// offset 0 runs row by row, each row's pointers placed by the views' strides, when along
+// every row each load steps by 1 (or by 0: one value per row) and the rows hold at least 32
+// elements. Everything else, and every kernel when no compiler can be run, goes through the
+// tile evaluator. A kernel is compiled when it covers at least KILN_CPU_JIT_MIN_ELEMENTS
+// positions (default 262144): below that, the first build (a fraction of a second, once per
+// machine) would not pay for itself.
 #ifndef KILN_RUNTIME_CPU_COMPILED_POINTWISE_H_
 #define KILN_RUNTIME_CPU_COMPILED_POINTWISE_H_
 
@@ -40,13 +44,23 @@ bool run_compiled_pointwise(const jit::KernelProgram& program, const jit::Kernel
                             const std::vector<base::Buffer*>& outputs,
                             const std::vector<double>& params);
 
+// Runs an update_slice kernel through its compiled loop, when it is compiled and this launch
+// suits it: row r of the update is written into `out` (which already holds x) at x's index
+// `first` (the region's start along every dim) plus the row's index. False when the caller
+// must use the tile evaluator.
+bool run_compiled_update_slice(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                               const std::vector<const base::Buffer*>& inputs,
+                               const std::vector<double>& params, const std::vector<int64_t>& first,
+                               base::Buffer& out);
+
 // The smallest kernel (positions) compiled: KILN_CPU_JIT_MIN_ELEMENTS unless a test set it.
 int64_t compiled_pointwise_min_elements();
 // For tests: compile kernels of at least `elements` positions (-1: back to the environment).
 void set_compiled_pointwise_min_elements(int64_t elements);
-// How many kernel launches in this process ran a compiled loop.
+// How many kernel launches in this process ran a compiled loop (pointwise, update_slice or
+// arg-reduce: compiled_arg_reduce.h).
 int64_t compiled_pointwise_runs();
-// Whether this thread's last run_compiled_pointwise call ran the compiled loop (KILN_LOG=2
+// Whether this thread's last call to run a kernel through a compiled loop did (KILN_LOG=2
 // says so on the kernel's line).
 bool last_kernel_ran_compiled_loop();
 

@@ -119,8 +119,10 @@ class CpuBackend final : public jit::Backend {
                 : absl::StrFormat("%.2f GB/s %.2f GFLOP/s", traffic_bytes(plan, k) / s * 1e-9,
                                   flops(*pk.program, launch) / s * 1e-9);
         // "(C++ loop)": the kernel ran as a compiled loop (docs/cpu_codegen.md).
-        const bool loop =
-            pk.program->anchor == jit::AnchorKind::kNone && cpu::last_kernel_ran_compiled_loop();
+        const bool loop = (pk.program->anchor == jit::AnchorKind::kNone ||
+                           pk.program->anchor == jit::AnchorKind::kUpdateSlice ||
+                           pk.program->anchor == jit::AnchorKind::kArgReduce) &&
+                          cpu::last_kernel_ran_compiled_loop();
         std::fprintf(stderr, "kiln:   kernel %s%s nodes [%s] %s %.3f ms %s\n",
                      pk.program->name.c_str(), loop ? " (C++ loop)" : "",
                      absl::StrJoin(nodes, " ").c_str(),

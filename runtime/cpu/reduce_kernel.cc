@@ -1,5 +1,6 @@
 // Reduce kernels: sum/mean/max/min and argmax/argmin of the anchor's operand over the
-// reduced axes.
+// reduced axes. A large f32 argmin or argmax along a rank-2 space's last dim that the code
+// generator compiles runs as one compiled loop (compiled_arg_reduce.h).
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -9,6 +10,7 @@
 
 #include "base/thread_pool.h"
 #include "ops/scalar_math.h"
+#include "runtime/cpu/compiled_arg_reduce.h"
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/simd_column_sum.h"
 #include "runtime/cpu/simd_row_best.h"
@@ -336,6 +338,12 @@ void run_reduce(const KernelProgram& program, const KernelLaunch& launch,
                 const std::vector<base::Buffer*>& outputs, const std::vector<double>& params) {
   run_anchored(program, launch, inputs, outputs, params, [&](auto* result) {
     using T = std::remove_pointer_t<decltype(result)>;
+    if constexpr (std::is_same_v<T, int64_t>) {  // an argmin or argmax over short rows
+      if (program.anchor == jit::AnchorKind::kArgReduce &&
+          run_compiled_arg_reduce(program, launch, inputs, params, result)) {
+        return;
+      }
+    }
     const RegisterClass operand = register_class(program.instrs[program.anchor_operands[0]].dtype);
     if (operand == RegisterClass::kInt) {
       reduce<int64_t, T>(program, launch, inputs, params, result);

@@ -2,7 +2,8 @@
 // into output 0 at `start` along the axis. Output 0 already holds x (the backend hands it
 // x's own buffer or a copy), so nothing else is written: the cost is the update's size,
 // whatever x's. A region write (anchor_attrs.offsets) writes the update's rows, each at its
-// place in x.
+// place in x. A large f32 update the code generator compiles runs as one compiled loop a row
+// (compiled_pointwise.h).
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -13,6 +14,7 @@
 #include "kiln/error.h"
 #include "ops/element_access.h"
 #include "ops/update_slice.h"
+#include "runtime/cpu/compiled_pointwise.h"
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/register_io.h"
 
@@ -83,9 +85,13 @@ void run_update_slice(const jit::KernelProgram& program, const jit::KernelLaunch
   } else {
     start = static_cast<int64_t>(params[program.anchor_param]);
   }
+  base::Buffer& out = *outputs[0];
+  std::vector<int64_t> first = program.anchor_attrs.offsets;  // the update's place in x
+  first.resize(x.size(), 0);
+  first[axis] = start;
+  if (run_compiled_update_slice(program, launch, inputs, params, first, out)) return;
   if (run == 0) return;
   const int operand = program.anchor_operands[0];
-  base::Buffer& out = *outputs[0];
   const DType dtype = program.output_dtypes[0];
   if (!program.anchor_attrs.offsets.empty()) {
     write_region(program, launch, inputs, params, start, out);

@@ -4,10 +4,10 @@
 // compiler that cannot run, leave the evaluator in charge with the same results.
 #include "runtime/cpu/compiled_pointwise.h"
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
@@ -56,7 +56,7 @@ std::vector<float> inputs_with_specials(size_t n, std::mt19937_64& rng) {
   if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes differ";
   for (size_t i = 0; i < a.size(); ++i) {
     if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+    if (std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i])) {
       return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
     }
   }
@@ -73,24 +73,27 @@ struct BothWays {
 using Outputs = std::function<std::vector<Tensor>(const Tensor&, const Tensor&)>;
 
 std::vector<std::vector<float>> evaluate(const Outputs& f, const std::vector<float>& x,
-                                         const std::vector<float>& y) {
-  const std::vector<int64_t> shape = {static_cast<int64_t>(x.size())};
+                                         const std::vector<float>& y,
+                                         const std::vector<int64_t>& shape) {
   std::vector<Tensor> outputs = f(Tensor::from_vector(x, shape), Tensor::from_vector(y, shape));
   eval(outputs);
   std::vector<std::vector<float>> values;
+  values.reserve(outputs.size());
   for (const Tensor& t : outputs) values.push_back(t.to_vector<float>());
   return values;
 }
 
+// x and y have `shape`, or are vectors when it is empty.
 BothWays evaluate_both_ways(const Outputs& f, const std::vector<float>& x,
-                            const std::vector<float>& y) {
+                            const std::vector<float>& y, std::vector<int64_t> shape = {}) {
+  if (shape.empty()) shape = {static_cast<int64_t>(x.size())};
   BothWays out;
   cpu::set_compiled_pointwise_min_elements(std::numeric_limits<int64_t>::max());
-  out.evaluated = evaluate(f, x, y);
+  out.evaluated = evaluate(f, x, y, shape);
   CompileEveryKernel compile;
   const int64_t runs = cpu::compiled_pointwise_runs();
   const int64_t launched = stats().kernels_launched;
-  out.compiled = evaluate(f, x, y);
+  out.compiled = evaluate(f, x, y, shape);
   out.compiled_runs = cpu::compiled_pointwise_runs() - runs;
   out.kernels_launched = stats().kernels_launched - launched;
   return out;
@@ -168,6 +171,95 @@ TEST(CompiledPointwise, AChainWithABroadcastScalarGivesTheEvaluatorsBits) {
     const double a = x[i];
     const double want = std::tanh(std::exp(a * static_cast<double>(s[0]) + 1.0) * a - a * a) + 0.25;
     ASSERT_NEAR(both.compiled[0][i], want, 1e-5 * std::max(1.0, std::fabs(want))) << "at " << i;
+  }
+}
+
+// Kernels over offset slices run row by row: a stencil written as a pointwise kernel, one
+// whose column vector is broadcast along each row (one value per row), and the same stencil
+// written into a region of a grid (update_slice), along one axis at a start tensor's place,
+// each with the evaluator's bits; the region's border keeps x's values.
+TEST(CompiledPointwise, OffsetSlicesAndRegionWritesRunRowByRowWithTheEvaluatorsBits) {
+  if (!compiler_available()) GTEST_SKIP() << "compiled CPU kernels are off (KILN_CPU_JIT=0)";
+  std::mt19937_64 rng(testing::test_seed() + 4);
+  const int64_t rows = 37, cols = 301;
+  const std::vector<float> x = inputs_with_specials(rows * cols, rng);
+  const std::vector<float> y = inputs_with_specials(rows * cols, rng);
+  const Slice in(1, -1), before(0, -2), after_rows(2, rows), after_cols(2, cols);
+  auto stencil = [&](const Tensor& u) {
+    return u.index({before, in}) + u.index({after_rows, in}) + u.index({in, before}) +
+           u.index({in, after_cols}) - 4.0 * u.index({in, in});
+  };
+  const BothWays both = evaluate_both_ways(
+      [&](const Tensor& a, const Tensor& b) {
+        const Tensor start = Tensor::from_vector(std::vector<int64_t>{5}, {});
+        return std::vector<Tensor>{
+            stencil(a),                                 // pointwise, strided views
+            a * b.index({Slice(), Slice(7, 8)}) + 0.5,  // a value per row
+            update_slice(b, a.index({in, in}) + 0.25 * stencil(a), {1, 1}),      // a region
+            update_slice(b, sqrt(a.index({Slice(3, 20), Slice()})), 0, start)};  // rows at a start
+      },
+      x, y, {rows, cols});
+  EXPECT_GE(both.compiled_runs, 4);  // the shared stencil sum may be a kernel of its own
+  EXPECT_EQ(both.compiled_runs, both.kernels_launched);
+  for (size_t k = 0; k < both.compiled.size(); ++k) {
+    EXPECT_TRUE(same_bits(both.compiled[k], both.evaluated[k])) << "output " << k;
+  }
+  // Independently: the region's border is y's, its interior the stencil written out.
+  const std::vector<float>& region = both.compiled[2];
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t i = r * cols + c;
+      if (r == 0 || c == 0 || r == rows - 1 || c == cols - 1) {
+        ASSERT_TRUE(same_bits({region[i]}, {y[i]})) << r << ", " << c;
+        continue;
+      }
+      const float lap = x[i - cols] + x[i + cols] + x[i - 1] + x[i + 1] - 4.0f * x[i];
+      ASSERT_TRUE(same_bits({region[i]}, {x[i] + 0.25f * lap})) << r << ", " << c;
+    }
+  }
+  const std::vector<float>& at_start = both.compiled[3];
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t i = r * cols + c;
+      const float want = r >= 5 && r < 22 ? std::sqrt(x[(r - 2) * cols + c]) : y[i];
+      ASSERT_TRUE(same_bits({at_start[i]}, {want})) << r << ", " << c;
+    }
+  }
+}
+
+// One long row (a 1-D offset slice) runs in segments, each with its pointers placed.
+TEST(CompiledPointwise, ALongOffsetSliceRunsInSegmentsWithTheEvaluatorsBits) {
+  if (!compiler_available()) GTEST_SKIP() << "compiled CPU kernels are off (KILN_CPU_JIT=0)";
+  std::mt19937_64 rng(testing::test_seed() + 6);
+  const int64_t n = 70'001;
+  const std::vector<float> x = inputs_with_specials(static_cast<size_t>(n), rng);
+  const BothWays both = evaluate_both_ways(
+      [&](const Tensor& a, const Tensor&) {
+        return std::vector<Tensor>{a.index({Slice(1, n)}) * 3.0 - a.index({Slice(0, n - 1)})};
+      },
+      x, x);
+  EXPECT_EQ(both.compiled_runs, 1);
+  ASSERT_EQ(both.compiled[0].size(), static_cast<size_t>(n - 1));
+  EXPECT_TRUE(same_bits(both.compiled[0], both.evaluated[0]));
+  for (int64_t i = 0; i + 1 < n; ++i) {
+    ASSERT_TRUE(same_bits({both.compiled[0][i]}, {x[i + 1] * 3.0f - x[i]})) << "at " << i;
+  }
+}
+
+// Rows shorter than a compiled call pays for stay on the evaluator.
+TEST(CompiledPointwise, ShortRowsOfOffsetSlicesStayOnTheEvaluator) {
+  CompileEveryKernel compile;
+  std::mt19937_64 rng(testing::test_seed() + 5);
+  const std::vector<float> x = testing::random_floats(500 * 20, rng);
+  const Tensor t = Tensor::from_vector(x, {500, 20});
+  const int64_t before = cpu::compiled_pointwise_runs();
+  const std::vector<float> got =
+      (t.index({Slice(), Slice(1, 20)}) - t.index({Slice(), Slice(0, 19)})).to_vector<float>();
+  EXPECT_EQ(cpu::compiled_pointwise_runs(), before);
+  for (int64_t r = 0; r < 500; ++r) {
+    for (int64_t c = 0; c < 19; ++c) {
+      ASSERT_EQ(got[r * 19 + c], x[r * 20 + c + 1] - x[r * 20 + c]) << r << ", " << c;
+    }
   }
 }
 
