@@ -43,10 +43,32 @@ absl::StatusOr<ValueType> infer_index_add(const std::vector<ValueType>& in, Attr
   return x;
 }
 
+namespace {
+
+// position[l] for each index of type I, without a branch per element; whether all are in
+// range.
+template <class I>
+bool positions_of(const I* index, int64_t count, int64_t extent, int64_t* position) {
+  bool all_in_range = true;
+  for (int64_t l = 0; l < count; ++l) {
+    position[l] = math::gather_position<int64_t>(index[l], extent);
+    all_in_range &= position[l] >= 0;
+  }
+  return all_in_range;
+}
+
+}  // namespace
+
 std::vector<int64_t> index_add_positions(const base::Buffer& index, DType dt, int64_t count,
                                          int64_t extent) {
   std::vector<int64_t> position(static_cast<size_t>(count));
-  for (int64_t l = 0; l < count; ++l) {
+  if (dt == DType::I64 && positions_of(index.as<int64_t>(), count, extent, position.data())) {
+    return position;
+  }
+  if (dt == DType::I32 && positions_of(index.as<int32_t>(), count, extent, position.data())) {
+    return position;
+  }
+  for (int64_t l = 0; l < count; ++l) {  // other dtypes, and the first bad index's error
     const int64_t i = load_int(index, dt, l);
     position[l] = math::gather_position<int64_t>(i, extent);
     if (position[l] < 0) throw Error(index_error_message(OpKind::IndexAdd, i, extent));

@@ -90,6 +90,34 @@ TEST(SegmentSum, MatchesALoopAndBincountCounts) {
   EXPECT_EQ(bincount(id_tensor, first_column, k).to_vector<double>(), want_weighted);
 }
 
+// f32 sums of a stored tensor (its rows added where they lie) and of a computed one (through
+// the evaluator) both add each output's rows in index order, with negative indices counting
+// from the end and x's own values first: bit for bit a loop's f32 sums.
+TEST(IndexAdd, FloatSumsAddInIndexOrderWhetherTheSourceIsStoredOrComputed) {
+  std::mt19937_64 rng(testing::test_seed() + 5);
+  SCOPED_TRACE(testing::test_seed());
+  const int64_t n = 20001, k = 11, width = 2;
+  std::vector<int64_t> ids(n);
+  std::uniform_int_distribution<int64_t> pick(-k, k - 1);
+  for (int64_t& i : ids) i = pick(rng);
+  const std::vector<float> data = testing::random_floats(n * width, rng, -100, 100);
+  const std::vector<float> x = testing::random_floats(k * width, rng);
+  const Tensor source = Tensor::from_vector(data, {n, width});
+  const Tensor index = Tensor::from_vector(ids, {n}), start = Tensor::from_vector(x, {k, width});
+  const std::vector<float> stored = index_add(start, 0, index, source).to_vector<float>();
+  const std::vector<float> computed = index_add(start, 0, index, source * 0.5).to_vector<float>();
+  std::vector<float> want_stored = x, want_computed = x;
+  for (int64_t l = 0; l < n; ++l) {
+    const int64_t at = (ids[l] < 0 ? ids[l] + k : ids[l]) * width;
+    for (int64_t c = 0; c < width; ++c) {
+      want_stored[at + c] += data[l * width + c];
+      want_computed[at + c] += data[l * width + c] * 0.5f;
+    }
+  }
+  EXPECT_EQ(stored, want_stored);
+  EXPECT_EQ(computed, want_computed);
+}
+
 // Long integer sums with one outer slice are added by several threads into partials
 // (runtime/cpu/index_add_kernel.cc): counts and i32 sums that wrap, against loops.
 TEST(SegmentSum, LongIntegerSumsWrapAndCountAsALoopDoes) {
