@@ -1,7 +1,7 @@
 // The numerical samples (samples/numerics.h), as written there, against the same programs
 // in Eigen (built with -march=native, OpenMP on the same cores): a 1024 x 1024 heat
-// equation (50 steps a run), conjugate gradient at n = 2048 in f64 (15 iterations), k-means
-// of 200,000 2-D points with k = 16 (20 iterations). Run:
+// equation (50 steps a run; also in f64), conjugate gradient at n = 2048 in f64 (15 iterations),
+// k-means of 200,000 2-D points with k = 16 (20 iterations). Run:
 //   build/bench/numerics_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only
 // (bench/RESULTS.md).
 #include <benchmark/benchmark.h>
@@ -25,31 +25,44 @@ constexpr int kCgIterations = 15;
 constexpr int64_t kPoints = 200000, kCenters = 16;
 constexpr int kKMeansIterations = 20;
 
-void BM_Heat_Kiln(benchmark::State& state) {
-  const Tensor u0 = Tensor::rand({kGrid, kGrid}, 1).eval();
+// The heat equation in `dt` (f32 as in the sample, or f64).
+void heat_kiln(benchmark::State& state, DType dt) {
+  const Tensor u0 = Tensor::rand({kGrid, kGrid}, 1).astype(dt).eval();
   for (auto _ : state) samples::heat(u0, kHeatSteps, 0.2).eval();
 }
-BENCHMARK(BM_Heat_Kiln)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_Heat_Eigen(benchmark::State& state) {
-  using Grid = Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class Scalar>
+void heat_eigen(benchmark::State& state) {
+  using Grid = Eigen::Array<Scalar, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const Grid u0 = Grid::Random(kGrid, kGrid).abs();
   Grid u(kGrid, kGrid), next(kGrid, kGrid);
   const int64_t n = kGrid - 2;
+  const Scalar alpha = Scalar(0.2), four = Scalar(4);
   for (auto _ : state) {
     u = u0;
     next = u0;
     for (int s = 0; s < kHeatSteps; ++s) {
       next.block(1, 1, n, n) =
           u.block(1, 1, n, n) +
-          0.2f * (u.block(0, 1, n, n) + u.block(2, 1, n, n) + u.block(1, 0, n, n) +
-                  u.block(1, 2, n, n) - 4.0f * u.block(1, 1, n, n));
+          alpha * (u.block(0, 1, n, n) + u.block(2, 1, n, n) + u.block(1, 0, n, n) +
+                   u.block(1, 2, n, n) - four * u.block(1, 1, n, n));
       u.swap(next);
     }
     benchmark::DoNotOptimize(u.data());
   }
 }
+
+void BM_Heat_Kiln(benchmark::State& state) { heat_kiln(state, DType::F32); }
+BENCHMARK(BM_Heat_Kiln)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Heat_Eigen(benchmark::State& state) { heat_eigen<float>(state); }
 BENCHMARK(BM_Heat_Eigen)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_HeatF64_Kiln(benchmark::State& state) { heat_kiln(state, DType::F64); }
+BENCHMARK(BM_HeatF64_Kiln)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_HeatF64_Eigen(benchmark::State& state) { heat_eigen<double>(state); }
+BENCHMARK(BM_HeatF64_Eigen)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // A = M Mᵀ / n + I, b uniform: the system of samples/conjugate_gradient.cc.
 struct System {

@@ -133,22 +133,22 @@ std::optional<Body> body_of(const KernelProgram& program) {
 }
 
 // The steps the compiled function is called with: per load, its view's stride along the dim
-// it moves along (its pattern says the other is 0).
-std::vector<int64_t> steps_of(const KernelProgram& program, const jit::KernelLaunch& launch) {
+// it moves along; nullopt when a view also moves along the other (its pattern says it does
+// not, so this only guards the cached source against a launch it was not written for).
+std::optional<std::vector<int64_t>> steps_of(const KernelProgram& program,
+                                             const jit::KernelLaunch& launch) {
+  const ops::Shape& space = launch.spaces[1];
   std::vector<int64_t> steps;
   for (const Instr& in : program.instrs) {
     if (in.kind != InstrKind::kLoad || in.space != 1) continue;
     const std::vector<int64_t>& strides = launch.views[in.view].strides;
-    switch (load_moves(program, in.view)) {
-      case Moves::kRows:
-        steps.push_back(strides[0]);
-        break;
-      case Moves::kAlongK:
-        steps.push_back(strides[1]);
-        break;
-      default:
-        steps.push_back(0);
+    const Moves moves = load_moves(program, in.view);
+    const bool along_rows = moves == Moves::kRows, along_k = moves == Moves::kAlongK;
+    if ((!along_rows && space[0] > 1 && strides[0] != 0) ||
+        (!along_k && space[1] > 1 && strides[1] != 0)) {
+      return std::nullopt;
     }
+    steps.push_back(along_rows ? strides[0] : along_k ? strides[1] : 0);
   }
   return steps;
 }
@@ -171,7 +171,7 @@ std::optional<std::string> compiled_arg_reduce_source(const KernelProgram& progr
                        "kiln_compiled_arg_reduce(const float* const* loads, const int64_t* steps, "
                        "const float* params, int64_t begin, int64_t end, int64_t k, "
                        "int64_t* result)",
-                       "rows($TAG, loads, steps, params, i, k, result)");
+                       "rows($TAG, loads, steps, params, i, k, result)", "float");
 }
 
 bool run_compiled_arg_reduce(const KernelProgram& program, const jit::KernelLaunch& launch,
@@ -185,10 +185,11 @@ bool run_compiled_arg_reduce(const KernelProgram& program, const jit::KernelLaun
       space[1] > std::numeric_limits<int32_t>::max()) {
     return false;
   }
+  const std::optional<std::vector<int64_t>> steps = steps_of(program, launch);
+  if (!steps) return false;
   const auto function = reinterpret_cast<CompiledArgReduce>(
       compiled_kernel_function(program, kCompiledArgReduceSymbol, compiled_arg_reduce_source));
   if (function == nullptr) return false;
-  const std::vector<int64_t> steps = steps_of(program, launch);
   std::vector<const float*> loads;
   for (const Instr& in : program.instrs) {
     if (in.kind != InstrKind::kLoad || in.space != 1) continue;
@@ -198,7 +199,7 @@ bool run_compiled_arg_reduce(const KernelProgram& program, const jit::KernelLaun
   const int64_t rows = space[0], k = space[1];
   const int64_t rows_per_chunk = std::max<int64_t>(64, kTile / std::max<int64_t>(1, k));
   base::parallel_for((rows + rows_per_chunk - 1) / rows_per_chunk, 1, [&](int64_t c0, int64_t c1) {
-    function(loads.data(), steps.data(), float_params.data(), c0 * rows_per_chunk,
+    function(loads.data(), steps->data(), float_params.data(), c0 * rows_per_chunk,
              std::min(rows, c1 * rows_per_chunk), k, result);
   });
   note_compiled_loop(true);

@@ -83,10 +83,33 @@ std::string binary_expression(OpKind op, const std::string& a, const std::string
   return absl::StrCat(function, "(", a, ", ", b, ")");
 }
 
+// Whether f64 op `op` is one the generator compiles: those the evaluator's f64 loops compute
+// with IEEE operations alone (the functors of ops/scalar_math.inc), which Highway's vector
+// operations round the same. The transcendental functions compute differently in f64.
+bool exact_in_f64(OpKind op) {
+  switch (op) {
+    case OpKind::Neg:
+    case OpKind::Abs:
+    case OpKind::Sqrt:
+    case OpKind::Rsqrt:
+    case OpKind::Reciprocal:
+    case OpKind::Square:
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 std::string value_expression(const Instr& in) {
-  if (in.dtype != DType::F32) return "";
+  if (in.dtype != DType::F32 && in.dtype != DType::F64) return "";
+  const bool op = in.kind == InstrKind::kUnary || in.kind == InstrKind::kBinary;
+  if (in.dtype == DType::F64 && op && !exact_in_f64(in.op)) return "";
   switch (in.kind) {
     case InstrKind::kParam:
       return absl::StrCat("hn::Set(d, params[", in.param, "])");
@@ -110,7 +133,7 @@ std::string value_line(const jit::KernelProgram& program, int k, const std::stri
 
 std::string kernel_source(const jit::KernelProgram& program, const std::string& generator,
                           const std::string& functions, const std::string& signature,
-                          const std::string& call) {
+                          const std::string& call, const std::string& value_type) {
   constexpr char kSource[] = R"(// Kiln compiled CPU kernel $NAME ($GENERATOR): the loop of
 // $PROGRAM
 // Built with the executor's vector math (runtime/cpu/simd_math-inl.h) included first.
@@ -125,11 +148,11 @@ HWY_AFTER_NAMESPACE();
 
 extern "C" __attribute__((visibility("default"))) void $SIGNATURE {
   namespace hn = hwy::HWY_NAMESPACE;
-  const hn::ScalableTag<float> d;
+  const hn::ScalableTag<$VALUE> d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   int64_t i = begin;
   for (; i + lanes <= end; i += lanes) kiln_compiled::$FULL;
-  const hn::CappedTag<float, 1> one;  // the last positions, one at a time
+  const hn::CappedTag<$VALUE, 1> one;  // the last positions, one at a time
   for (; i < end; ++i) kiln_compiled::$ONE;
 }
 )";
@@ -141,6 +164,7 @@ extern "C" __attribute__((visibility("default"))) void $SIGNATURE {
                                         {{"\n", "\n// "}})},
        {"$FUNCTIONS", functions},
        {"$SIGNATURE", signature},
+       {"$VALUE", value_type},
        {"$FULL", absl::StrReplaceAll(call, {{"$TAG", "d"}})},
        {"$ONE", absl::StrReplaceAll(call, {{"$TAG", "one"}})}});
 }

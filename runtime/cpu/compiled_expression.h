@@ -17,8 +17,10 @@
 
 namespace kiln::runtime::cpu {
 
-// The vector expression of f32 instruction `in`, a parameter (params[p] in every lane) or a
-// unary or binary op on values v<operand>; "" when no generator compiles it.
+// The vector expression of instruction `in`, a parameter (params[p] in every lane) or a
+// unary or binary op on values v<operand>, in f32, or in f64 for the ops the evaluator
+// computes with IEEE operations alone (add, sub, mul, div, neg, abs, sqrt, rsqrt,
+// reciprocal, square); "" when no generator compiles it.
 std::string value_expression(const jit::Instr& in);
 
 // "  const auto v<k> = <value>;  // %<k> <what>": the line computing instruction k.
@@ -29,10 +31,11 @@ std::string value_line(const jit::KernelProgram& program, int k, const std::stri
 // vector tag `D`, inside Highway's per-target namespace with `hn` and the executor's math in
 // scope; then the extern "C" function `signature` (its parameters include int64_t begin and
 // end), which runs `call` (in which $TAG names the tag) for each vector of positions i in
-// [begin, end) and then for each position left, one at a time.
+// [begin, end) and then for each position left, one at a time, over lanes of `value_type`
+// ("float" or "double").
 std::string kernel_source(const jit::KernelProgram& program, const std::string& generator,
                           const std::string& functions, const std::string& signature,
-                          const std::string& call);
+                          const std::string& call, const std::string& value_type);
 
 // The address of `symbol` in the source `generate(program)` gives, compiled on first use
 // (host_compiler.h) and kept per program and symbol; null when `generate` gives nothing or

@@ -4,6 +4,7 @@
 // leaves a tail; forms it does not compile stay on the evaluator.
 #include "runtime/cpu/compiled_arg_reduce.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -80,18 +81,28 @@ TEST(CompiledArgReduce, NearestCentersMatchALoopAndTheEvaluator) {
   // With an epilogue: the positions as floats, plus one.
   const std::vector<float> shifted =
       (nearest(points, centers).astype(DType::F32) + 1.0).to_vector<float>();
+  // A NaN center is every finite point's answer (the first NaN wins), wherever it stands.
+  std::vector<float> c_nan = c;
+  c_nan[2 * 8 + 1] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<int64_t> compiled_nan =
+      nearest(points, Tensor::from_vector(c_nan, {k, 2})).to_vector<int64_t>();
   const int64_t compiled_runs = cpu::compiled_pointwise_runs() - runs;
   cpu::set_compiled_pointwise_min_elements(-1);
 
-  EXPECT_EQ(compiled_runs, 2);
+  EXPECT_EQ(compiled_runs, 3);
   const std::vector<int64_t> want = nearest_by_loop(p, c);
+  const std::vector<int64_t> want_nan = nearest_by_loop(p, c_nan);
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_EQ(compiled[i], want[i])
         << "point " << i << " (" << p[2 * i] << ", " << p[2 * i + 1] << ")";
     ASSERT_EQ(evaluated[i], want[i]) << "point " << i;
     ASSERT_EQ(shifted[i], static_cast<float>(want[i] + 1)) << "point " << i;
     ASSERT_NE(compiled[i], 5) << "a tie goes to the first center";
+    ASSERT_EQ(compiled_nan[i], want_nan[i]) << "point " << i << " with a NaN center";
   }
+  EXPECT_EQ(std::count(want_nan.begin(), want_nan.end(), 8),
+            n - std::count(want_nan.begin(), want_nan.end(), 0))
+      << "every point whose distances are numbers names the NaN center";
 }
 
 // argmax along k of a scaled expression (a parameter), with keepdims.
@@ -102,12 +113,17 @@ TEST(CompiledArgReduce, ArgmaxWithAParameterMatchesALoop) {
   const std::vector<float> a = testing::random_floats(static_cast<size_t>(n), rng, -3, 3);
   const std::vector<float> b = testing::random_floats(static_cast<size_t>(k), rng, -3, 3);
   const Tensor column = Tensor::from_vector(a, {n, 1}), row = Tensor::from_vector(b, {1, k});
+  auto largest = [&] { return argmax(exp(column * row * 0.75), 1, /*keepdims=*/true); };
+  cpu::set_compiled_pointwise_min_elements(std::numeric_limits<int64_t>::max());
+  const std::vector<int64_t> evaluated = largest().to_vector<int64_t>();
   cpu::set_compiled_pointwise_min_elements(0);
   const int64_t runs = cpu::compiled_pointwise_runs();
-  const std::vector<int64_t> got =
-      argmax(exp(column * row * 0.75), 1, /*keepdims=*/true).to_vector<int64_t>();
+  const Tensor got_tensor = largest();
+  const std::vector<int64_t> got = got_tensor.to_vector<int64_t>();
   EXPECT_EQ(cpu::compiled_pointwise_runs() - runs, 1);
   cpu::set_compiled_pointwise_min_elements(-1);
+  EXPECT_EQ(got_tensor.shape(), (std::vector<int64_t>{n, 1}));
+  EXPECT_EQ(got, evaluated);  // the same values, the same first largest
   for (int64_t i = 0; i < n; ++i) {
     int64_t best = 0;
     for (int64_t j = 1; j < k; ++j) {

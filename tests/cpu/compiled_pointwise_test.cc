@@ -196,10 +196,14 @@ TEST(CompiledPointwise, OffsetSlicesAndRegionWritesRunRowByRowWithTheEvaluatorsB
             stencil(a),                                 // pointwise, strided views
             a * b.index({Slice(), Slice(7, 8)}) + 0.5,  // a value per row
             update_slice(b, a.index({in, in}) + 0.25 * stencil(a), {1, 1}),      // a region
-            update_slice(b, sqrt(a.index({Slice(3, 20), Slice()})), 0, start)};  // rows at a start
+            update_slice(b, sqrt(a.index({Slice(3, 20), Slice()})), 0, start),   // rows at a start
+            update_slice(b, a.index({Slice(), Slice(0, 100)}) * 3.0, 1, start),  // columns
+            flip(a, {0}) - b,                     // rows read backwards
+            a - b.index({Slice(3, 4), Slice()}),  // one row down every row
+            a.reshape({rows, 7, 43}).index({Slice(), Slice(1, 7), Slice()}) + 1.0};  // rank 3
       },
       x, y, {rows, cols});
-  EXPECT_GE(both.compiled_runs, 4);  // the shared stencil sum may be a kernel of its own
+  EXPECT_GE(both.compiled_runs, 6);  // outputs of one space may share a kernel
   EXPECT_EQ(both.compiled_runs, both.kernels_launched);
   for (size_t k = 0; k < both.compiled.size(); ++k) {
     EXPECT_TRUE(same_bits(both.compiled[k], both.evaluated[k])) << "output " << k;
@@ -215,6 +219,18 @@ TEST(CompiledPointwise, OffsetSlicesAndRegionWritesRunRowByRowWithTheEvaluatorsB
       }
       const float lap = x[i - cols] + x[i + cols] + x[i - 1] + x[i + 1] - 4.0f * x[i];
       ASSERT_TRUE(same_bits({region[i]}, {x[i] + 0.25f * lap})) << r << ", " << c;
+    }
+  }
+  const std::vector<float>& columns = both.compiled[4];
+  const std::vector<float>& flipped = both.compiled[5];
+  const std::vector<float>& row_down = both.compiled[6];
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t i = r * cols + c;
+      const float in_columns = c >= 5 && c < 105 ? x[r * cols + c - 5] * 3.0f : y[i];
+      ASSERT_TRUE(same_bits({columns[i]}, {in_columns})) << r << ", " << c;
+      ASSERT_TRUE(same_bits({flipped[i]}, {x[(rows - 1 - r) * cols + c] - y[i]})) << r << ", " << c;
+      ASSERT_TRUE(same_bits({row_down[i]}, {x[i] - y[3 * cols + c]})) << r << ", " << c;
     }
   }
   const std::vector<float>& at_start = both.compiled[3];
@@ -243,6 +259,54 @@ TEST(CompiledPointwise, ALongOffsetSliceRunsInSegmentsWithTheEvaluatorsBits) {
   EXPECT_TRUE(same_bits(both.compiled[0], both.evaluated[0]));
   for (int64_t i = 0; i + 1 < n; ++i) {
     ASSERT_TRUE(same_bits({both.compiled[0][i]}, {x[i + 1] * 3.0f - x[i]})) << "at " << i;
+  }
+}
+
+// f64 kernels of the ops the evaluator computes with IEEE operations alone compile too: a
+// stencil written into a region, and every such op once, with the evaluator's bits; an f64
+// exp does not compile (the evaluator's f64 exp is not Highway's).
+TEST(CompiledPointwise, F64KernelsOfExactOpsGiveTheEvaluatorsBits) {
+  if (!compiler_available()) GTEST_SKIP() << "compiled CPU kernels are off (KILN_CPU_JIT=0)";
+  std::mt19937_64 rng(testing::test_seed() + 7);
+  const int64_t rows = 33, cols = 257;
+  const std::vector<double> x = testing::random_doubles(rows * cols, rng);
+  const std::vector<double> y = testing::random_doubles(rows * cols, rng);
+  const Slice in(1, -1);
+  auto outputs = [&] {
+    const Tensor a = Tensor::from_vector(x, {rows, cols}), b = Tensor::from_vector(y, {rows, cols});
+    const Tensor lap = a.index({Slice(0, -2), in}) + a.index({Slice(2, rows), in}) +
+                       a.index({in, Slice(0, -2)}) + a.index({in, Slice(2, cols)}) -
+                       4.0 * a.index({in, in});
+    std::vector<Tensor> all = {update_slice(b, a.index({in, in}) + 0.2 * lap, {1, 1}),
+                               rsqrt(abs(a)) + reciprocal(b) - square(-a) / sqrt(abs(b)),
+                               exp(a.index({Slice(0, 5), Slice()}))};  // a kernel of its own
+    eval(all);
+    std::vector<std::vector<double>> values;
+    values.reserve(all.size());
+    for (const Tensor& t : all) values.push_back(t.to_vector<double>());
+    return values;
+  };
+  cpu::set_compiled_pointwise_min_elements(std::numeric_limits<int64_t>::max());
+  const std::vector<std::vector<double>> evaluated = outputs();
+  CompileEveryKernel compile;
+  const int64_t runs = cpu::compiled_pointwise_runs();
+  const int64_t launched = stats().kernels_launched;
+  const std::vector<std::vector<double>> compiled = outputs();
+  EXPECT_EQ(cpu::compiled_pointwise_runs() - runs, stats().kernels_launched - launched - 1)
+      << "every kernel but exp's";
+  for (size_t k = 0; k < compiled.size(); ++k) {
+    ASSERT_EQ(compiled[k].size(), evaluated[k].size());
+    for (size_t i = 0; i < compiled[k].size(); ++i) {
+      ASSERT_EQ(std::bit_cast<uint64_t>(compiled[k][i]), std::bit_cast<uint64_t>(evaluated[k][i]))
+          << "output " << k << " at " << i;
+    }
+  }
+  for (int64_t r = 1; r + 1 < rows; ++r) {
+    for (int64_t c = 1; c + 1 < cols; ++c) {
+      const int64_t i = r * cols + c;
+      const double lap = x[i - cols] + x[i + cols] + x[i - 1] + x[i + 1] - 4.0 * x[i];
+      ASSERT_EQ(compiled[0][i], x[i] + 0.2 * lap) << r << ", " << c;
+    }
   }
 }
 
@@ -314,7 +378,7 @@ TEST(CompiledPointwise, TheSourceIsReadable) {
   EXPECT_NE(source->find("Kiln compiled CPU kernel pointwise_mul_exp"), std::string::npos);
   EXPECT_NE(source->find("const auto v2 = hn::Mul(v0, v1);  // %2 mul"), std::string::npos);
   EXPECT_NE(source->find("const auto v3 = exp_vec(d, v2);  // %3 exp"), std::string::npos);
-  EXPECT_NE(source->find("hn::StoreU(v3, d, outputs[0] + i);"), std::string::npos);
+  EXPECT_NE(source->find("hn::StoreU(v3, d, static_cast<T*>(outputs[0]) + i);"), std::string::npos);
 
   program.instrs[3].op = ops::OpKind::Sin;  // sin has no compiled form: not compiled
   EXPECT_FALSE(cpu::compiled_pointwise_source(program).has_value());

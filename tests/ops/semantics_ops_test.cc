@@ -175,8 +175,9 @@ TEST(SliceNegativeStep, ReversedViewsFeedEveryOpKind) {
   }
 }
 
-// A reversed view is never read as if it were contiguous: the compiled CPU loop (which reads
-// contiguous loads only) leaves it to the evaluator, with the right values.
+// A view reversed along its last dim is never read as if it were contiguous: the compiled CPU
+// loop (which reads each row's loads forwards) leaves it to the evaluator, with the right
+// values.
 TEST(SliceNegativeStep, CompiledCpuLoopsDoNotTakeReversedViews) {
   testing::DefaultDevice cpu(Device{DeviceType::CPU, 0});
   runtime::cpu::set_compiled_pointwise_min_elements(0);
