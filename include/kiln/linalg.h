@@ -1,9 +1,11 @@
 // kiln::linalg: the dense decompositions numerical code reaches for, on matrices in the last
 // two dims (any leading dims are a batch). Each is a sync point: it computes its operands,
-// runs the decomposition on the host with Eigen's (LU with partial pivoting, LLT,
-// Householder QR, the symmetric eigensolver), one matrix after another, and returns
-// computed tensors of the operand's dtype. f32 and f64 only. A GPU device runs them on the
-// host too, its operands copied there and back (cuSOLVER is not wired in yet).
+// runs the decomposition on the host with LAPACK (LU with partial pivoting, Cholesky,
+// Householder QR, the divide-and-conquer symmetric eigensolver), one matrix after another,
+// and returns computed tensors of the operand's dtype. f32 and f64 only. LAPACK is loaded
+// on first use: OpenBLAS's where installed, else the reference one (KILN_LAPACK_LIBRARY
+// names another); with none, the op is an error saying what to install. A GPU device runs
+// them on the host too, its operands copied there and back (cuSOLVER is not wired in yet).
 #ifndef KILN_LINALG_H_
 #define KILN_LINALG_H_
 

@@ -1,24 +1,22 @@
-// kiln/linalg.h: each decomposition reads its operands to the host, runs Eigen's on every
-// matrix of the batch, and returns computed tensors. Eigen is already the CPU device's GEMM
-// core, so this adds no dependency; its decompositions are the ones LAPACK's drivers use.
+// kiln/linalg.h: each decomposition reads its operands to the host and runs LAPACK's
+// routines (OpenBLAS's where installed, jit/api/lapack.h) on every matrix of the batch, then
+// returns computed tensors. LAPACK is column-major and Kiln row-major: a row-major buffer read
+// column-major is the matrix transposed, which the symmetric routines and LU (solving with
+// the transpose) take as it is, and which QR transposes first.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
-#include "Eigen/Cholesky"
-#include "Eigen/Dense"
-#include "Eigen/Eigenvalues"
-#include "Eigen/QR"
 #include "absl/strings/str_cat.h"
+#include "jit/api/lapack.h"
 #include "kiln/error.h"
 #include "kiln/linalg.h"
 #include "ops/value_type.h"
 
 namespace kiln::linalg {
 namespace {
-
-template <class S>
-using Matrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 // The batch and matrix dims of `a` [..., rows, cols], after the checks every op makes.
 struct Batch {
@@ -36,6 +34,12 @@ Batch batch_of(const char* op, const Tensor& a, bool square) {
     throw Error(absl::StrCat("[linalg.", op, "] a is ", ops::format_shape(a.shape()),
                              square ? " (expected [..., n, n])" : " (expected [..., m, n])"));
   }
+  constexpr int64_t kLargest = std::numeric_limits<int>::max();  // LAPACK's 32-bit sizes
+  if (a.shape()[a.ndim() - 1] > kLargest || a.shape()[a.ndim() - 2] > kLargest ||
+      a.shape()[a.ndim() - 1] * a.shape()[a.ndim() - 2] > kLargest) {
+    throw Error(absl::StrCat("[linalg.", op, "] a is ", ops::format_shape(a.shape()),
+                             " (expected matrices of at most 2^31 - 1 elements)"));
+  }
   Batch b;
   b.dims.assign(a.shape().begin(), a.shape().end() - 2);
   for (int64_t d : b.dims) b.count *= d;
@@ -50,29 +54,47 @@ std::vector<int64_t> with_matrix(std::vector<int64_t> dims, std::vector<int64_t>
 }
 
 template <class S>
-using MatrixMap = Eigen::Map<const Matrix<S>>;
+bool all_finite(const S* values, int64_t count) {
+  return std::all_of(values, values + count, [](S v) { return std::isfinite(v); });
+}
 
+// The [cols, rows] row-major transpose of `rows` x `cols` values: the same matrix,
+// column-major.
+template <class S>
+std::vector<S> transposed(const S* values, int64_t rows, int64_t cols) {
+  std::vector<S> out(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) out[j * rows + i] = values[i * cols + j];
+  }
+  return out;
+}
+
+// A row-major a is A^T to LAPACK: getrf factors A^T, and getrs with 'T' solves
+// (A^T)^T x = A x = b, b column-major.
 template <class S>
 Tensor solve_as(const Tensor& a, const Tensor& b, const Batch& batch) {
-  const int64_t n = batch.rows;
+  const int n = static_cast<int>(batch.rows);
   const bool vector = b.ndim() == a.ndim() - 1;
-  const int64_t k = vector ? 1 : b.shape().back();
-  const std::vector<S> av = a.to_vector<S>(), bv = b.to_vector<S>();
+  const int k = vector ? 1 : static_cast<int>(b.shape().back());
+  std::vector<S> av = a.to_vector<S>();
+  const std::vector<S> bv = b.to_vector<S>();
   std::vector<S> out(bv.size());
+  std::vector<int> pivots(std::max(1, n));
   for (int64_t i = 0; i < batch.count; ++i) {
-    const MatrixMap<S> m(av.data() + i * n * n, n, n);
-    const Eigen::PartialPivLU<Matrix<S>> lu(m);
-    const auto& u = lu.matrixLU();
-    for (int64_t d = 0; d < n; ++d) {
-      if (u(d, d) == S(0)) {
-        throw Error(absl::StrCat("[linalg.solve] matrix ", i, " of a ",
-                                 ops::format_shape(a.shape()), " is singular (pivot ", d,
-                                 " is zero)"));
-      }
+    S* m = av.data() + i * n * n;
+    const S* rhs = bv.data() + i * n * k;
+    const bool finite = all_finite(m, int64_t{n} * n) && all_finite(rhs, int64_t{n} * k);
+    if (n == 0 || k == 0) continue;
+    if (const int info = lapack::getrf(n, n, m, n, pivots.data()); info > 0) {
+      throw Error(absl::StrCat("[linalg.solve] matrix ", i, " of a ", ops::format_shape(a.shape()),
+                               " is singular (pivot ", info - 1, " is zero)"));
     }
-    Eigen::Map<Matrix<S>> x(out.data() + i * n * k, n, k);
-    x = lu.solve(MatrixMap<S>(bv.data() + i * n * k, n, k));
-    if (!x.allFinite() && m.allFinite() && MatrixMap<S>(bv.data() + i * n * k, n, k).allFinite()) {
+    std::vector<S> x = transposed(rhs, n, k);  // column-major
+    lapack::getrs('T', n, k, m, n, pivots.data(), x.data(), n);
+    for (int r = 0; r < n; ++r) {
+      for (int c = 0; c < k; ++c) out[(i * n + r) * k + c] = x[c * n + r];
+    }
+    if (finite && !all_finite(out.data() + i * n * k, int64_t{n} * k)) {
       throw Error(absl::StrCat("[linalg.solve] matrix ", i, " of a ", ops::format_shape(a.shape()),
                                " is singular to working precision (the solution overflows)"));
     }
@@ -80,56 +102,81 @@ Tensor solve_as(const Tensor& a, const Tensor& b, const Batch& batch) {
   return Tensor::from_vector(out, b.shape());
 }
 
+// a's lower triangle, row-major, is the upper one to LAPACK: potrf('U') gives U with
+// A = U^T U, which read row-major is L.
 template <class S>
 Tensor cholesky_as(const Tensor& a, const Batch& batch) {
-  const int64_t n = batch.rows;
-  const std::vector<S> av = a.to_vector<S>();
-  std::vector<S> out(av.size(), S(0));
+  const int n = static_cast<int>(batch.rows);
+  std::vector<S> av = a.to_vector<S>();
   for (int64_t i = 0; i < batch.count; ++i) {
-    const MatrixMap<S> m(av.data() + i * n * n, n, n);
-    const Eigen::LLT<Matrix<S>, Eigen::Lower> llt(m);
-    // LLT flags only a pivot <= 0: NaN or infinity would pass through into L.
-    if (llt.info() != Eigen::Success || !m.allFinite()) {
+    S* m = av.data() + i * n * n;
+    bool finite = true;  // the lower triangle, which is all that is read
+    for (int r = 0; r < n; ++r) finite = finite && all_finite(m + r * n, r + 1);
+    // potrf flags a pivot <= 0; NaN or infinity could pass through into L.
+    if (!finite || (n > 0 && lapack::potrf('U', n, m, n) != 0)) {
       throw Error(absl::StrCat("[linalg.cholesky] matrix ", i, " of a ",
                                ops::format_shape(a.shape()),
                                " is not symmetric positive definite"));
     }
-    Eigen::Map<Matrix<S>>(out.data() + i * n * n, n, n) = llt.matrixL();
+    for (int r = 0; r < n; ++r) std::fill(m + r * n + r + 1, m + (r + 1) * n, S(0));
   }
-  return Tensor::from_vector(out, a.shape());
+  return Tensor::from_vector(av, a.shape());
 }
 
+// geqrf on a copy of each matrix made column-major; r is its upper triangle, q what orgqr
+// builds from the reflectors in its place.
 template <class S>
 QR qr_as(const Tensor& a, const Batch& batch) {
-  const int64_t m = batch.rows, n = batch.cols, k = std::min(m, n);
+  const int m = static_cast<int>(batch.rows), n = static_cast<int>(batch.cols);
+  const int k = std::min(m, n);
   const std::vector<S> av = a.to_vector<S>();
   std::vector<S> q(static_cast<size_t>(batch.count * m * k)), r(batch.count * k * n, S(0));
-  for (int64_t i = 0; i < batch.count; ++i) {
-    const Eigen::HouseholderQR<Matrix<S>> house(MatrixMap<S>(av.data() + i * m * n, m, n));
-    Eigen::Map<Matrix<S>>(q.data() + i * m * k, m, k) =
-        house.householderQ() * Matrix<S>::Identity(m, k);
-    Eigen::Map<Matrix<S>>(r.data() + i * k * n, k, n) =
-        house.matrixQR().topRows(k).template triangularView<Eigen::Upper>();
+  std::vector<S> tau(std::max(1, k));
+  for (int64_t i = 0; i < batch.count && k > 0; ++i) {
+    std::vector<S> c = transposed(av.data() + i * m * n, m, n);  // column-major, lda m
+    S best[2] = {0, 0};  // the workspace sizes the two routines ask for
+    lapack::geqrf(m, n, c.data(), m, tau.data(), &best[0], -1);
+    lapack::orgqr(m, k, k, c.data(), m, tau.data(), &best[1], -1);
+    const int size = std::max(1, static_cast<int>(std::max(best[0], best[1])));
+    std::vector<S> work(size);
+    lapack::geqrf(m, n, c.data(), m, tau.data(), work.data(), size);
+    for (int row = 0; row < k; ++row) {
+      for (int col = row; col < n; ++col) r[(i * k + row) * n + col] = c[col * m + row];
+    }
+    lapack::orgqr(m, k, k, c.data(), m, tau.data(), work.data(), size);
+    for (int row = 0; row < m; ++row) {
+      for (int col = 0; col < k; ++col) q[(i * m + row) * k + col] = c[col * m + row];
+    }
   }
   return {Tensor::from_vector(q, with_matrix(batch.dims, {m, k})),
           Tensor::from_vector(r, with_matrix(batch.dims, {k, n}))};
 }
 
+// a's lower triangle, row-major, is the upper one to LAPACK; syevd leaves the eigenvectors
+// as the columns of a column-major matrix, transposed into place.
 template <class S>
 Eigh eigh_as(const Tensor& a, const Batch& batch) {
-  const int64_t n = batch.rows;
-  const std::vector<S> av = a.to_vector<S>();
+  const int n = static_cast<int>(batch.rows);
+  std::vector<S> av = a.to_vector<S>();
   std::vector<S> values(static_cast<size_t>(batch.count * n)), vectors(av.size());
-  for (int64_t i = 0; i < batch.count; ++i) {
-    const Eigen::SelfAdjointEigenSolver<Matrix<S>> solver(
-        MatrixMap<S>(av.data() + i * n * n, n, n));
-    if (solver.info() != Eigen::Success) {
+  for (int64_t i = 0; i < batch.count && n > 0; ++i) {
+    S* m = av.data() + i * n * n;
+    bool finite = true;  // the lower triangle, which is all that is read
+    for (int r = 0; r < n; ++r) finite = finite && all_finite(m + r * n, r + 1);
+    S best_work = 0;
+    int best_iwork = 0;
+    lapack::syevd('V', 'U', n, m, n, values.data() + i * n, &best_work, -1, &best_iwork, -1);
+    std::vector<S> work(std::max(1, static_cast<int>(best_work)));
+    std::vector<int> iwork(std::max(1, best_iwork));
+    if (!finite || lapack::syevd('V', 'U', n, m, n, values.data() + i * n, work.data(),
+                                 static_cast<int>(work.size()), iwork.data(),
+                                 static_cast<int>(iwork.size())) != 0) {
       throw Error(absl::StrCat("[linalg.eigh] matrix ", i, " of a ", ops::format_shape(a.shape()),
-                               " did not converge (does it hold NaN or infinity?)"));
+                               finite ? " did not converge" : " holds NaN or infinity"));
     }
-    Eigen::Map<Eigen::Matrix<S, Eigen::Dynamic, 1>>(values.data() + i * n, n) =
-        solver.eigenvalues();
-    Eigen::Map<Matrix<S>>(vectors.data() + i * n * n, n, n) = solver.eigenvectors();
+    for (int r = 0; r < n; ++r) {
+      for (int c = 0; c < n; ++c) vectors[(i * n + r) * n + c] = m[c * n + r];
+    }
   }
   return {Tensor::from_vector(values, with_matrix(batch.dims, {n})),
           Tensor::from_vector(vectors, a.shape())};
@@ -139,6 +186,7 @@ Eigh eigh_as(const Tensor& a, const Batch& batch) {
 
 Tensor solve(const Tensor& a, const Tensor& b) {
   const Batch batch = batch_of("solve", a, true);
+  lapack::load("solve");
   const std::vector<int64_t> vector_shape = with_matrix(batch.dims, {batch.rows});
   const bool fits =
       b.shape() == vector_shape ||
@@ -156,16 +204,19 @@ Tensor solve(const Tensor& a, const Tensor& b) {
 
 Tensor cholesky(const Tensor& a) {
   const Batch batch = batch_of("cholesky", a, true);
+  lapack::load("cholesky");
   return a.dtype() == DType::F32 ? cholesky_as<float>(a, batch) : cholesky_as<double>(a, batch);
 }
 
 QR qr(const Tensor& a) {
   const Batch batch = batch_of("qr", a, false);
+  lapack::load("qr");
   return a.dtype() == DType::F32 ? qr_as<float>(a, batch) : qr_as<double>(a, batch);
 }
 
 Eigh eigh(const Tensor& a) {
   const Batch batch = batch_of("eigh", a, true);
+  lapack::load("eigh");
   return a.dtype() == DType::F32 ? eigh_as<float>(a, batch) : eigh_as<double>(a, batch);
 }
 

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "jit/api/lapack.h"
 #include "kiln/kiln.h"
 #include "tests/test_util.h"
 
@@ -181,6 +182,24 @@ TEST(Linalg, BadMatricesAndOperandsAreErrorsThatNameThem) {
                         {"[linalg.eigh]", "i32", "f32 or f64"});
   // The identity solves to b itself: the error above left nothing behind.
   EXPECT_EQ(linalg::solve(Tensor::eye(2, DType::F64), b).to_vector<double>(), (Values{1, 1}));
+}
+
+// LAPACK is opened on first use: after a decomposition, the library loaded is named; a path
+// that does not load, or a library without LAPACK's routines, is an error naming the op, what
+// was tried and what to install.
+TEST(Linalg, LapackIsLoadedOnFirstUseAndMissingOnesAreNamed) {
+  linalg::cholesky(Tensor::eye(3, DType::F64)).to_vector<double>();
+  EXPECT_FALSE(linalg::lapack::library_path().empty());
+  testing::expect_error(
+      [] { linalg::lapack::open_library("solve", {"/nonexistent/liblapack-kiln-test.so"}); },
+      {"[linalg.solve]", "none could be loaded", "/nonexistent/liblapack-kiln-test.so",
+       "KILN_LAPACK_LIBRARY"});
+  testing::expect_error([] { linalg::lapack::open_library("qr", {"libz.so.1"}); },
+                        {"[linalg.qr]", "libz.so.1", "no LAPACK routine sgetrf_"});
+  const linalg::lapack::Library library =
+      linalg::lapack::open_library("eigh", {"/nonexistent/x.so", linalg::lapack::library_path()});
+  EXPECT_EQ(library.path, linalg::lapack::library_path());
+  EXPECT_NE(library.double_precision.syevd, nullptr);
 }
 
 }  // namespace
