@@ -26,6 +26,13 @@ for bin in build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/bench/
   ldd "$bin" | awk '/=> \// {print $3}' | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux)' |
     while read -r lib; do cp -Lu "$lib" build-gpu/lib/; done
 done
+# kiln::linalg opens LAPACK with dlopen (jit/api/lapack.h), so ldd does not list it: the
+# reference LAPACK and BLAS (about 11 MB with their Fortran runtime, against OpenBLAS's 36)
+# go along, found there as liblapack.so.3.
+for lib in /usr/lib/x86_64-linux-gnu/lapack/liblapack.so.3 /usr/lib/x86_64-linux-gnu/blas/libblas.so.3 \
+  /usr/lib/x86_64-linux-gnu/libgfortran.so.5 /usr/lib/x86_64-linux-gnu/libquadmath.so.0; do
+  if [[ -e "$lib" ]]; then cp -Lu "$lib" build-gpu/lib/; fi
+done
 strip build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/bench/compile_bench \
   build-gpu/kiln build-gpu/samples/eager_demo
 du -sh build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/lib
