@@ -2,8 +2,9 @@
 # Run on a build machine (no GPU needed): builds what scripts/gpu-check.sh runs on a GPU
 # machine, which may have no package registry. Release build with libstdc++ and libgcc
 # linked statically and GoogleTest static; the other shared libraries the binaries need
-# (Abseil, Highway, Google Benchmark, zlib) are copied into build-gpu/lib, which gpu-check.sh
-# puts on LD_LIBRARY_PATH. Copy the source tree and what gpu-check.sh runs to the GPU machine
+# (Abseil, Highway, Google Benchmark, zlib, and the reference LAPACK and BLAS that
+# kiln::linalg opens) are copied into build-gpu/lib, which gpu-check.sh puts on
+# LD_LIBRARY_PATH. Copy the source tree and what gpu-check.sh runs to the GPU machine
 # (all of build-gpu is far larger): build-gpu/tests/kiln_tests, build-gpu/bench/gpu_bench,
 # build-gpu/bench/compile_bench, build-gpu/kiln, build-gpu/lib and
 # build-gpu/samples/eager_demo. There, link the source folder the tests were built in and run
@@ -31,7 +32,11 @@ done
 # go along, found there as liblapack.so.3.
 for lib in /usr/lib/x86_64-linux-gnu/lapack/liblapack.so.3 /usr/lib/x86_64-linux-gnu/blas/libblas.so.3 \
   /usr/lib/x86_64-linux-gnu/libgfortran.so.5 /usr/lib/x86_64-linux-gnu/libquadmath.so.0; do
-  if [[ -e "$lib" ]]; then cp -Lu "$lib" build-gpu/lib/; fi
+  if [[ ! -e "$lib" ]]; then
+    echo "gpu-build: $lib is missing (scripts/install-deps.sh installs liblapack3 and libblas3)" >&2
+    exit 1
+  fi
+  cp -Lu "$lib" build-gpu/lib/
 done
 strip build-gpu/tests/kiln_tests build-gpu/bench/gpu_bench build-gpu/bench/compile_bench \
   build-gpu/kiln build-gpu/samples/eager_demo

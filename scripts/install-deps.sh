@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(cmake make g++ libabsl-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev libeigen3-dev libhwy-dev
   pkg-config zlib1g-dev python3 python3-pip clang libclang-rt-14-dev ccache openmpi-bin
-  libopenmpi-dev libopenblas0 liblapack3)
+  libopenmpi-dev libopenblas0 liblapack3 libblas3)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

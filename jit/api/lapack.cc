@@ -3,12 +3,17 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/thread_pool.h"
 #include "kiln/error.h"
 
 namespace kiln::linalg::lapack {
@@ -81,7 +86,26 @@ Library open_library(const char* op, const std::vector<std::string>& paths) {
 
 void load(const char* op) {
   std::lock_guard<std::mutex> lock(load_mutex);
-  if (loaded == nullptr) loaded = new Library(open_library(op, candidates()));
+  if (loaded != nullptr) return;
+  loaded = new Library(open_library(op, candidates()));
+  // OpenBLAS starts a thread per core of its own; it gets the CPU device's share instead.
+  if (void* handle = dlopen(loaded->path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
+    using SetThreads = void (*)(int);
+    if (auto set = reinterpret_cast<SetThreads>(dlsym(handle, "openblas_set_num_threads"))) {
+      set(base::worker_count());
+    }
+    dlclose(handle);  // drops the reference RTLD_NOLOAD took; open_library's stays
+  }
+}
+
+std::optional<SyevdWorkspace> syevd_workspace(int n, double queried_work, int queried_iwork) {
+  const int64_t order = n;
+  const int64_t work = std::max({int64_t{1}, static_cast<int64_t>(std::ceil(queried_work)),
+                                 1 + 6 * order + 2 * order * order});
+  const int64_t iwork = std::max({int64_t{1}, int64_t{queried_iwork}, 3 + 5 * order});
+  constexpr int64_t kLargest = std::numeric_limits<int>::max();
+  if (work > kLargest || iwork > kLargest) return std::nullopt;
+  return SyevdWorkspace{static_cast<int>(work), static_cast<int>(iwork)};
 }
 
 const std::string& library_path() {

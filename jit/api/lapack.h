@@ -13,6 +13,7 @@
 #define KILN_JIT_API_LAPACK_H_
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,15 @@ struct Routines {
                 std::size_t jobz_length, std::size_t uplo_length);
 };
 
+// The workspace syevd('V') runs with: what its query said (a count held in the value type,
+// which in f32 rounds below the true count once it passes 2^24), raised to LAPACK's
+// documented minimum of 1 + 6n + 2n^2 values and 3 + 5n integers. nullopt when either is
+// more than a 32-bit count (n above about 32766).
+struct SyevdWorkspace {
+  int work = 1, iwork = 1;
+};
+std::optional<SyevdWorkspace> syevd_workspace(int n, double queried_work, int queried_iwork);
+
 // A loaded LAPACK: its path and routines.
 struct Library {
   std::string path;
@@ -47,9 +57,10 @@ struct Library {
 // one that loads lacks a routine.
 Library open_library(const char* op, const std::vector<std::string>& paths);
 
-// Loads LAPACK if it is not loaded yet (open_library with KILN_LAPACK_LIBRARY, else
-// libopenblas.so.0 then liblapack.so.3), for the rest of the process. Every linalg op calls it
-// first.
+// Loads LAPACK if it is not loaded yet (open_library with KILN_LAPACK_LIBRARY, which is then
+// the only library tried, else libopenblas.so.0 then liblapack.so.3), for the rest of the
+// process. OpenBLAS is told to use as many threads as the CPU device (KILN_NUM_THREADS), so
+// the two do not oversubscribe the cores. Every linalg op calls it first.
 void load(const char* op);
 // The path of the library loaded ("" before load succeeds).
 const std::string& library_path();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,16 @@ std::vector<S> transposed(const S* values, int64_t rows, int64_t cols) {
   return out;
 }
 
+// LAPACK's INFO from `routine` when it is not negative; a negative INFO names an argument
+// the routine rejected, which Kiln's checks before each call rule out.
+int checked(const char* op, const char* routine, int info) {
+  if (info < 0) {
+    throw Error(absl::StrCat("[linalg.", op, "] LAPACK's ", routine, " rejected its argument ",
+                             -info, " (a bug in Kiln: please report it)"));
+  }
+  return info;
+}
+
 // A row-major a is A^T to LAPACK: getrf factors A^T, and getrs with 'T' solves
 // (A^T)^T x = A x = b, b column-major.
 template <class S>
@@ -84,13 +95,15 @@ Tensor solve_as(const Tensor& a, const Tensor& b, const Batch& batch) {
     S* m = av.data() + i * n * n;
     const S* rhs = bv.data() + i * n * k;
     const bool finite = all_finite(m, int64_t{n} * n) && all_finite(rhs, int64_t{n} * k);
-    if (n == 0 || k == 0) continue;
-    if (const int info = lapack::getrf(n, n, m, n, pivots.data()); info > 0) {
+    if (n == 0) continue;
+    if (const int info = checked("solve", "getrf", lapack::getrf(n, n, m, n, pivots.data()));
+        info > 0) {
       throw Error(absl::StrCat("[linalg.solve] matrix ", i, " of a ", ops::format_shape(a.shape()),
                                " is singular (pivot ", info - 1, " is zero)"));
     }
+    if (k == 0) continue;
     std::vector<S> x = transposed(rhs, n, k);  // column-major
-    lapack::getrs('T', n, k, m, n, pivots.data(), x.data(), n);
+    checked("solve", "getrs", lapack::getrs('T', n, k, m, n, pivots.data(), x.data(), n));
     for (int r = 0; r < n; ++r) {
       for (int c = 0; c < k; ++c) out[(i * n + r) * k + c] = x[c * n + r];
     }
@@ -113,7 +126,7 @@ Tensor cholesky_as(const Tensor& a, const Batch& batch) {
     bool finite = true;  // the lower triangle, which is all that is read
     for (int r = 0; r < n; ++r) finite = finite && all_finite(m + r * n, r + 1);
     // potrf flags a pivot <= 0; NaN or infinity could pass through into L.
-    if (!finite || (n > 0 && lapack::potrf('U', n, m, n) != 0)) {
+    if (!finite || (n > 0 && checked("cholesky", "potrf", lapack::potrf('U', n, m, n)) != 0)) {
       throw Error(absl::StrCat("[linalg.cholesky] matrix ", i, " of a ",
                                ops::format_shape(a.shape()),
                                " is not symmetric positive definite"));
@@ -135,15 +148,16 @@ QR qr_as(const Tensor& a, const Batch& batch) {
   for (int64_t i = 0; i < batch.count && k > 0; ++i) {
     std::vector<S> c = transposed(av.data() + i * m * n, m, n);  // column-major, lda m
     S best[2] = {0, 0};  // the workspace sizes the two routines ask for
-    lapack::geqrf(m, n, c.data(), m, tau.data(), &best[0], -1);
-    lapack::orgqr(m, k, k, c.data(), m, tau.data(), &best[1], -1);
-    const int size = std::max(1, static_cast<int>(std::max(best[0], best[1])));
+    checked("qr", "geqrf", lapack::geqrf(m, n, c.data(), m, tau.data(), &best[0], -1));
+    checked("qr", "orgqr", lapack::orgqr(m, k, k, c.data(), m, tau.data(), &best[1], -1));
+    // At least n (each routine's minimum), whatever an f32 count rounded to.
+    const int size = std::max({1, n, static_cast<int>(std::ceil(std::max(best[0], best[1])))});
     std::vector<S> work(size);
-    lapack::geqrf(m, n, c.data(), m, tau.data(), work.data(), size);
+    checked("qr", "geqrf", lapack::geqrf(m, n, c.data(), m, tau.data(), work.data(), size));
     for (int row = 0; row < k; ++row) {
       for (int col = row; col < n; ++col) r[(i * k + row) * n + col] = c[col * m + row];
     }
-    lapack::orgqr(m, k, k, c.data(), m, tau.data(), work.data(), size);
+    checked("qr", "orgqr", lapack::orgqr(m, k, k, c.data(), m, tau.data(), work.data(), size));
     for (int row = 0; row < m; ++row) {
       for (int col = 0; col < k; ++col) q[(i * m + row) * k + col] = c[col * m + row];
     }
@@ -165,12 +179,21 @@ Eigh eigh_as(const Tensor& a, const Batch& batch) {
     for (int r = 0; r < n; ++r) finite = finite && all_finite(m + r * n, r + 1);
     S best_work = 0;
     int best_iwork = 0;
-    lapack::syevd('V', 'U', n, m, n, values.data() + i * n, &best_work, -1, &best_iwork, -1);
-    std::vector<S> work(std::max(1, static_cast<int>(best_work)));
-    std::vector<int> iwork(std::max(1, best_iwork));
-    if (!finite || lapack::syevd('V', 'U', n, m, n, values.data() + i * n, work.data(),
-                                 static_cast<int>(work.size()), iwork.data(),
-                                 static_cast<int>(iwork.size())) != 0) {
+    checked(
+        "eigh", "syevd",
+        lapack::syevd('V', 'U', n, m, n, values.data() + i * n, &best_work, -1, &best_iwork, -1));
+    const std::optional<lapack::SyevdWorkspace> sizes =
+        lapack::syevd_workspace(n, static_cast<double>(best_work), best_iwork);
+    if (!sizes) {
+      throw Error(absl::StrCat("[linalg.eigh] a is ", ops::format_shape(a.shape()),
+                               " (expected n small enough for LAPACK's 32-bit workspace of 1 + "
+                               "6n + 2n^2 elements: at most 32766)"));
+    }
+    std::vector<S> work(sizes->work);
+    std::vector<int> iwork(sizes->iwork);
+    if (!finite || checked("eigh", "syevd",
+                           lapack::syevd('V', 'U', n, m, n, values.data() + i * n, work.data(),
+                                         sizes->work, iwork.data(), sizes->iwork)) != 0) {
       throw Error(absl::StrCat("[linalg.eigh] matrix ", i, " of a ", ops::format_shape(a.shape()),
                                finite ? " did not converge" : " holds NaN or infinity"));
     }
@@ -186,7 +209,6 @@ Eigh eigh_as(const Tensor& a, const Batch& batch) {
 
 Tensor solve(const Tensor& a, const Tensor& b) {
   const Batch batch = batch_of("solve", a, true);
-  lapack::load("solve");
   const std::vector<int64_t> vector_shape = with_matrix(batch.dims, {batch.rows});
   const bool fits =
       b.shape() == vector_shape ||
@@ -199,6 +221,12 @@ Tensor solve(const Tensor& a, const Tensor& b) {
                              " (expected b of a's dtype, shaped [..., n] or [..., n, k] with a's "
                              "batch dims)"));
   }
+  const int64_t k = b.ndim() == a.ndim() ? b.shape().back() : 1;
+  if (k * std::max<int64_t>(1, batch.rows) > std::numeric_limits<int>::max()) {
+    throw Error(absl::StrCat("[linalg.solve] b is ", ops::format_shape(b.shape()),
+                             " (expected at most 2^31 - 1 elements per matrix)"));
+  }
+  lapack::load("solve");
   return a.dtype() == DType::F32 ? solve_as<float>(a, b, batch) : solve_as<double>(a, b, batch);
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -39,6 +40,17 @@ Values spd(int64_t count, int64_t n, std::mt19937_64& rng) {
 
 double tolerance(DType dt) { return dt == DType::F32 ? 2e-4 : 1e-10; }
 
+// `a` ([count, n, n]) with NaN above each diagonal: what an op that reads only the lower
+// triangle must not notice.
+Values with_nan_above_diagonal(Values a, int64_t count, int64_t n) {
+  for (int64_t c = 0; c < count; ++c) {
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = i + 1; j < n; ++j) a[(c * n + i) * n + j] = std::nan("");
+    }
+  }
+  return a;
+}
+
 class LinalgTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(LinalgTest, SolveGivesAxEqualB) {
@@ -46,7 +58,11 @@ TEST_P(LinalgTest, SolveGivesAxEqualB) {
   std::mt19937_64 rng(testing::test_seed());
   SCOPED_TRACE(testing::test_seed());
   const int64_t count = 3, n = 7, k = 2;
-  const Values a = spd(count, n, rng), b = testing::random_doubles(count * n * k, rng);
+  // Not symmetric (a solver that read a transposed would fail), and well conditioned.
+  Values a = spd(count, n, rng);
+  const Values skew = testing::random_doubles(count * n * n, rng);
+  for (size_t e = 0; e < a.size(); ++e) a[e] += 0.5 * skew[e];
+  const Values b = testing::random_doubles(count * n * k, rng);
   const Tensor x = linalg::solve(Tensor::from_vector(a, {count, n, n}).astype(dt),
                                  Tensor::from_vector(b, {count, n, k}).astype(dt));
   ASSERT_EQ(x.shape(), (std::vector<int64_t>{count, n, k}));
@@ -75,8 +91,8 @@ TEST_P(LinalgTest, CholeskyGivesLowerLTimesLTransposeEqualA) {
   SCOPED_TRACE(testing::test_seed());
   const int64_t count = 2, n = 6;
   const Values a = spd(count, n, rng);
-  const Values l =
-      testing::values(linalg::cholesky(Tensor::from_vector(a, {count, n, n}).astype(dt)));
+  const Values l = testing::values(linalg::cholesky(
+      Tensor::from_vector(with_nan_above_diagonal(a, count, n), {count, n, n}).astype(dt)));
   for (int64_t c = 0; c < count; ++c) {
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < n; ++j) {
@@ -132,7 +148,8 @@ TEST_P(LinalgTest, EighGivesAscendingValuesAndOrthonormalVectors) {
       for (int64_t j = i + 1; j < n; ++j) a[(c * n + i) * n + j] = a[(c * n + j) * n + i];
     }
   }
-  const linalg::Eigh e = linalg::eigh(Tensor::from_vector(a, {count, n, n}).astype(dt));
+  const linalg::Eigh e = linalg::eigh(
+      Tensor::from_vector(with_nan_above_diagonal(a, count, n), {count, n, n}).astype(dt));
   ASSERT_EQ(e.eigenvalues.shape(), (std::vector<int64_t>{count, n}));
   const Values w = testing::values(e.eigenvalues), v = testing::values(e.eigenvectors);
   for (int64_t c = 0; c < count; ++c) {
@@ -182,6 +199,22 @@ TEST(Linalg, BadMatricesAndOperandsAreErrorsThatNameThem) {
                         {"[linalg.eigh]", "i32", "f32 or f64"});
   // The identity solves to b itself: the error above left nothing behind.
   EXPECT_EQ(linalg::solve(Tensor::eye(2, DType::F64), b).to_vector<double>(), (Values{1, 1}));
+}
+
+// syevd's workspace query is a count held in the value type: past 2^24 an f32 count rounds
+// below what LAPACK then requires (n = 2895 needs 16779421 and the query says 16779420), so
+// the size used is raised to LAPACK's documented minimum; sizes past 32 bits are refused.
+TEST(Linalg, EighWorkspaceCoversLapacksMinimumWhereF32CountsRound) {
+  const int64_t n = 2895, needed = 1 + 6 * n + 2 * n * n;
+  const double rounded = static_cast<float>(needed);
+  ASSERT_LT(rounded, static_cast<double>(needed));  // the rounding the query suffers
+  const std::optional<linalg::lapack::SyevdWorkspace> sizes =
+      linalg::lapack::syevd_workspace(static_cast<int>(n), rounded, 1);
+  ASSERT_TRUE(sizes.has_value());
+  EXPECT_EQ(sizes->work, needed);
+  EXPECT_EQ(sizes->iwork, 3 + 5 * n);
+  EXPECT_EQ(linalg::lapack::syevd_workspace(4, 1e6, 7)->work, 1000000);  // a larger ask stands
+  EXPECT_FALSE(linalg::lapack::syevd_workspace(40000, 0, 1).has_value());
 }
 
 // LAPACK is opened on first use: after a decomposition, the library loaded is named; a path
