@@ -118,7 +118,8 @@ int compute_space(const KernelProgram& program) {
 constexpr int64_t kMinRowLength = 32;
 
 // What the compiled function is called with, but for where each row starts: each load's
-// buffer at its view's offset, with its view and form, and the parameters in f32.
+// buffer at its view's offset, with its view and form, and the parameters in the kernel's
+// value type.
 struct Arguments {
   int64_t element_size = 0;  // of the kernel's value type
   std::vector<const char*> loads;
@@ -308,27 +309,18 @@ bool run_compiled_pointwise(const KernelProgram& program, const jit::KernelLaunc
 
 bool run_compiled_update_slice(const KernelProgram& program, const jit::KernelLaunch& launch,
                                const std::vector<const base::Buffer*>& inputs,
-                               const std::vector<double>& params, const std::vector<int64_t>& first,
+                               const std::vector<double>& params,
+                               const std::function<int64_t(int64_t)>& row_place,
                                base::Buffer& out) {
   note_compiled_loop(false);
   if (program.anchor != jit::AnchorKind::kUpdateSlice) return false;
-  const ops::Shape& x = launch.spaces[0];
   const ops::Shape& update = launch.spaces[1];
   if (!worth_compiling(program, ops::numel(update))) return false;
   const Arguments a = arguments_of(program, launch, inputs, params);
   if (!reads_by_rows(a, update)) return false;
   const CompiledPointwise function = function_for(program);
   if (function == nullptr) return false;
-  const int rank = static_cast<int>(update.size());
-  const std::vector<int64_t> strides = ops::contiguous_strides(x);
-  run_rows(function, a, update, {out.as<char>()}, [&](int64_t r) {
-    int64_t at = first[rank - 1];  // the row's place in x
-    for (int64_t d = rank - 2, rest = r; d >= 0; --d) {
-      at += (rest % update[d] + first[d]) * strides[d];
-      rest /= update[d];
-    }
-    return at;
-  });
+  run_rows(function, a, update, {out.as<char>()}, row_place);
   note_compiled_loop(true);
   return true;
 }

@@ -21,6 +21,7 @@
 #define KILN_RUNTIME_CPU_COMPILED_POINTWISE_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,13 +46,12 @@ bool run_compiled_pointwise(const jit::KernelProgram& program, const jit::Kernel
                             const std::vector<double>& params);
 
 // Runs an update_slice kernel through its compiled loop, when it is compiled and this launch
-// suits it: row r of the update is written into `out` (which already holds x) at x's index
-// `first` (the region's start along every dim) plus the row's index. False when the caller
-// must use the tile evaluator.
+// suits it: row r of the update (along its last dim) is written into `out` (which already
+// holds x) from element row_place(r) on. False when the caller must use the tile evaluator.
 bool run_compiled_update_slice(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                                const std::vector<const base::Buffer*>& inputs,
-                               const std::vector<double>& params, const std::vector<int64_t>& first,
-                               base::Buffer& out);
+                               const std::vector<double>& params,
+                               const std::function<int64_t(int64_t)>& row_place, base::Buffer& out);
 
 // The smallest kernel (positions) compiled: KILN_CPU_JIT_MIN_ELEMENTS unless a test set it.
 int64_t compiled_pointwise_min_elements();

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -22,20 +23,38 @@ namespace kiln::runtime::cpu {
 
 namespace {
 
-// A region write: the update's rows along its last dim, each a contiguous run of x at the
-// update's index plus the region's starts (`start` along the axis). Long rows are a tile
-// each, so the evaluator reads a stencil's offset slices where they lie; short ones share a
-// tile.
+// Where each row of the update (along its last dim) starts in x: at the row's index plus
+// `first`, the update's place in x along every dim.
+class RowPlaces {
+ public:
+  RowPlaces(const ops::Shape& x, const ops::Shape& update, std::vector<int64_t> first)
+      : update_(update), first_(std::move(first)), strides_(ops::contiguous_strides(x)) {}
+
+  int64_t operator()(int64_t row) const {
+    const int rank = static_cast<int>(update_.size());
+    int64_t at = first_[rank - 1] * strides_[rank - 1];
+    for (int64_t d = rank - 2, rest = row; d >= 0; --d) {
+      at += (rest % update_[d] + first_[d]) * strides_[d];
+      rest /= update_[d];
+    }
+    return at;
+  }
+
+ private:
+  const ops::Shape& update_;
+  std::vector<int64_t> first_;
+  std::vector<int64_t> strides_;
+};
+
+// A region write: the update's rows along its last dim, each a contiguous run of x at its
+// place. Long rows are a tile each, so the evaluator reads a stencil's offset slices where
+// they lie; short ones share a tile.
 void write_region(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                   const std::vector<const base::Buffer*>& inputs, const std::vector<double>& params,
-                  int64_t start, base::Buffer& out) {
-  const ops::Shape& x = launch.spaces[0];
+                  const RowPlaces& place, base::Buffer& out) {
   const ops::Shape& update = launch.spaces[1];
   const int rank = static_cast<int>(update.size());
   if (ops::numel(update) == 0) return;
-  const std::vector<int64_t> strides = ops::contiguous_strides(x);
-  std::vector<int64_t> first = program.anchor_attrs.offsets;
-  first[program.anchor_attrs.axis] = start;
   const int64_t length = update[rank - 1];
   const int64_t rows = ops::numel(update) / length;
   const int64_t rows_per_run = length >= kTile / 4 ? 1 : std::max<int64_t>(1, kTile / length);
@@ -48,12 +67,7 @@ void write_region(const jit::KernelProgram& program, const jit::KernelLaunch& la
       ev.visit(program.anchor_operands[0], [&](const auto* values) {
         using T = std::remove_cv_t<std::remove_pointer_t<decltype(values)>>;
         for (int64_t i = 0; i < n; ++i) {
-          int64_t at = first[rank - 1] * strides[rank - 1];  // the row's place in x
-          for (int64_t d = rank - 2, rest = r + i; d >= 0; --d) {
-            at += (rest % update[d] + first[d]) * strides[d];
-            rest /= update[d];
-          }
-          store_values<T>(out, dtype, at, length, values + i * length);
+          store_values<T>(out, dtype, place(r + i), length, values + i * length);
         }
       });
     }
@@ -89,12 +103,13 @@ void run_update_slice(const jit::KernelProgram& program, const jit::KernelLaunch
   std::vector<int64_t> first = program.anchor_attrs.offsets;  // the update's place in x
   first.resize(x.size(), 0);
   first[axis] = start;
-  if (run_compiled_update_slice(program, launch, inputs, params, first, out)) return;
+  const RowPlaces place(x, launch.spaces[1], std::move(first));
+  if (run_compiled_update_slice(program, launch, inputs, params, place, out)) return;
   if (run == 0) return;
   const int operand = program.anchor_operands[0];
   const DType dtype = program.output_dtypes[0];
   if (!program.anchor_attrs.offsets.empty()) {
-    write_region(program, launch, inputs, params, start, out);
+    write_region(program, launch, inputs, params, place, out);
     return;
   }
   base::parallel_for(outer, std::max<int64_t>(1, 16384 / run), [&](int64_t o0, int64_t o1) {
