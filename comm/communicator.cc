@@ -71,14 +71,12 @@ int64_t collective_bytes(const char* op, int64_t count, DType dtype) {
     case DType::I64:
     case DType::F64:
       return count * 8;
-    case DType::Bool:
-    case DType::F16:
-    case DType::BF16:
+    default:
       break;
   }
   throw Error(absl::StrCat("[", op, "] dtype ", dtype_name(dtype),
                            " cannot be reduced across processes: use i32, i64, f32 or f64 "
-                           "(16-bit floats are widened to f32 first)"));
+                           "(narrower floats and integers are widened to f32 and i32 first)"));
 }
 
 void SingleProcessCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype,

@@ -90,23 +90,70 @@ AxisSplit split_at(const std::vector<int64_t>& shape, int axis) {
   return s;
 }
 
-bool is_16_bit(DType d) { return d == DType::F16 || d == DType::BF16; }
-
-std::vector<float> widen(const void* data, DType d, int64_t n) {
-  std::vector<float> out(static_cast<size_t>(n));
-  const auto* bits = static_cast<const uint16_t*>(data);
-  for (int64_t i = 0; i < n; ++i) {
-    out[i] = d == DType::F16 ? static_cast<float>(std::bit_cast<Half>(bits[i]))
-                             : static_cast<float>(std::bit_cast<BFloat16>(bits[i]));
+// The dtype a reduction runs in: the host libraries reduce 32- and 64-bit values only, so
+// narrower floats are combined in f32 and narrower integers in i32 (whose low bits a sum
+// keeps exactly as the narrow integer's own wrapping sum would).
+DType reduced_in(DType d) {
+  switch (d) {
+    case DType::F8E4M3:
+    case DType::F8E5M2:
+    case DType::F16:
+    case DType::BF16:
+      return DType::F32;
+    case DType::I8:
+    case DType::U8:
+    case DType::I16:
+      return DType::I32;
+    default:
+      return d;
   }
+}
+
+// Calls f(From{}, To{}) with the C++ types of narrow dtype `d` and of reduced_in(d).
+template <class F>
+void with_narrow_types(DType d, F&& f) {
+  switch (d) {
+    case DType::F8E4M3:
+      return f(Float8E4M3{}, float{});
+    case DType::F8E5M2:
+      return f(Float8E5M2{}, float{});
+    case DType::F16:
+      return f(Half{}, float{});
+    case DType::BF16:
+      return f(BFloat16{}, float{});
+    case DType::I8:
+      return f(int8_t{}, int32_t{});
+    case DType::U8:
+      return f(uint8_t{}, int32_t{});
+    case DType::I16:
+      return f(int16_t{}, int32_t{});
+    default:
+      throw Error(absl::StrCat("internal error: ", dtype_name(d), " is not a narrow dtype"));
+  }
+}
+
+// n elements of narrow dtype `d` in the dtype they are reduced in, as bytes.
+std::vector<char> widen(const void* data, DType d, int64_t n) {
+  std::vector<char> out(static_cast<size_t>(n * dtype_size(reduced_in(d))));
+  with_narrow_types(d, [&](auto narrow, auto wide) {
+    using Narrow = decltype(narrow);
+    using Wide = decltype(wide);
+    const auto* in = static_cast<const Narrow*>(data);
+    auto* to = reinterpret_cast<Wide*>(out.data());
+    for (int64_t i = 0; i < n; ++i) to[i] = static_cast<Wide>(in[i]);
+  });
   return out;
 }
 
-void narrow(const std::vector<float>& in, DType d, void* data) {
-  auto* bits = static_cast<uint16_t*>(data);
-  for (size_t i = 0; i < in.size(); ++i) {
-    bits[i] = d == DType::F16 ? Half(in[i]).bits : BFloat16(in[i]).bits;
-  }
+// The inverse of widen: rounds (floats) or keeps the low bits (integers) of n reduced values.
+void narrow(const std::vector<char>& in, DType d, int64_t n, void* data) {
+  with_narrow_types(d, [&](auto narrow_value, auto wide) {
+    using Narrow = decltype(narrow_value);
+    using Wide = decltype(wide);
+    const auto* from = reinterpret_cast<const Wide*>(in.data());
+    auto* to = static_cast<Narrow*>(data);
+    for (int64_t i = 0; i < n; ++i) to[i] = static_cast<Narrow>(from[i]);
+  });
 }
 
 ReduceOp reduce_op(Reduction r) {
@@ -129,7 +176,7 @@ void divide(void* data, int64_t n, int by) {
 }
 
 // A reduction over `count` elements (all_reduce: of all; reduce_scatter: of this rank's block
-// of `in`, which holds size() blocks of `count`), 16-bit floats combined in f32.
+// of `in`, which holds size() blocks of `count`), narrow dtypes combined as reduced_in says.
 void reduce(Communicator& comm, const CollectiveCall& call, const void* in, int64_t count) {
   const bool scatter = call.kind == CollectiveKind::kReduceScatter;
   const int64_t in_count = scatter ? count * comm.size() : count;
@@ -141,12 +188,13 @@ void reduce(Communicator& comm, const CollectiveCall& call, const void* in, int6
       comm.all_reduce(src, dst, count, d, op);
     }
   };
-  if (is_16_bit(call.dtype)) {
-    std::vector<float> wide = widen(in, call.dtype, in_count);
-    std::vector<float> result(static_cast<size_t>(count));
-    run(wide.data(), result.data(), DType::F32);
+  const DType wide_dtype = reduced_in(call.dtype);
+  if (wide_dtype != call.dtype) {
+    std::vector<char> wide = widen(in, call.dtype, in_count);
+    std::vector<char> result(static_cast<size_t>(count * dtype_size(wide_dtype)));
+    run(wide.data(), result.data(), wide_dtype);
     if (call.reduction == Reduction::kMean) divide<float>(result.data(), count, comm.size());
-    narrow(result, call.dtype, call.out);
+    narrow(result, call.dtype, count, call.out);
     return;
   }
   run(in, call.out, call.dtype);

@@ -290,9 +290,7 @@ mpi::Datatype MpiCommunicator::datatype(DType dtype) const {
       return mpi_.type_float;
     case DType::F64:
       return mpi_.type_double;
-    case DType::Bool:
-    case DType::F16:
-    case DType::BF16:
+    default:
       break;
   }
   return nullptr;  // rejected earlier by collective_bytes

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,8 +23,8 @@ namespace {
 using kiln::DType;
 using kiln::Tensor;
 
-constexpr DType kDtypes[] = {DType::Bool, DType::I32, DType::I64, DType::F16,
-                             DType::BF16, DType::F32, DType::F64};
+// Every dtype; the last index of kAllDTypes, for the fuzzer's choice among them.
+constexpr int kLastDtype = static_cast<int>(std::size(kiln::kAllDTypes)) - 1;
 
 std::vector<int64_t> small_shape(FuzzedDataProvider& in) {
   std::vector<int64_t> shape(in.ConsumeIntegralInRange<int>(0, 3));
@@ -50,7 +51,7 @@ std::vector<int> permutation(FuzzedDataProvider& in, int rank) {
 }
 
 Tensor new_leaf(FuzzedDataProvider& in) {
-  const DType dt = kDtypes[in.ConsumeIntegralInRange<int>(0, 6)];
+  const DType dt = kiln::kAllDTypes[in.ConsumeIntegralInRange<int>(0, kLastDtype)];
   std::vector<int64_t> shape = small_shape(in);
   switch (in.ConsumeIntegralInRange<int>(0, 2)) {
     case 0:
@@ -102,7 +103,7 @@ Tensor apply_random_op(FuzzedDataProvider& in, const std::vector<Tensor>& pool) 
     case 15:
       return kiln::layer_norm(a, pick(), pick());
     case 16:
-      return a.astype(kDtypes[in.ConsumeIntegralInRange<int>(0, 6)]);
+      return a.astype(kiln::kAllDTypes[in.ConsumeIntegralInRange<int>(0, kLastDtype)]);
     case 17:
       return a.reshape(small_shape(in));
     case 18:

@@ -3,7 +3,7 @@
 //
 // Conversions follow one documented rule (docs/semantics.md): float to integer truncates
 // toward zero and saturates at the type's range, NaN becomes 0; anything to bool is != 0
-// (NaN is true); int64 to i32 keeps the low 32 bits.
+// (NaN is true); an integer to a narrower integer keeps the low bits (two's complement).
 #ifndef KILN_OPS_ELEMENT_ACCESS_H_
 #define KILN_OPS_ELEMENT_ACCESS_H_
 
@@ -21,6 +21,16 @@ inline double load_double(const base::Buffer& b, DType dt, int64_t i) {
   switch (dt) {
     case DType::Bool:
       return b.as<uint8_t>()[i] != 0 ? 1.0 : 0.0;
+    case DType::I8:
+      return b.as<int8_t>()[i];
+    case DType::U8:
+      return b.as<uint8_t>()[i];
+    case DType::I16:
+      return b.as<int16_t>()[i];
+    case DType::F8E4M3:
+      return static_cast<float>(b.as<Float8E4M3>()[i]);
+    case DType::F8E5M2:
+      return static_cast<float>(b.as<Float8E5M2>()[i]);
     case DType::I32:
       return b.as<int32_t>()[i];
     case DType::I64:
@@ -40,9 +50,10 @@ inline double load_double(const base::Buffer& b, DType dt, int64_t i) {
 template <class Int>
 Int saturate_to(double v) {
   if (std::isnan(v)) return 0;
-  // Compare in double against bounds that are exactly representable.
+  // Compare in double against bounds that are exactly representable: the minimum and one
+  // past the maximum (2^63 for int64, whose maximum a double does not hold).
   constexpr double kLow = static_cast<double>(std::numeric_limits<Int>::min());
-  constexpr double kHigh = -kLow;  // 2^31 or 2^63: one past the maximum
+  constexpr double kHigh = static_cast<double>(std::numeric_limits<Int>::max() / 2 + 1) * 2.0;
   if (v <= kLow) return std::numeric_limits<Int>::min();
   if (v >= kHigh) return std::numeric_limits<Int>::max();
   return static_cast<Int>(v);
@@ -52,6 +63,12 @@ inline int64_t load_int(const base::Buffer& b, DType dt, int64_t i) {
   switch (dt) {
     case DType::Bool:
       return b.as<uint8_t>()[i] != 0;
+    case DType::I8:
+      return b.as<int8_t>()[i];
+    case DType::U8:
+      return b.as<uint8_t>()[i];
+    case DType::I16:
+      return b.as<int16_t>()[i];
     case DType::I32:
       return b.as<int32_t>()[i];
     case DType::I64:
@@ -71,11 +88,26 @@ inline void store_double(base::Buffer& b, DType dt, int64_t i, double v) {
     case DType::Bool:
       b.as<uint8_t>()[i] = (v != 0.0 || std::isnan(v)) ? 1 : 0;
       return;
+    case DType::I8:
+      b.as<int8_t>()[i] = saturate_to<int8_t>(v);
+      return;
+    case DType::U8:
+      b.as<uint8_t>()[i] = saturate_to<uint8_t>(v);
+      return;
+    case DType::I16:
+      b.as<int16_t>()[i] = saturate_to<int16_t>(v);
+      return;
     case DType::I32:
       b.as<int32_t>()[i] = saturate_to<int32_t>(v);
       return;
     case DType::I64:
       b.as<int64_t>()[i] = saturate_to<int64_t>(v);
+      return;
+    case DType::F8E4M3:
+      b.as<Float8E4M3>()[i] = Float8E4M3(static_cast<float>(v));
+      return;
+    case DType::F8E5M2:
+      b.as<Float8E5M2>()[i] = Float8E5M2(static_cast<float>(v));
       return;
     case DType::F16:
       b.as<Half>()[i] = Half(static_cast<float>(v));
@@ -96,6 +128,15 @@ inline void store_int(base::Buffer& b, DType dt, int64_t i, int64_t v) {
   switch (dt) {
     case DType::Bool:
       b.as<uint8_t>()[i] = v != 0;
+      return;
+    case DType::I8:  // the narrower integers keep the low bits
+      b.as<int8_t>()[i] = static_cast<int8_t>(v);
+      return;
+    case DType::U8:
+      b.as<uint8_t>()[i] = static_cast<uint8_t>(v);
+      return;
+    case DType::I16:
+      b.as<int16_t>()[i] = static_cast<int16_t>(v);
       return;
     case DType::I32:
       b.as<int32_t>()[i] = static_cast<int32_t>(v);  // keeps the low 32 bits

@@ -23,7 +23,7 @@ absl::StatusOr<ValueType> infer_leaf(OpKind op, const Attrs& attrs) {
 void evaluate_leaf(OpKind op, const Attrs& attrs, const ValueType& out, base::Buffer& result) {
   int64_t n = numel(out.shape);
   DType dt = out.dtype;
-  int bits = dt == DType::F16 ? 11 : (dt == DType::BF16 ? 8 : 24);
+  const int bits = math::uniform_bits(dt);
   for (int64_t i = 0; i < n; ++i) {
     switch (op) {
       case OpKind::Constant:

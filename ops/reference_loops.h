@@ -56,6 +56,10 @@ inline double round_to(DType dt, double v) {
       return static_cast<float>(Half(static_cast<float>(v)));
     case DType::BF16:
       return static_cast<float>(BFloat16(static_cast<float>(v)));
+    case DType::F8E4M3:
+      return static_cast<float>(Float8E4M3(static_cast<float>(v)));
+    case DType::F8E5M2:
+      return static_cast<float>(Float8E5M2(static_cast<float>(v)));
     case DType::F32:
       return static_cast<float>(v);
     default:

@@ -12,6 +12,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kiln/dtype.h"
 #include "ops/op_catalog.h"
 
 namespace kiln::math {
@@ -19,6 +20,23 @@ namespace kiln::math {
 #define KILN_SCALAR inline
 #include "ops/scalar_math.inc"
 #undef KILN_SCALAR
+
+// The bits of precision rand draws for dtype `dt`, so that every uniform value is exact in it
+// and never rounds up to 1: its significand (the implicit one included), 24 for f32 and f64.
+inline int uniform_bits(DType dt) {
+  switch (dt) {
+    case DType::F8E5M2:
+      return 3;
+    case DType::F8E4M3:
+      return 4;
+    case DType::BF16:
+      return 8;
+    case DType::F16:
+      return 11;
+    default:
+      return 24;
+  }
+}
 
 // A tag for "no functor": the op handed to a dispatcher is not of its kind (an internal
 // error: callers check the op's class first).

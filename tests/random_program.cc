@@ -1,6 +1,7 @@
 #include "tests/random_program.h"
 
 #include <algorithm>
+#include <iterator>
 #include <numeric>
 
 namespace kiln::testing {
@@ -14,9 +15,10 @@ std::vector<int64_t> ProgramGenerator::random_shape() {
 }
 
 DType ProgramGenerator::random_dtype() {
-  static const DType kTypes[] = {DType::F32,  DType::F32, DType::F32, DType::F64, DType::F16,
-                                 DType::BF16, DType::I32, DType::I64, DType::Bool};
-  return kTypes[pick(9)];
+  static const DType kTypes[] = {DType::F32,  DType::F32, DType::F32,    DType::F64,   DType::F16,
+                                 DType::BF16, DType::I32, DType::I64,    DType::Bool,  DType::I8,
+                                 DType::U8,   DType::I16, DType::F8E4M3, DType::F8E5M2};
+  return kTypes[pick(static_cast<int>(std::size(kTypes)))];
 }
 
 Tensor ProgramGenerator::make_input(const std::vector<int64_t>& shape, DType dt) {
@@ -71,7 +73,8 @@ void ProgramGenerator::step() {
   const Tensor& x = a.t;
   const bool fp = is_floating(x.dtype());
   const bool integral = !fp;
-  const bool half = x.dtype() == DType::F16 || x.dtype() == DType::BF16;
+  // Floats narrower than f32 (16- and 8-bit), rounded after every op.
+  const bool half = is_floating(x.dtype()) && dtype_size(x.dtype()) < 4;
   switch (pick(12)) {
     case 0:  // fresh values: an input, or a lazy leaf
       switch (pick(5)) {

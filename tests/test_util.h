@@ -137,7 +137,14 @@ inline double reference_tolerance(DType dt) {
       return 2e-2;
     case DType::BF16:
       return 8e-2;
+    case DType::F8E4M3:  // two steps of a 3-bit mantissa, and of a 2-bit one
+      return 0.25;
+    case DType::F8E5M2:
+      return 0.5;
     case DType::Bool:
+    case DType::I8:
+    case DType::U8:
+    case DType::I16:
     case DType::I32:
     case DType::I64:
       return 0;  // exact
@@ -170,6 +177,21 @@ inline std::vector<double> values(const Tensor& t) {
   switch (t.dtype()) {
     case DType::Bool:
       for (bool b : t.to_vector<bool>()) out.push_back(b);
+      break;
+    case DType::I8:
+      for (int8_t v : t.to_vector<int8_t>()) out.push_back(v);
+      break;
+    case DType::U8:
+      for (uint8_t v : t.to_vector<uint8_t>()) out.push_back(v);
+      break;
+    case DType::I16:
+      for (int16_t v : t.to_vector<int16_t>()) out.push_back(v);
+      break;
+    case DType::F8E4M3:
+      for (Float8E4M3 v : t.to_vector<Float8E4M3>()) out.push_back(static_cast<float>(v));
+      break;
+    case DType::F8E5M2:
+      for (Float8E5M2 v : t.to_vector<Float8E5M2>()) out.push_back(static_cast<float>(v));
       break;
     case DType::I32:
       for (int32_t v : t.to_vector<int32_t>()) out.push_back(v);

@@ -9,17 +9,27 @@
 
 namespace kiln {
 
-enum class DType { Bool, I32, I64, F16, BF16, F32, F64 };
+// The 8- and 16-bit integers and the two OCP 8-bit floats (F8E4M3: 4 exponent bits, 3 mantissa
+// bits, NaN but no infinity, largest 448; F8E5M2: 5 and 2, with infinities, largest 57344)
+// come after the original seven, so that every earlier dtype keeps its number.
+enum class DType { Bool, I32, I64, F16, BF16, F32, F64, I8, U8, I16, F8E4M3, F8E5M2 };
 
-// Bytes one element occupies in memory (Bool is one byte; F16 and BF16 are two).
+// Every dtype, in declaration order.
+inline constexpr DType kAllDTypes[] = {DType::Bool, DType::I32, DType::I64,    DType::F16,
+                                       DType::BF16, DType::F32, DType::F64,    DType::I8,
+                                       DType::U8,   DType::I16, DType::F8E4M3, DType::F8E5M2};
+
+// Bytes one element occupies in memory (Bool, I8, U8 and the 8-bit floats are one byte).
 int dtype_size(DType dt);
-bool is_floating(DType dt);
-bool is_integral(DType dt);  // I32, I64 (not Bool)
-// The trace-file spelling: "bool", "i32", "i64", "f16", "bf16", "f32", "f64".
+bool is_floating(DType dt);  // F8E4M3, F8E5M2, F16, BF16, F32, F64
+bool is_integral(DType dt);  // I8, U8, I16, I32, I64 (not Bool)
+// The trace-file spelling: "bool", "i8", "u8", "i16", "i32", "i64", "f8e4m3", "f8e5m2", "f16",
+// "bf16", "f32", "f64".
 const char* dtype_name(DType dt);
 // Inverse of dtype_name; throws kiln::Error for an unknown spelling.
 DType dtype_from_name(const std::string& name);
-// PyTorch promotion: bool < integers < floating; F16 with BF16 gives F32.
+// PyTorch promotion: bool < integers < floating; U8 with I8 gives I16; F16 with BF16 gives
+// F32; F8E4M3 with F8E5M2 gives F16 (the narrowest float that holds both exactly).
 DType promote_types(DType a, DType b);
 
 // IEEE binary16, stored as its 16 bits. Converts to and from float with round-to-nearest-even.
@@ -41,6 +51,79 @@ struct BFloat16 {
 // The conversions are inline so that loops over 16-bit data vectorize (an out-of-line call
 // per element made bf16 kernels ten times slower than f32 ones).
 // IEEE binary16 from float, round to nearest even, with subnormals, infinities and NaN.
+// OCP 8-bit floats, stored as their 8 bits. Converting from float rounds to nearest even and
+// saturates: a value past the largest finite one, infinities included, becomes that largest
+// value with its sign; NaN stays NaN (CUDA's __NV_SATFINITE conversion does the same).
+struct Float8E4M3 {
+  uint8_t bits = 0;
+  Float8E4M3() = default;
+  explicit Float8E4M3(float value);
+  explicit operator float() const;
+};
+
+struct Float8E5M2 {
+  uint8_t bits = 0;
+  Float8E5M2() = default;
+  explicit Float8E5M2(float value);
+  explicit operator float() const;
+};
+
+namespace fp8_detail {
+
+// The 8-bit float with `kMantissa` mantissa bits and exponent bias `kBias` nearest to `value`
+// (ties to even), saturated to the finite encoding `max_bits`; NaN gives `nan_bits`.
+template <int kMantissa, int kBias>
+inline uint8_t encode(float value, uint32_t max_bits, uint32_t nan_bits) {
+  const uint32_t f = std::bit_cast<uint32_t>(value);
+  const uint32_t sign = (f >> 24) & 0x80u;
+  const uint32_t abs = f & 0x7fffffffu;
+  if (abs > 0x7f800000u) return static_cast<uint8_t>(sign | nan_bits);
+  const int exponent = static_cast<int>(abs >> 23) - 127;
+  uint32_t bits;
+  if (exponent >= 16 + kBias) {  // far past the range (infinity included): saturate
+    bits = max_bits;
+  } else if (exponent < 1 - kBias) {  // subnormal: whole multiples of 2^(1 - bias - mantissa)
+    const float scale =
+        std::bit_cast<float>(static_cast<uint32_t>(127 + kBias + kMantissa - 1) << 23);
+    bits = static_cast<uint32_t>(std::nearbyint(std::bit_cast<float>(abs) * scale));
+  } else {  // normal: 2^mantissa .. 2^(mantissa + 1) steps of this binade, carrying upward
+    const float scale =
+        std::bit_cast<float>(static_cast<uint32_t>(127 + kMantissa - exponent) << 23);
+    const auto steps = static_cast<uint32_t>(std::nearbyint(std::bit_cast<float>(abs) * scale));
+    bits = (static_cast<uint32_t>(exponent + kBias) << kMantissa) + steps - (1u << kMantissa);
+  }
+  return static_cast<uint8_t>(sign | (bits > max_bits ? max_bits : bits));
+}
+
+// The float value of 8-bit float `bits`; `kHasInfinity` says whether the all-ones exponent
+// holds infinities and NaNs (E5M2) or ordinary values and one NaN pattern (E4M3).
+template <int kMantissa, int kBias, bool kHasInfinity>
+inline float decode(uint8_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x80u) << 24;
+  const uint32_t exponent = (bits & 0x7fu) >> kMantissa;
+  const uint32_t mantissa = bits & ((1u << kMantissa) - 1u);
+  constexpr uint32_t kTopExponent = (0x7fu >> kMantissa);
+  if (kHasInfinity ? exponent == kTopExponent : (bits & 0x7fu) == 0x7fu) {
+    return std::bit_cast<float>(sign | 0x7f800000u |
+                                (mantissa != 0 || !kHasInfinity ? 0x400000u : 0u));
+  }
+  if (exponent == 0) {  // zero or subnormal: mantissa * 2^(1 - bias - mantissa bits)
+    const float unit =
+        std::bit_cast<float>(static_cast<uint32_t>(127 + 1 - kBias - kMantissa) << 23);
+    const float magnitude = static_cast<float>(mantissa) * unit;
+    return sign ? -magnitude : magnitude;
+  }
+  return std::bit_cast<float>(sign | ((exponent - kBias + 127) << 23) |
+                              (mantissa << (23 - kMantissa)));
+}
+
+}  // namespace fp8_detail
+
+inline Float8E4M3::Float8E4M3(float value) : bits(fp8_detail::encode<3, 7>(value, 0x7eu, 0x7fu)) {}
+inline Float8E4M3::operator float() const { return fp8_detail::decode<3, 7, false>(bits); }
+inline Float8E5M2::Float8E5M2(float value) : bits(fp8_detail::encode<2, 15>(value, 0x7bu, 0x7fu)) {}
+inline Float8E5M2::operator float() const { return fp8_detail::decode<2, 15, true>(bits); }
+
 inline Half::Half(float value) {
   uint32_t f = std::bit_cast<uint32_t>(value);
   uint32_t sign = (f >> 16) & 0x8000u;

@@ -41,7 +41,8 @@ class Tensor {
   Tensor() = default;  // an empty handle; every method but defined() throws on it
 
   // Copies `data` (row-major) into a new tensor of `shape`; the dtype follows T:
-  // bool, int32_t, int64_t, Half, BFloat16, float, double.
+  // bool, int8_t, uint8_t, int16_t, int32_t, int64_t, Float8E4M3, Float8E5M2, Half, BFloat16,
+  // float, double.
   template <class T>
   static Tensor from_vector(const std::vector<T>& data, std::vector<int64_t> shape);
   // A tensor over the caller's memory, without a copy: `data` holds shape's elements of dt,

@@ -10,6 +10,7 @@
 #include "jit/eval/sync.h"
 #include "jit/graph/node.h"
 #include "kiln/error.h"
+#include "ops/element_access.h"
 
 namespace kiln {
 namespace {
@@ -17,6 +18,11 @@ namespace {
 template <class T>
 constexpr DType dtype_of() {
   if constexpr (std::is_same_v<T, bool>) return DType::Bool;
+  if constexpr (std::is_same_v<T, int8_t>) return DType::I8;
+  if constexpr (std::is_same_v<T, uint8_t>) return DType::U8;
+  if constexpr (std::is_same_v<T, int16_t>) return DType::I16;
+  if constexpr (std::is_same_v<T, Float8E4M3>) return DType::F8E4M3;
+  if constexpr (std::is_same_v<T, Float8E5M2>) return DType::F8E5M2;
   if constexpr (std::is_same_v<T, int32_t>) return DType::I32;
   if constexpr (std::is_same_v<T, int64_t>) return DType::I64;
   if constexpr (std::is_same_v<T, Half>) return DType::F16;
@@ -104,23 +110,10 @@ double Tensor::item() const {
     throw Error(
         absl::StrCat("[item] needs exactly one element, got ", ops::format_type(node().type)));
   }
-  switch (dtype()) {
-    case DType::Bool:
-      return to_vector<bool>()[0] ? 1.0 : 0.0;
-    case DType::I32:
-      return to_vector<int32_t>()[0];
-    case DType::I64:
-      return static_cast<double>(to_vector<int64_t>()[0]);
-    case DType::F16:
-      return static_cast<float>(to_vector<Half>()[0]);
-    case DType::BF16:
-      return static_cast<float>(to_vector<BFloat16>()[0]);
-    case DType::F32:
-      return to_vector<float>()[0];
-    case DType::F64:
-      return to_vector<double>()[0];
-  }
-  return 0;
+  // One element copied to the host and read under the cast rules, whatever its dtype.
+  eval();
+  const std::shared_ptr<const base::Buffer> host = jit::host_view(node().buffer);
+  return ops::load_double(*host, dtype(), 0);
 }
 
 const Tensor& Tensor::eval() const {
@@ -144,10 +137,15 @@ void eval(const std::vector<Tensor>& outputs) {
   template Tensor Tensor::from_vector<T>(const std::vector<T>&, std::vector<int64_t>); \
   template std::vector<T> Tensor::to_vector<T>() const;
 KILN_INSTANTIATE_DATA(bool)
+KILN_INSTANTIATE_DATA(int8_t)
+KILN_INSTANTIATE_DATA(uint8_t)
+KILN_INSTANTIATE_DATA(int16_t)
 KILN_INSTANTIATE_DATA(int32_t)
 KILN_INSTANTIATE_DATA(int64_t)
 KILN_INSTANTIATE_DATA(Half)
 KILN_INSTANTIATE_DATA(BFloat16)
+KILN_INSTANTIATE_DATA(Float8E4M3)
+KILN_INSTANTIATE_DATA(Float8E5M2)
 KILN_INSTANTIATE_DATA(float)
 KILN_INSTANTIATE_DATA(double)
 #undef KILN_INSTANTIATE_DATA

@@ -16,6 +16,7 @@
 #include "jit/graph/node.h"
 #include "kiln/error.h"
 #include "kiln/io.h"
+#include "ops/element_access.h"
 
 namespace kiln::jit {
 namespace {
@@ -141,6 +142,9 @@ std::optional<DType> dtype_from_descr(const std::string& descr) {
     return std::nullopt;
   }
   std::string_view code(descr.data() + 1, 2);
+  if (code == "i1") return DType::I8;
+  if (code == "u1") return DType::U8;
+  if (code == "i2") return DType::I16;
   if (code == "i4") return DType::I32;
   if (code == "i8") return DType::I64;
   if (code == "f2") return DType::F16;
@@ -153,6 +157,12 @@ const char* descr_for(DType dt) {
   switch (dt) {
     case DType::Bool:
       return "|b1";
+    case DType::I8:
+      return "|i1";
+    case DType::U8:
+      return "|u1";
+    case DType::I16:
+      return "<i2";
     case DType::I32:
       return "<i4";
     case DType::I64:
@@ -161,7 +171,7 @@ const char* descr_for(DType dt) {
       return "<f2";
     case DType::F64:
       return "<f8";
-    default:  // F32, and BF16 widened to F32
+    default:  // F32, and bf16 and the 8-bit floats widened to F32
       return "<f4";
   }
 }
@@ -209,8 +219,8 @@ absl::StatusOr<NpyArray> read_npy(const std::string& path) {
     return fail("Fortran-order arrays are not supported (save with C order)");
   std::optional<DType> dtype = dtype_from_descr(*parser.descr);
   if (!dtype)
-    return fail(
-        absl::StrCat("unsupported dtype '", *parser.descr, "' (expected |b1 <i4 <i8 <f2 <f4 <f8)"));
+    return fail(absl::StrCat("unsupported dtype '", *parser.descr,
+                             "' (expected |b1 |i1 |u1 <i2 <i4 <i8 <f2 <f4 <f8)"));
   absl::StatusOr<int64_t> count = ops::checked_numel(*parser.shape);
   if (!count.ok()) return fail(std::string(count.status().message()));
   const int64_t nbytes = *count * dtype_size(*dtype);
@@ -228,7 +238,9 @@ absl::StatusOr<NpyArray> read_npy(const std::string& path) {
 
 absl::Status write_npy(const std::string& path, const ops::ValueType& type,
                        const base::Buffer& data) {
-  const bool widen = type.dtype == DType::BF16;
+  // numpy has no bf16 or 8-bit floats: they travel as f32, which holds them exactly.
+  const bool widen =
+      type.dtype == DType::BF16 || type.dtype == DType::F8E4M3 || type.dtype == DType::F8E5M2;
   // Python tuple syntax: "()", "(3,)", "(2, 3)".
   std::string shape =
       type.shape.size() == 1 ? absl::StrCat(type.shape[0], ",") : absl::StrJoin(type.shape, ", ");
@@ -247,7 +259,9 @@ absl::Status write_npy(const std::string& path, const ops::ValueType& type,
     const int64_t count = ops::numel(type.shape);
     if (widen) {
       std::vector<float> widened(count);
-      for (int64_t i = 0; i < count; ++i) widened[i] = static_cast<float>(data.as<BFloat16>()[i]);
+      for (int64_t i = 0; i < count; ++i) {
+        widened[i] = static_cast<float>(ops::load_double(data, type.dtype, i));
+      }
       out.write(reinterpret_cast<const char*>(widened.data()), count * 4);
     } else {
       out.write(reinterpret_cast<const char*>(data.data()), count * dtype_size(type.dtype));

@@ -43,6 +43,11 @@ struct Mapping {
 
 std::optional<DType> dtype_from_code(const std::string& code) {
   if (code == "BOOL") return DType::Bool;
+  if (code == "I8") return DType::I8;
+  if (code == "U8") return DType::U8;
+  if (code == "I16") return DType::I16;
+  if (code == "F8_E4M3") return DType::F8E4M3;
+  if (code == "F8_E5M2") return DType::F8E5M2;
   if (code == "I32") return DType::I32;
   if (code == "I64") return DType::I64;
   if (code == "F16") return DType::F16;
@@ -56,6 +61,16 @@ const char* code_of(DType dt) {
   switch (dt) {
     case DType::Bool:
       return "BOOL";
+    case DType::I8:
+      return "I8";
+    case DType::U8:
+      return "U8";
+    case DType::I16:
+      return "I16";
+    case DType::F8E4M3:
+      return "F8_E4M3";
+    case DType::F8E5M2:
+      return "F8_E5M2";
     case DType::I32:
       return "I32";
     case DType::I64:

@@ -23,6 +23,8 @@ namespace kiln::runtime::cpu {
 inline float round_float(DType dt, float v) {
   if (dt == DType::F16) return static_cast<float>(Half(v));
   if (dt == DType::BF16) return static_cast<float>(BFloat16(v));
+  if (dt == DType::F8E4M3) return static_cast<float>(Float8E4M3(v));
+  if (dt == DType::F8E5M2) return static_cast<float>(Float8E5M2(v));
   return v;
 }
 
@@ -34,9 +36,7 @@ To convert(From v, DType from, DType to) {
   if constexpr (std::is_same_v<From, float>) v = round_float(from, v);
   if constexpr (std::is_same_v<To, int64_t>) {
     if constexpr (std::is_floating_point_v<From>) {
-      if (to == DType::Bool) return (v != 0 || std::isnan(v)) ? 1 : 0;
-      if (to == DType::I32) return ops::saturate_to<int32_t>(static_cast<double>(v));
-      return ops::saturate_to<int64_t>(static_cast<double>(v));
+      return saturate_int(to, static_cast<double>(v));
     } else {
       return wrap_int(to, v);
     }
@@ -57,6 +57,18 @@ void load_with(const base::Buffer& b, DType dt, int64_t n, T* out, Index index) 
   switch (dt) {
     case DType::Bool:
       return run(b.as<uint8_t>(), [](uint8_t v) { return static_cast<T>(v != 0); });
+    case DType::I8:
+      return run(b.as<int8_t>(), [](int8_t v) { return static_cast<T>(v); });
+    case DType::U8:
+      return run(b.as<uint8_t>(), [](uint8_t v) { return static_cast<T>(v); });
+    case DType::I16:
+      return run(b.as<int16_t>(), [](int16_t v) { return static_cast<T>(v); });
+    case DType::F8E4M3:
+      return run(b.as<Float8E4M3>(),
+                 [](Float8E4M3 v) { return static_cast<T>(static_cast<float>(v)); });
+    case DType::F8E5M2:
+      return run(b.as<Float8E5M2>(),
+                 [](Float8E5M2 v) { return static_cast<T>(static_cast<float>(v)); });
     case DType::I32:
       return run(b.as<int32_t>(), [](int32_t v) { return static_cast<T>(v); });
     case DType::I64:
@@ -98,6 +110,19 @@ void load_run(const base::Buffer& b, DType dt, int64_t start, int64_t n, T* out)
   load_with<T>(b, dt, n, out, [start](int64_t e) { return start + e; });
 }
 
+// Writes n register values into integers of type Int: floats truncate and saturate, integers
+// keep their low bits.
+template <class Int, class T>
+void store_integers(Int* dst, int64_t n, const T* in) {
+  for (int64_t e = 0; e < n; ++e) {
+    if constexpr (std::is_floating_point_v<T>) {
+      dst[e] = ops::saturate_to<Int>(static_cast<double>(in[e]));
+    } else {
+      dst[e] = static_cast<Int>(in[e]);
+    }
+  }
+}
+
 // Writes n register values into a buffer of dtype `dt` at [begin, begin + n), converted as
 // a store converts them.
 template <class T>
@@ -111,16 +136,23 @@ void store_values(base::Buffer& b, DType dt, int64_t begin, int64_t n, const T* 
         if constexpr (std::is_floating_point_v<T>) return (v != 0 || std::isnan(v)) ? 1 : 0;
         return v != 0;
       });
+    case DType::I8:
+      return store_integers<int8_t>(b.as<int8_t>() + begin, n, in);
+    case DType::U8:
+      return store_integers<uint8_t>(b.as<uint8_t>() + begin, n, in);
+    case DType::I16:
+      return store_integers<int16_t>(b.as<int16_t>() + begin, n, in);
     case DType::I32:
-      return run(b.as<int32_t>(), [](T v) -> int32_t {
-        if constexpr (std::is_floating_point_v<T>) return ops::saturate_to<int32_t>(v);
-        return static_cast<int32_t>(v);
-      });
+      return store_integers<int32_t>(b.as<int32_t>() + begin, n, in);
     case DType::I64:
       return run(b.as<int64_t>(), [](T v) -> int64_t {
         if constexpr (std::is_floating_point_v<T>) return ops::saturate_to<int64_t>(v);
         return v;
       });
+    case DType::F8E4M3:
+      return run(b.as<Float8E4M3>(), [](T v) { return Float8E4M3(static_cast<float>(v)); });
+    case DType::F8E5M2:
+      return run(b.as<Float8E5M2>(), [](T v) { return Float8E5M2(static_cast<float>(v)); });
     case DType::F16:
       if constexpr (std::is_same_v<T, float>) {
         return floats_to_f16(in, b.as<Half>() + begin, static_cast<size_t>(n));

@@ -200,7 +200,7 @@ void TileEvaluator::eval_cast(int k, const Instr& in, int64_t n) {
       using T = decltype(t);
       T* out = alloc<T>(k, n);
       if constexpr (std::is_same_v<S, float> && std::is_same_v<T, float>) {
-        // Between f16, bf16 and f32: round to the source, then to the target (what
+        // Between the narrow floats and f32: round to the source, then to the target (what
         // convert does), one vectorizable loop each.
         std::copy(a, a + n, out);
         round_all(from, out, n);
@@ -209,8 +209,8 @@ void TileEvaluator::eval_cast(int k, const Instr& in, int64_t n) {
       }
       if constexpr (!std::is_same_v<S, T> && std::is_floating_point_v<S> &&
                     std::is_floating_point_v<T>) {
-        if (from != DType::F16 && from != DType::BF16 && in.dtype != DType::F16 &&
-            in.dtype != DType::BF16) {
+        const auto wide = [](DType dt) { return dt == DType::F32 || dt == DType::F64; };
+        if (wide(from) && wide(in.dtype)) {
           // Between f32 and f64 (an unrolled sum's terms): no rounding rule besides the
           // conversion's own, so one loop the compiler vectorizes.
           for (int64_t e = 0; e < n; ++e) out[e] = static_cast<T>(a[e]);

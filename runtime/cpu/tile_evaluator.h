@@ -5,6 +5,7 @@
 #ifndef KILN_RUNTIME_CPU_TILE_EVALUATOR_H_
 #define KILN_RUNTIME_CPU_TILE_EVALUATOR_H_
 
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "base/buffer.h"
 #include "jit/fusion/kernel_ir.h"
 #include "kiln/dtype.h"
+#include "ops/element_access.h"
 #include "ops/value_type.h"
 #include "runtime/cpu/simd_convert.h"
 
@@ -31,14 +33,48 @@ inline void round_all(DType dt, float* v, int64_t n) {
     round_floats_to_bf16(v, static_cast<size_t>(n));
   } else if (dt == DType::F16) {
     round_floats_to_f16(v, static_cast<size_t>(n));
+  } else if (dt == DType::F8E4M3) {
+    for (int64_t e = 0; e < n; ++e) v[e] = static_cast<float>(Float8E4M3(v[e]));
+  } else if (dt == DType::F8E5M2) {
+    for (int64_t e = 0; e < n; ++e) v[e] = static_cast<float>(Float8E5M2(v[e]));
   }
 }
 
 // Wraps an int64 register value to what integer or bool dtype `dt` holds.
 inline int64_t wrap_int(DType dt, int64_t v) {
-  if (dt == DType::I32) return static_cast<int32_t>(v);
-  if (dt == DType::Bool) return v != 0;
-  return v;
+  switch (dt) {
+    case DType::Bool:
+      return v != 0;
+    case DType::I8:
+      return static_cast<int8_t>(v);
+    case DType::U8:
+      return static_cast<uint8_t>(v);
+    case DType::I16:
+      return static_cast<int16_t>(v);
+    case DType::I32:
+      return static_cast<int32_t>(v);
+    default:
+      return v;
+  }
+}
+
+// A float value converted to integer or bool dtype `dt` under the cast rules: truncated toward
+// zero and saturated at the dtype's range, NaN gives 0; to bool, nonzero (NaN included).
+inline int64_t saturate_int(DType dt, double v) {
+  switch (dt) {
+    case DType::Bool:
+      return (v != 0 || std::isnan(v)) ? 1 : 0;
+    case DType::I8:
+      return ops::saturate_to<int8_t>(v);
+    case DType::U8:
+      return ops::saturate_to<uint8_t>(v);
+    case DType::I16:
+      return ops::saturate_to<int16_t>(v);
+    case DType::I32:
+      return ops::saturate_to<int32_t>(v);
+    default:
+      return ops::saturate_to<int64_t>(v);
+  }
 }
 
 // Writes to `out` the offsets of strided view `v` for flat positions [begin, begin + n) of

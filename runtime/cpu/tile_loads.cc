@@ -209,7 +209,7 @@ void TileEvaluator::eval_index_leaf(int k, const Instr& in, int64_t begin, int64
   }
   const int64_t* off = offsets(in.view, in.space, begin, n);
   const uint64_t seed = in.param >= 0 ? std::bit_cast<uint64_t>(params_[in.param]) : 0;
-  const int bits = in.dtype == DType::F16 ? 11 : (in.dtype == DType::BF16 ? 8 : 24);
+  const int bits = math::uniform_bits(in.dtype);
   auto value_at = [&](int64_t i) -> double {
     return in.op == OpKind::Rand ? math::rand_uniform(i, seed, bits) : math::rand_normal(i, seed);
   };

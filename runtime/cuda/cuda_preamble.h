@@ -52,7 +52,88 @@ __device__ __forceinline__ i64 sat_i32(double v) {
   if (v >= 2147483648.0) return 2147483647LL;
   return (i64)(int)v;
 }
+// Float to an integer narrower than i32, with range [low, high]. On the GPU one instruction,
+// cvt.rzi.s32.f32, truncates, saturates and gives 0 for NaN (PTX ISA, cvt; from f64 it would
+// give INT_MIN for NaN). A double goes to f32 rounded toward zero first, which changes no
+// truncated value in the range: no FP64 but that narrowing, which the compiler hoists out of
+// a kernel's loops when it converts a scalar parameter (branches kept it in the loop).
+#ifdef KILN_CUDA_HOST_EMULATION
+__device__ __forceinline__ i64 sat_int(double v, i64 low, i64 high) {
+  if (v != v) return 0;
+  if (v <= (double)low) return low;
+  if (v >= (double)high) return high;
+  return (i64)v;
+}
+#else
+__device__ __forceinline__ i64 sat_int(float v, i64 low, i64 high) {
+  int t; asm("cvt.rzi.s32.f32 %0, %1;" : "=r"(t) : "f"(v));
+  return t < low ? low : (t > high ? high : (i64)t);
+}
+__device__ __forceinline__ i64 sat_int(double v, i64 low, i64 high) {
+  float f; asm("cvt.rz.f32.f64 %0, %1;" : "=f"(f) : "d"(v));
+  return sat_int(f, low, high);
+}
+#endif
 __device__ __forceinline__ i64 wrap_i32(i64 v) { return (i64)(int)(unsigned int)(u64)v; }
+__device__ __forceinline__ i64 wrap_i16(i64 v) { return (i64)(short)(unsigned short)(u64)v; }
+__device__ __forceinline__ i64 wrap_i8(i64 v) { return (i64)(signed char)(unsigned char)(u64)v; }
+__device__ __forceinline__ i64 wrap_u8(i64 v) { return (i64)(unsigned char)(u64)v; }
+// OCP 8-bit floats (kiln::Float8E4M3 and Float8E5M2 in include/kiln/dtype.h, the same
+// arithmetic): round to nearest even, saturate to the largest finite value, NaN stays NaN.
+__device__ __forceinline__ unsigned char kiln_f32_to_fp8(float f, int mantissa, int bias,
+                                                         unsigned max_bits) {
+  const unsigned bits = __float_as_uint(f);
+  const unsigned sign = (bits >> 24) & 0x80u;
+  const unsigned abs = bits & 0x7fffffffu;
+  if (abs > 0x7f800000u) return (unsigned char)(sign | 0x7fu);
+  const int exponent = (int)(abs >> 23) - 127;
+  unsigned r;
+  if (exponent >= 16 + bias) {
+    r = max_bits;
+  } else if (exponent < 1 - bias) {
+    r = (unsigned)rintf(__uint_as_float(abs) * __uint_as_float((unsigned)(127 + bias + mantissa - 1) << 23));
+  } else {
+    const unsigned steps = (unsigned)rintf(__uint_as_float(abs) * __uint_as_float((unsigned)(127 + mantissa - exponent) << 23));
+    r = ((unsigned)(exponent + bias) << mantissa) + steps - (1u << mantissa);
+  }
+  return (unsigned char)(sign | (r > max_bits ? max_bits : r));
+}
+__device__ __forceinline__ float kiln_fp8_to_f32(unsigned char b, int mantissa, int bias, bool has_infinity) {
+  const unsigned sign = (unsigned)(b & 0x80u) << 24;
+  const unsigned exponent = (b & 0x7fu) >> mantissa;
+  const unsigned m = b & ((1u << mantissa) - 1u);
+  if (has_infinity ? exponent == (0x7fu >> mantissa) : (b & 0x7fu) == 0x7fu) {
+    return __uint_as_float(sign | 0x7f800000u | (m != 0 || !has_infinity ? 0x400000u : 0u));
+  }
+  if (exponent == 0) {
+    const float magnitude = (float)m * __uint_as_float((unsigned)(127 + 1 - bias - mantissa) << 23);
+    return sign ? -magnitude : magnitude;
+  }
+  return __uint_as_float(sign | ((exponent - bias + 127) << 23) | (m << (23 - mantissa)));
+}
+// An e5m2 value is the upper byte of the f16 with the same value: widened exactly by one
+// f16 conversion everywhere. sm_89 and later (sm_90 among them) convert the rest in
+// hardware, with the same rounding and saturation (cvt.rn.satfinite); sm_80 and the host
+// emulation compute them as above.
+__device__ __forceinline__ float e5m2_to_f32(unsigned char b) { return f16_to_f32((unsigned short)(b << 8)); }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 && !defined(KILN_CUDA_HOST_EMULATION)
+__device__ __forceinline__ unsigned char f32_to_e4m3(float f) {
+  unsigned short h; asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(h) : "f"(0.0f), "f"(f)); return (unsigned char)h;
+}
+__device__ __forceinline__ unsigned char f32_to_e5m2(float f) {
+  unsigned short h; asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(h) : "f"(0.0f), "f"(f)); return (unsigned char)h;
+}
+__device__ __forceinline__ float e4m3_to_f32(unsigned char b) {
+  unsigned int h2; asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"((unsigned short)b));
+  return f16_to_f32((unsigned short)(h2 & 0xffffu));
+}
+#else
+__device__ __forceinline__ unsigned char f32_to_e4m3(float f) { return kiln_f32_to_fp8(f, 3, 7, 0x7eu); }
+__device__ __forceinline__ unsigned char f32_to_e5m2(float f) { return kiln_f32_to_fp8(f, 2, 15, 0x7bu); }
+__device__ __forceinline__ float e4m3_to_f32(unsigned char b) { return kiln_fp8_to_f32(b, 3, 7, false); }
+#endif
+__device__ __forceinline__ float round_e4m3(float f) { return e4m3_to_f32(f32_to_e4m3(f)); }
+__device__ __forceinline__ float round_e5m2(float f) { return e5m2_to_f32(f32_to_e5m2(f)); }
 // Gathers: the first out-of-range index of a plan's launches, for the host to raise after
 // them (IndexErrorWord in runtime/cuda/kernel_args.h: flag, index, extent, op).
 __device__ __forceinline__ void kiln_report_index_error(u64* error, i64 index, i64 extent, int op) {
@@ -62,26 +143,50 @@ __device__ __forceinline__ void kiln_report_index_error(u64* error, i64 index, i
     error[3] = (u64)op;
   }
 }
-// index_add: *p += v atomically (the additions into one element land in any order). 16-bit
-// elements swap the 32-bit word that holds them until no other thread wrote it in between;
-// for the last element of an odd-sized buffer that word reaches 2 bytes past its end, which
-// the device allocator's blocks always hold (runtime/cuda/device_allocator.cc rounds every
-// size up to a multiple of 512 bytes).
+// index_add: *p += v atomically (the additions into one element land in any order).
+// Elements narrower than 32 bits swap the 32-bit word that holds them until no other thread
+// wrote it in between (`add` gives the element's new bits from its old ones); for the last
+// elements of a buffer that word reaches up to 3 bytes past its end, which the device
+// allocator's blocks always hold (runtime/cuda/device_allocator.cc rounds every size up to a
+// multiple of 512 bytes).
 __device__ __forceinline__ void kiln_atomic_add(float* p, float v) { atomicAdd(p, v); }
 __device__ __forceinline__ void kiln_atomic_add(double* p, double v) { atomicAdd(p, v); }
 __device__ __forceinline__ void kiln_atomic_add(int* p, i64 v) { atomicAdd(p, (int)(unsigned int)(u64)v); }
 __device__ __forceinline__ void kiln_atomic_add(i64* p, i64 v) { atomicAdd((u64*)p, (u64)v); }
-__device__ __forceinline__ void kiln_atomic_add_16(unsigned short* p, float v, bool bf16) {
+template <class Add>
+__device__ __forceinline__ void kiln_atomic_add_narrow(void* p, unsigned int element_mask, Add add) {
   unsigned int* word = (unsigned int*)((u64)p & ~(u64)3);
-  const unsigned int shift = ((u64)p & 2) ? 16u : 0u;
+  const unsigned int shift = (unsigned int)((u64)p & 3) * 8u;
   unsigned int seen = *word, assumed;
   do {
     assumed = seen;
-    const unsigned short h = (unsigned short)(assumed >> shift);
-    const float sum = (bf16 ? bf16_to_f32(h) : f16_to_f32(h)) + v;
-    const unsigned short r = bf16 ? f32_to_bf16(sum) : f32_to_f16(sum);
-    seen = atomicCAS(word, assumed, (assumed & ~(0xffffu << shift)) | ((unsigned int)r << shift));
+    const unsigned int r = add((assumed >> shift) & element_mask) & element_mask;
+    seen = atomicCAS(word, assumed, (assumed & ~(element_mask << shift)) | (r << shift));
   } while (seen != assumed);
+}
+// Narrow integers wrap: the low bits of old + v, whatever the element's signedness.
+__device__ __forceinline__ void kiln_atomic_add(signed char* p, i64 v) {
+  kiln_atomic_add_narrow(p, 0xffu, [&](unsigned int old) { return (unsigned int)((u64)old + (u64)v); });
+}
+__device__ __forceinline__ void kiln_atomic_add(unsigned char* p, i64 v) {
+  kiln_atomic_add_narrow(p, 0xffu, [&](unsigned int old) { return (unsigned int)((u64)old + (u64)v); });
+}
+__device__ __forceinline__ void kiln_atomic_add(short* p, i64 v) {
+  kiln_atomic_add_narrow(p, 0xffffu, [&](unsigned int old) { return (unsigned int)((u64)old + (u64)v); });
+}
+__device__ __forceinline__ void kiln_atomic_add_16(unsigned short* p, float v, bool bf16) {
+  kiln_atomic_add_narrow(p, 0xffffu, [&](unsigned int old) {
+    const unsigned short h = (unsigned short)old;
+    const float sum = (bf16 ? bf16_to_f32(h) : f16_to_f32(h)) + v;
+    return (unsigned int)(bf16 ? f32_to_bf16(sum) : f32_to_f16(sum));
+  });
+}
+__device__ __forceinline__ void kiln_atomic_add_fp8(unsigned char* p, float v, bool e5m2) {
+  kiln_atomic_add_narrow(p, 0xffu, [&](unsigned int old) {
+    const unsigned char b = (unsigned char)old;
+    const float sum = (e5m2 ? e5m2_to_f32(b) : e4m3_to_f32(b)) + v;
+    return (unsigned int)(e5m2 ? f32_to_e5m2(sum) : f32_to_e4m3(sum));
+  });
 }
 // Tensor cores: D = A * B + D for a 16x16 (row) by 16x8 (col) product, f32 accumulators,
 // fragments as PTX lays them out; pack2 makes a register of two 16-bit elements (low first).

@@ -28,7 +28,14 @@ std::string register_type(DType dt) {
 std::string storage_type(DType dt) {
   switch (dt) {
     case DType::Bool:
+    case DType::U8:
+    case DType::F8E4M3:
+    case DType::F8E5M2:
       return "unsigned char";
+    case DType::I8:
+      return "signed char";
+    case DType::I16:
+      return "short";
     case DType::I32:
       return "int";
     case DType::I64:
@@ -48,6 +55,10 @@ std::string storage_type(DType dt) {
 std::string cast(DType from, DType to, const std::string& v) {
   const bool from_float = is_floating(from);
   switch (to) {
+    case DType::F8E4M3:
+      return absl::StrCat("round_e4m3((float)(", v, "))");
+    case DType::F8E5M2:
+      return absl::StrCat("round_e5m2((float)(", v, "))");
     case DType::F16:
       return absl::StrCat("round_f16((float)(", v, "))");
     case DType::BF16:
@@ -59,6 +70,15 @@ std::string cast(DType from, DType to, const std::string& v) {
     case DType::Bool:
       return from_float ? absl::StrCat("(i64)((", v, ") != 0 || (", v, ") != (", v, "))")
                         : absl::StrCat("(i64)((", v, ") != 0)");
+    case DType::I8:
+      return from_float ? absl::StrCat("sat_int(", v, ", -128, 127)")
+                        : absl::StrCat("wrap_i8(", v, ")");
+    case DType::U8:
+      return from_float ? absl::StrCat("sat_int(", v, ", 0, 255)")
+                        : absl::StrCat("wrap_u8(", v, ")");
+    case DType::I16:
+      return from_float ? absl::StrCat("sat_int(", v, ", -32768, 32767)")
+                        : absl::StrCat("wrap_i16(", v, ")");
     case DType::I32:
       return from_float ? absl::StrCat("sat_i32((double)(", v, "))")
                         : absl::StrCat("wrap_i32(", v, ")");
@@ -75,6 +95,10 @@ std::string to_storage(DType dt, const std::string& element, const std::string& 
       return absl::StrCat(element, " = f32_to_f16(", v, ");");
     case DType::BF16:
       return absl::StrCat(element, " = f32_to_bf16(", v, ");");
+    case DType::F8E4M3:
+      return absl::StrCat(element, " = f32_to_e4m3(", v, ");");
+    case DType::F8E5M2:
+      return absl::StrCat(element, " = f32_to_e5m2(", v, ");");
     default:
       return absl::StrCat(element, " = (", storage_type(dt), ")(", v, ");");
   }
@@ -83,13 +107,24 @@ std::string to_storage(DType dt, const std::string& element, const std::string& 
 namespace {
 
 // The value of a register after an op of dtype `dt`: as if stored (docs/fusion.md): f16
-// and bf16 round to 16 bits, i32 wraps and bool is 0 or 1, exactly as on the CPU.
+// and bf16 round to 16 bits, the 8-bit floats to 8, integers narrower than i64 wrap and bool
+// is 0 or 1, exactly as on the CPU.
 std::string round_to_dtype(DType dt, const std::string& v) {
   switch (dt) {
     case DType::F16:
       return absl::StrCat("round_f16(", v, ")");
     case DType::BF16:
       return absl::StrCat("round_bf16(", v, ")");
+    case DType::F8E4M3:
+      return absl::StrCat("round_e4m3(", v, ")");
+    case DType::F8E5M2:
+      return absl::StrCat("round_e5m2(", v, ")");
+    case DType::I8:
+      return absl::StrCat("wrap_i8(", v, ")");
+    case DType::U8:
+      return absl::StrCat("wrap_u8(", v, ")");
+    case DType::I16:
+      return absl::StrCat("wrap_i16(", v, ")");
     case DType::I32:
       return absl::StrCat("wrap_i32(", v, ")");
     case DType::Bool:
@@ -106,6 +141,10 @@ std::string from_storage(DType dt, const std::string& element) {
       return absl::StrCat("f16_to_f32(", element, ")");
     case DType::BF16:
       return absl::StrCat("bf16_to_f32(", element, ")");
+    case DType::F8E4M3:
+      return absl::StrCat("e4m3_to_f32(", element, ")");
+    case DType::F8E5M2:
+      return absl::StrCat("e5m2_to_f32(", element, ")");
     case DType::Bool:
       return absl::StrCat("(i64)(", element, " != 0)");
     default:
@@ -229,7 +268,7 @@ std::string KernelWriter::space_code(int space, const std::string& idx,
           expr = cast(DType::I64, in.dtype, absl::StrCat("(i64)", off));
         } else {
           const std::string seed = absl::StrCat("(u64)__double_as_longlong(a.p[", in.param, "])");
-          const int bits = in.dtype == DType::F16 ? 11 : (in.dtype == DType::BF16 ? 8 : 24);
+          const int bits = math::uniform_bits(in.dtype);
           expr = cast(
               DType::F64, in.dtype,
               in.op == OpKind::Rand

@@ -69,11 +69,15 @@ NcclDataType nccl_type(DType dtype, const std::string& context) {
       return NcclDataType::kInt32;
     case DType::I64:
       return NcclDataType::kInt64;
-    case DType::Bool:
+    case DType::I8:
+      return NcclDataType::kInt8;
+    case DType::U8:
+      return NcclDataType::kUint8;
+    default:
       break;
   }
   throw Error(absl::StrCat(context, ": dtype ", dtype_name(dtype),
-                           " is not supported (f16, bf16, f32, f64, i32, i64 are)"));
+                           " is not supported (i8, u8, i32, i64, f16, bf16, f32, f64 are)"));
 }
 
 NcclRedOp nccl_op(comm::ReduceOp op) {

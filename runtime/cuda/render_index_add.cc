@@ -22,6 +22,9 @@ std::string render_index_add(const KernelWriter& writer) {
   if (out == DType::F16 || out == DType::BF16) {
     add = absl::StrCat("kiln_atomic_add_16(", target, ", ", value, ", ",
                        out == DType::BF16 ? "true" : "false", ")");
+  } else if (out == DType::F8E4M3 || out == DType::F8E5M2) {
+    add = absl::StrCat("kiln_atomic_add_fp8(", target, ", ", value, ", ",
+                       out == DType::F8E5M2 ? "true" : "false", ")");
   } else {
     add = absl::StrCat("kiln_atomic_add(", target, ", ", value, ")");
   }

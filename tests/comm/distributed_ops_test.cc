@@ -26,7 +26,9 @@ std::vector<double> operand(int r, int64_t n, uint64_t seed, DType dtype) {
   std::vector<double> v(static_cast<size_t>(n));
   for (double& x : v) {
     x = u(rng);
-    if (is_integral(dtype)) x = std::round(x * 50);
+    if (is_integral(dtype)) x = std::round(x * (dtype_size(dtype) < 4 ? 10 : 50));
+    if (dtype == DType::U8) x = std::abs(x);  // narrow integers: sums of 8 ranks still fit
+    if (dtype == DType::F8E4M3) x = static_cast<float>(Float8E4M3(static_cast<float>(x)));
     if (dtype == DType::F32) x = static_cast<float>(x);
     if (dtype == DType::F16) x = static_cast<float>(Half(static_cast<float>(x)));
     if (dtype == DType::BF16) x = static_cast<float>(BFloat16(static_cast<float>(x)));
@@ -50,6 +52,8 @@ double tolerance(DType dtype, double value) {
       return 8e-3 * std::max(1.0, std::abs(value));
     case DType::F32:
       return 1e-5 * std::max(1.0, std::abs(value));
+    case DType::F8E4M3:  // half a step of a 3-bit mantissa: one rounding of the f32 result
+      return 0.0625 * std::max(1.0, std::abs(value));
     default:
       return 1e-12 * std::max(1.0, std::abs(value));
   }
@@ -73,7 +77,9 @@ TEST_F(Collectives, AllReduceCombinesEveryDtypeWithEveryReduction) {
   const std::vector<int64_t> shape = {5, 7};
   const int64_t n = 35;
   uint64_t seed = 1;
-  for (DType dtype : {DType::F32, DType::F64, DType::I32, DType::I64, DType::F16, DType::BF16}) {
+  // The narrow dtypes are combined in f32 or i32 (docs/distributed.md).
+  for (DType dtype : {DType::F32, DType::F64, DType::I32, DType::I64, DType::F16, DType::BF16,
+                      DType::I8, DType::U8, DType::I16, DType::F8E4M3}) {
     for (dist::Reduction r : {dist::Reduction::kSum, dist::Reduction::kMean, dist::Reduction::kMax,
                               dist::Reduction::kMin}) {
       if (r == dist::Reduction::kMean && is_integral(dtype)) continue;

@@ -91,6 +91,18 @@ std::vector<Tensor> larger_corpus() {
     outs.push_back(y * y - y + 1.0);
     outs.push_back(y.astype(DType::F16) + 0.25);
   }
+  // Narrow dtypes inside one fused kernel round or wrap after every op, as if stored: far
+  // more than any tolerance apart from a kernel that kept f32 or i64 in between. 256 + 8 is
+  // 256 in both 8-bit floats (so the difference is 0, not 8); 100 + 100 in i8 is -56 and
+  // 200 + 100 in u8 is 44 (so neither is above 150).
+  for (DType dt : {DType::F8E4M3, DType::F8E5M2}) {
+    Tensor big = Tensor::full({37, 41}, 256, dt).eval();
+    outs.push_back(((big + 8.0) - 256.0).astype(DType::F32));
+  }
+  for (auto [dt, start] : {std::pair{DType::I8, 100}, std::pair{DType::U8, 200}}) {
+    Tensor a = Tensor::full({37, 41}, start, dt).eval();
+    outs.push_back((a + Tensor::full({41}, 100, dt)) > 150.0);
+  }
   return outs;
 }
 
@@ -106,6 +118,10 @@ struct Case {
 
 double tolerance(DType dt) {
   switch (dt) {
+    case DType::F8E4M3:  // one step of the mantissa: the devices' f32 math may round apart
+      return 0.13;
+    case DType::F8E5M2:
+      return 0.26;
     case DType::F16:
       return 4e-3;
     case DType::BF16:

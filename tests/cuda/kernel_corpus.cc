@@ -67,6 +67,29 @@ std::vector<Tensor> kernel_corpus() {
       outs.push_back(Tensor::full({2, 2}, 3, dt) + a.slice(0, 0, 2).slice(1, 0, 2));
     }
   }
+  // The narrow dtypes: their loads, stores and casts, the 8-bit floats' rounding and the
+  // narrow integers' wrapping, in each family that stores them, and index_add's atomics on
+  // elements narrower than a 32-bit word.
+  for (DType dt : {DType::F8E4M3, DType::F8E5M2}) {
+    Tensor x = Tensor::rand({4, 6}, 1, dt), w = Tensor::rand({6}, 2, dt);
+    outs.push_back(relu(x * 2.0 + w) - exp(x) / (abs(w) + 1.0));
+    outs.push_back(sum(x, {1}) + 1.0);
+    outs.push_back(softmax(x) * 3.0);
+    outs.push_back(cumsum(x, 1));
+    outs.push_back(matmul(x, x.transpose(0, 1)));
+    outs.push_back(index_add(x, 0, Tensor::arange(4, DType::I32), x * 2.0));
+    outs.push_back(x.astype(DType::F32) + x.astype(DType::BF16).astype(DType::F32));
+  }
+  for (DType dt : {DType::I8, DType::U8, DType::I16}) {
+    Tensor a = Tensor::arange(12, DType::I32).reshape({3, 4}).astype(dt);
+    outs.push_back(a * a + Tensor::full({4}, 100, dt));
+    outs.push_back(sum(a, {1}));
+    outs.push_back(max(a, {0}));
+    outs.push_back(cumsum(a, 1));
+    outs.push_back(index_add(a, 0, Tensor::arange(3, DType::I32), a * 2.0));
+    outs.push_back((a.astype(DType::F32) * 40.0).astype(dt));
+    outs.push_back(a.astype(DType::F8E4M3));
+  }
   return outs;
 }
 

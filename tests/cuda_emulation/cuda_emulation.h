@@ -41,6 +41,8 @@ using std::erf;
 using std::erfc;
 
 inline float __int_as_float(int v) { return std::bit_cast<float>(v); }
+inline float __uint_as_float(unsigned v) { return std::bit_cast<float>(v); }
+inline unsigned __float_as_uint(float v) { return std::bit_cast<unsigned>(v); }
 // Fibers of a launch take turns on one OS thread, so a plain read-modify-write is atomic.
 inline unsigned long long atomicCAS(unsigned long long* address, unsigned long long compare,
                                     unsigned long long value) {

@@ -30,14 +30,14 @@ class NpyTest : public testing::ScratchDirTest {
 TEST_F(NpyTest, RoundTripsEveryDtype) {
   std::mt19937_64 rng(testing::test_seed());
   std::vector<float> v = testing::random_floats(12, rng);
-  for (DType dt :
-       {DType::Bool, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F64}) {
+  for (DType dt : kAllDTypes) {
     SCOPED_TRACE(dtype_name(dt));
     Tensor t = (Tensor::from_vector(v, {3, 4}) * 10.0).astype(dt);
     save_npy(path("t.npy"), t);
     Tensor back = load_npy(path("t.npy"));
-    // BF16 travels as f32 (numpy has no bfloat16); the values are exact.
-    EXPECT_EQ(back.dtype(), dt == DType::BF16 ? DType::F32 : dt);
+    // bf16 and the 8-bit floats travel as f32 (numpy has neither); the values are exact.
+    const bool widened = dt == DType::BF16 || dt == DType::F8E4M3 || dt == DType::F8E5M2;
+    EXPECT_EQ(back.dtype(), widened ? DType::F32 : dt);
     EXPECT_EQ(back.shape(), t.shape());
     EXPECT_EQ(testing::values(back), testing::values(t));
   }
@@ -55,6 +55,19 @@ TEST_F(NpyTest, ReadsAFileWrittenByHand) {
   std::memcpy(data.data(), values, 8);
   write_raw("a.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", data));
   EXPECT_EQ(load_npy(path("a.npy")).to_vector<float>(), (std::vector<float>{1.5f, -2.0f}));
+}
+
+// numpy's own spellings of the narrow integers: one-byte types take '|', i16 is little-endian.
+TEST_F(NpyTest, ReadsNarrowIntegersWrittenByHand) {
+  write_raw("i1.npy", npy("{'descr': '|i1', 'fortran_order': False, 'shape': (3,), }",
+                          std::string("\x80\x05\xff", 3)));
+  EXPECT_EQ(load_npy(path("i1.npy")).to_vector<int8_t>(), (std::vector<int8_t>{-128, 5, -1}));
+  write_raw("u1.npy", npy("{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }",
+                          std::string("\xff\x07", 2)));
+  EXPECT_EQ(load_npy(path("u1.npy")).to_vector<uint8_t>(), (std::vector<uint8_t>{255, 7}));
+  write_raw("i2.npy", npy("{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }",
+                          std::string("\xd4\xfe\x01\x02", 4)));
+  EXPECT_EQ(load_npy(path("i2.npy")).to_vector<int16_t>(), (std::vector<int16_t>{-300, 513}));
 }
 
 TEST_F(NpyTest, RejectsBadFiles) {

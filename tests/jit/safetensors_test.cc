@@ -24,9 +24,7 @@ class SafetensorsTest : public testing::ScratchDirTest {
 TEST_F(SafetensorsTest, RoundTripsEveryDtype) {
   std::mt19937_64 rng(testing::test_seed());
   std::map<std::string, Tensor> tensors;
-  const std::vector<DType> dtypes = {DType::Bool, DType::I32, DType::I64, DType::F16,
-                                     DType::BF16, DType::F32, DType::F64};
-  for (DType dt : dtypes) {
+  for (DType dt : kAllDTypes) {
     tensors[std::string("w_") + dtype_name(dt)] =
         (Tensor::from_vector(testing::random_floats(15, rng), {3, 5}) * 4.0).astype(dt);
   }
@@ -55,6 +53,25 @@ TEST_F(SafetensorsTest, ReadsAFileWrittenByHand) {
   EXPECT_EQ(t.at("b").to_vector<float>(), (std::vector<float>{1.5f, -2.0f, 0.25f}));
 }
 
+// The 8-bit dtypes as other writers spell them: OCP codes 0x38 (1), 0x7e (448), 0xfe (-448)
+// in F8_E4M3; 0x3c (1), 0x7b (57344) in F8_E5M2; two's complement I8; little-endian I16.
+TEST_F(SafetensorsTest, ReadsTheNarrowDtypesWrittenByHand) {
+  const std::string data("\x38\x7e\xfe\x3c\x7b\x80\x7f\xff\xd4\xfe", 10);
+  write("n.safetensors",
+        R"({"a": {"dtype": "F8_E4M3", "shape": [3], "data_offsets": [0, 3]},)"
+        R"( "b": {"dtype": "F8_E5M2", "shape": [2], "data_offsets": [3, 5]},)"
+        R"( "c": {"dtype": "I8", "shape": [2], "data_offsets": [5, 7]},)"
+        R"( "d": {"dtype": "U8", "shape": [1], "data_offsets": [7, 8]},)"
+        R"( "e": {"dtype": "I16", "shape": [1], "data_offsets": [8, 10]}})",
+        data);
+  auto t = load_safetensors(path("n.safetensors"));
+  EXPECT_EQ(testing::values(t.at("a")), (std::vector<double>{1, 448, -448}));
+  EXPECT_EQ(testing::values(t.at("b")), (std::vector<double>{1, 57344}));
+  EXPECT_EQ(t.at("c").to_vector<int8_t>(), (std::vector<int8_t>{-128, 127}));
+  EXPECT_EQ(t.at("d").to_vector<uint8_t>(), (std::vector<uint8_t>{255}));
+  EXPECT_EQ(t.at("e").to_vector<int16_t>(), (std::vector<int16_t>{-300}));
+}
+
 TEST_F(SafetensorsTest, RejectsBadFiles) {
   const std::string data(16, '\x01');
   auto entry = [](const std::string& name, const std::string& dtype, const std::string& shape,
@@ -72,7 +89,7 @@ TEST_F(SafetensorsTest, RejectsBadFiles) {
       {"oversized header", "{}", "", int64_t{200} << 20, "100 MB"},
       {"malformed JSON", "{\"a\": ", "", -1, "malformed JSON"},
       {"not an object", "[1, 2]", "", -1, "JSON object"},
-      {"unknown dtype", "{" + entry("a", "U8", "[16]", 0, 16) + "}", data, -1, "unsupported dtype"},
+      {"unknown dtype", "{" + entry("a", "U4", "[16]", 0, 16) + "}", data, -1, "unsupported dtype"},
       {"missing offsets", R"({"a": {"dtype": "F32", "shape": [4]}})", data, -1, "tensor 'a'"},
       {"range past the data", "{" + entry("a", "F32", "[8]", 0, 32) + "}", data, -1, "outside"},
       {"end before begin", "{" + entry("a", "F32", "[0]", 8, 4) + "}", data, -1, "outside"},

@@ -10,14 +10,21 @@ namespace kiln {
 namespace {
 
 TEST(DType, NamesRoundTrip) {
-  for (DType dt :
-       {DType::Bool, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F64}) {
-    EXPECT_EQ(dtype_from_name(dtype_name(dt)), dt);
-  }
+  for (DType dt : kAllDTypes) EXPECT_EQ(dtype_from_name(dtype_name(dt)), dt);
+  EXPECT_STREQ(dtype_name(DType::F8E4M3), "f8e4m3");
+  EXPECT_STREQ(dtype_name(DType::U8), "u8");
   EXPECT_THROW(dtype_from_name("float32"), Error);
   EXPECT_EQ(dtype_size(DType::Bool), 1);
   EXPECT_EQ(dtype_size(DType::BF16), 2);
   EXPECT_EQ(dtype_size(DType::I64), 8);
+  EXPECT_EQ(dtype_size(DType::I8), 1);
+  EXPECT_EQ(dtype_size(DType::U8), 1);
+  EXPECT_EQ(dtype_size(DType::I16), 2);
+  EXPECT_EQ(dtype_size(DType::F8E4M3), 1);
+  EXPECT_EQ(dtype_size(DType::F8E5M2), 1);
+  EXPECT_TRUE(is_integral(DType::U8));
+  EXPECT_FALSE(is_integral(DType::F8E5M2));
+  EXPECT_TRUE(is_floating(DType::F8E4M3));
 }
 
 TEST(DType, PromotionFollowsPyTorch) {
@@ -30,6 +37,34 @@ TEST(DType, PromotionFollowsPyTorch) {
   EXPECT_EQ(promote_types(DType::F32, DType::F64), DType::F64);
   EXPECT_EQ(promote_types(DType::I64, DType::F32), DType::F32);
   EXPECT_EQ(promote_types(DType::Bool, DType::Bool), DType::Bool);
+}
+
+// torch.promote_types for the 8- and 16-bit integers, both ways round; the two 8-bit floats
+// (which PyTorch does not promote) give F16, which holds both exactly.
+TEST(DType, PromotionOfTheNarrowTypes) {
+  const struct {
+    DType a, b, want;
+  } cases[] = {
+      {DType::U8, DType::I8, DType::I16},         {DType::U8, DType::I16, DType::I16},
+      {DType::I8, DType::I16, DType::I16},        {DType::U8, DType::I32, DType::I32},
+      {DType::I8, DType::I64, DType::I64},        {DType::Bool, DType::U8, DType::U8},
+      {DType::U8, DType::F16, DType::F16},        {DType::I16, DType::BF16, DType::BF16},
+      {DType::I64, DType::F8E4M3, DType::F8E4M3}, {DType::F8E4M3, DType::F8E5M2, DType::F16},
+      {DType::F8E4M3, DType::BF16, DType::BF16},  {DType::F8E5M2, DType::F16, DType::F16},
+      {DType::F8E4M3, DType::F32, DType::F32},    {DType::Bool, DType::F8E5M2, DType::F8E5M2},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(promote_types(c.a, c.b), c.want) << dtype_name(c.a) << " " << dtype_name(c.b);
+    EXPECT_EQ(promote_types(c.b, c.a), c.want) << dtype_name(c.b) << " " << dtype_name(c.a);
+  }
+  // Symmetric over every pair, and a dtype that holds both operands' kinds.
+  for (DType a : kAllDTypes) {
+    for (DType b : kAllDTypes) {
+      const DType p = promote_types(a, b);
+      EXPECT_EQ(p, promote_types(b, a));
+      if (is_floating(a) || is_floating(b)) EXPECT_TRUE(is_floating(p));
+    }
+  }
 }
 
 // Every finite half converts to float and back to the same bits.

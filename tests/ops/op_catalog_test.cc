@@ -17,6 +17,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -40,8 +41,7 @@ namespace {
 
 using ops::OpKind;
 
-constexpr DType kAllDtypes[] = {DType::Bool, DType::I32, DType::I64, DType::F16,
-                                DType::BF16, DType::F32, DType::F64};
+using kiln::kAllDTypes;
 constexpr DType kFloatDtypes[] = {DType::F16, DType::BF16, DType::F32, DType::F64};
 
 // ---------------------------------------------------------------------------------------
@@ -88,6 +88,12 @@ class Inputs {
     switch (dt) {
       case DType::Bool:
         return Tensor::from_vector(bools(n), shape);
+      case DType::I8:
+        return Tensor::from_vector(integers<int8_t>(n, values), shape);
+      case DType::U8:
+        return Tensor::from_vector(integers<uint8_t>(n, values), shape);
+      case DType::I16:
+        return Tensor::from_vector(integers<int16_t>(n, values), shape);
       case DType::I32:
         return Tensor::from_vector(integers<int32_t>(n, values), shape);
       case DType::I64:
@@ -132,10 +138,12 @@ class Inputs {
   template <class T>
   std::vector<T> integers(int64_t n, Values values) {
     std::vector<T> v(n);
-    std::uniform_int_distribution<T> small(-20, 20);
-    std::uniform_int_distribution<T> any(std::numeric_limits<T>::min(),
-                                         std::numeric_limits<T>::max());
-    for (T& x : v) x = values == Values::kWide ? any(rng_) : small(rng_);
+    // Drawn as int64 (the distribution takes no 8-bit types): small ones in [-20, 20] (in
+    // [0, 20] for unsigned types), any in the type's whole range.
+    std::uniform_int_distribution<int64_t> small(std::is_signed_v<T> ? -20 : 0, 20);
+    std::uniform_int_distribution<int64_t> any(std::numeric_limits<T>::min(),
+                                               std::numeric_limits<T>::max());
+    for (T& x : v) x = static_cast<T>(values == Values::kWide ? any(rng_) : small(rng_));
     if (values == Values::kWide && n >= 4) {  // the extremes themselves, where wrapping starts
       v[pick(n)] = std::numeric_limits<T>::min();
       v[pick(n)] = std::numeric_limits<T>::max();
@@ -172,6 +180,10 @@ class Inputs {
         return Tensor::from_vector(converted<Half>(v), shape);
       case DType::BF16:
         return Tensor::from_vector(converted<BFloat16>(v), shape);
+      case DType::F8E4M3:
+        return Tensor::from_vector(converted<Float8E4M3>(v), shape);
+      case DType::F8E5M2:
+        return Tensor::from_vector(converted<Float8E5M2>(v), shape);
       case DType::F32:
         return Tensor::from_vector(converted<float>(v), shape);
       default:
@@ -237,7 +249,7 @@ bool exact_unary(OpKind op) {
 // and -0 among floats; every magnitude, and integers that wrap, where the result is exact.
 std::vector<Program> unary_programs(OpKind op, UnaryFn fn, Inputs& in) {
   Program p{"every dtype"};
-  for (DType dt : kAllDtypes) {
+  for (DType dt : kAllDTypes) {
     Tensor x = in.random(dt, {3, 5, 7}, exact_unary(op) ? Values::kWide : Values::kSpecial);
     p.add_unless_rejected(call(op, {dt}), [&] { return fn(x); });
   }
@@ -250,7 +262,7 @@ bool wide_integers_ok(OpKind op) { return op != OpKind::Pow && op != OpKind::Div
 // Every dtype, mixed dtypes, a 0-d operand and a scalar, all broadcast to [3, 4, 5].
 std::vector<Program> binary_programs(OpKind op, BinaryFn fn, Inputs& in) {
   Program p{"every dtype, mixed dtypes, 0-d and scalar operands, broadcast"};
-  for (DType dt : kAllDtypes) {
+  for (DType dt : kAllDTypes) {
     const Values values =
         is_integral(dt) && wide_integers_ok(op) ? Values::kWide : Values::kSpecial;
     Tensor a = in.random(dt, {3, 1, 5}, values), b = in.random(dt, {4, 5}, values);
@@ -275,7 +287,7 @@ std::vector<Program> binary_programs(OpKind op, BinaryFn fn, Inputs& in) {
 // Every dtype, with a broadcast condition; mixed and 0-d operands promote.
 std::vector<Program> where_programs(Inputs& in) {
   Program p{"every dtype, mixed dtypes and a 0-d operand, broadcast"};
-  for (DType dt : kAllDtypes) {
+  for (DType dt : kAllDTypes) {
     Tensor cond = in.random(DType::Bool, {3, 1, 5});
     Tensor a = in.random(dt, {4, 5}), b = in.random(dt, {3, 4, 1});
     p.add(call(OpKind::Where, {DType::Bool, dt, dt}), where(cond, a, b));
@@ -291,9 +303,9 @@ std::vector<Program> where_programs(Inputs& in) {
 // saturate in integers, integers that wrap into i32, values that overflow f16.
 std::vector<Program> astype_programs(Inputs& in) {
   Program p{"every dtype to every other, over every magnitude"};
-  for (DType from : kAllDtypes) {
+  for (DType from : kAllDTypes) {
     Tensor x = in.random(from, {4, 9}, Values::kWide);
-    for (DType to : kAllDtypes) {
+    for (DType to : kAllDTypes) {
       if (to != from) {
         p.add(call(OpKind::Astype, {from}, absl::StrCat(" to ", dtype_name(to))), x.astype(to));
       }
@@ -339,7 +351,7 @@ std::vector<int64_t> reduced_shape(DType dt, std::vector<int64_t> usual) {
 std::vector<Program> reduce_programs(OpKind op, ReduceFn fn, Inputs& in) {
   Program p{"every dtype, every layout, specials, prologue"};
   p.sums = true;
-  for (DType dt : kAllDtypes) {
+  for (DType dt : kAllDTypes) {
     const ReduceLayout l = reduce_layout(dt);
     const std::string name = call(op, {dt},
                                   absl::StrCat(" axes {", absl::StrJoin(l.axes, ","), "} keepdims ",
@@ -364,7 +376,7 @@ std::vector<Program> reduce_programs(OpKind op, ReduceFn fn, Inputs& in) {
 std::vector<Program> arg_reduce_programs(OpKind op, ArgReduceFn fn, Inputs& in) {
   Program p{"every dtype, both axes, specials, ties"};
   int turn = 0;
-  for (DType dt : kAllDtypes) {
+  for (DType dt : kAllDTypes) {
     const int axis = turn % 2 == 0 ? 1 : 0;
     const bool keepdims = turn++ % 2 != 0;
     const std::string name =
@@ -475,7 +487,7 @@ std::vector<Program> matmul_programs(Inputs& in) {
 std::vector<Program> gather_programs(OpKind op, Inputs& in) {
   Program p{"every dtype and axis, fused consumers, computed indices, a viewed x"};
   int turn = 0;
-  for (DType dt : kAllDtypes) {
+  for (DType dt : kAllDTypes) {
     const DType index_dtype = turn % 2 == 0 ? DType::I64 : DType::I32;
     Tensor x = in.random(dt, {4, 5, 3});
     const int axis = turn++ % 3;
@@ -513,7 +525,7 @@ std::vector<Program> gather_programs(OpKind op, Inputs& in) {
 std::vector<Program> concat_programs(Inputs& in) {
   Program p{"every dtype, both axes, views as operands, mixed dtypes"};
   int turn = 0;
-  for (DType dt : kAllDtypes) {
+  for (DType dt : kAllDTypes) {
     Tensor a = in.random(dt, {2, 5}), b = in.random(dt, {3, 5}), c = in.random(dt, {5, 2});
     if (turn++ % 2 == 0) {
       p.add(call(OpKind::Concat, {dt}, " axis 0"), concat({a, b, c.transpose(0, 1)}, 0));
@@ -565,7 +577,7 @@ std::vector<Program> cumsum_programs(Inputs& in) {
   Program p{"every dtype, each axis, wide values, fused prologue and epilogue, a view"};
   p.sums = true;
   int turn = 0;
-  for (DType dt : kAllDtypes) {
+  for (DType dt : kAllDTypes) {
     const int axis = turn++ % 3 - 1;  // -1, 0, 1 in turn
     p.add(call(OpKind::Cumsum, {dt}, absl::StrCat(" axis ", axis)),
           cumsum(in.random(dt, {3, 40, 5}, is_floating(dt) ? Values::kSpecial : Values::kWide),
@@ -578,7 +590,7 @@ std::vector<Program> cumsum_programs(Inputs& in) {
   p.add("cumsum(bool) 0-d", cumsum(in.random(DType::Bool, {}), 0));
   // ONNX's exclusive and reverse forms, each dtype in turn, each axis.
   turn = 0;
-  for (DType dt : kAllDtypes) {
+  for (DType dt : kAllDTypes) {
     const int axis = turn % 3 - 1;
     const bool exclusive = turn % 3 != 1, reverse = turn++ % 3 != 0;
     p.add(call(OpKind::Cumsum, {dt},
@@ -598,7 +610,7 @@ std::vector<Program> cumsum_programs(Inputs& in) {
 std::vector<Program> topk_programs(Inputs& in) {
   Program p{"every numeric dtype, both orders, each axis, k from 0 to extent, values"};
   int turn = 0;
-  for (DType dt : kAllDtypes) {
+  for (DType dt : kAllDTypes) {
     if (dt == DType::Bool) continue;
     const int axis = turn % 2 == 0 ? -1 : 0;
     const bool largest = turn++ % 3 != 1;
@@ -624,9 +636,9 @@ std::vector<Program> topk_programs(Inputs& in) {
 std::vector<Program> update_slice_programs(Inputs& in) {
   Program p{"every dtype and axis, casts, computed x and update, chained writes"};
   int turn = 0;
-  for (DType dt : kAllDtypes) {
+  for (DType dt : kAllDTypes) {
     const int axis = turn % 3;
-    const DType other = kAllDtypes[(turn + 3) % std::size(kAllDtypes)];
+    const DType other = kAllDTypes[(turn + 3) % std::size(kAllDTypes)];
     ++turn;
     std::vector<int64_t> shape = {3, 6, 4};
     Tensor x = in.random(dt, shape);
@@ -645,7 +657,7 @@ std::vector<Program> update_slice_programs(Inputs& in) {
         update_slice(in.random(DType::F16, {4, 3}), in.random(DType::F16, {4, 3}), 1, 0));
   // Region writes: every dtype, a region inside x along every dim, and one at the corner
   // whose innermost start sits on a 16-byte vector.
-  for (DType dt : kAllDtypes) {
+  for (DType dt : kAllDTypes) {
     p.add(call(OpKind::UpdateSlice, {dt, DType::F32}, " region at (1, 2, 1)"),
           update_slice(in.random(dt, {3, 6, 4}), in.random(DType::F32, {2, 3, 2}), {1, 2, 1}));
   }
@@ -664,10 +676,10 @@ std::vector<Program> index_add_programs(Inputs& in) {
     return Tensor::from_vector(values, {n}).astype(dt);
   };
   int turn = 0;
-  for (DType dt : kAllDtypes) {
+  for (DType dt : kAllDTypes) {
     if (dt == DType::Bool) continue;  // index_add does not add into bool
     const int axis = turn % 3;
-    const DType other = kAllDtypes[(turn + 3) % std::size(kAllDtypes)];
+    const DType other = kAllDTypes[(turn + 3) % std::size(kAllDTypes)];
     const DType index_dtype = turn % 2 == 0 ? DType::I64 : DType::I32;
     ++turn;
     std::vector<int64_t> shape = {3, 6, 4};
@@ -699,7 +711,7 @@ std::vector<Program> dynamic_slice_programs(Inputs& in) {
     return Tensor::from_vector(std::vector<int64_t>{at}, {}).astype(dt);
   };
   int turn = 0;
-  for (DType dt : kAllDtypes) {
+  for (DType dt : kAllDTypes) {
     const int axis = turn % 3;
     const DType index_dtype = turn % 2 == 0 ? DType::I64 : DType::I32;
     ++turn;
@@ -786,7 +798,7 @@ std::vector<Program> attention_programs(Inputs& in) {
 // Leaves, every dtype each takes: a realized input, constants, arange, random numbers.
 std::vector<Program> leaf_programs(OpKind op, Inputs& in) {
   Program p{"every dtype"};
-  for (DType dt : kAllDtypes) {
+  for (DType dt : kAllDTypes) {
     const bool f = is_floating(dt);
     switch (op) {
       case OpKind::Input: {
@@ -941,7 +953,7 @@ std::vector<Program> collective_programs(OpKind op, Inputs& in) {
   const bool reduces = op == OpKind::AllReduce || op == OpKind::ReduceScatter;
   Program p{"every dtype and reduction, an inner axis, fused on both sides"};
   int turn = 0;
-  for (DType dt : kAllDtypes) {
+  for (DType dt : kAllDTypes) {
     if (reduces && dt == DType::Bool) continue;
     for (int r = 0; r < (reduces ? 4 : 1); ++r) {
       if (r == 1 && !is_floating(dt)) continue;  // 1: mean
