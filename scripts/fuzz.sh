@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
 jobs=$(nproc)
-targets=(fuzz_trace_loader fuzz_npy fuzz_safetensors fuzz_ops)
+targets=(fuzz_trace_loader fuzz_npy fuzz_safetensors fuzz_gguf fuzz_ops)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON \
   -DKILN_FUZZ=ON -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_SAMPLES=OFF >/dev/null
 cmake --build build-fuzz -j"$jobs" --target "${targets[@]}"

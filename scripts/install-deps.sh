@@ -30,6 +30,16 @@ if ! compgen -G "${tools}/nvidia/*/bin/cuobjdump" >/dev/null ||
     'nvidia-cuda-cuobjdump==13.4.92' 'nvidia-cuda-nvdisasm==13.4.92'
 fi
 
+# The gguf Python package (llama.cpp's own reader and writer) and numpy, which the GGUF tests
+# write files with and check Kiln's reading against: an independent implementation of the
+# format. Into a fixed folder the tests put on PYTHONPATH (KILN_PYTHON_TOOLS overrides).
+tools="${HOME}/.cache/kiln/tools/python"
+if [[ ! -d "${tools}/gguf" || ! -d "${tools}/numpy" ]]; then
+  echo "kiln: installing the gguf and numpy Python packages into ${tools}"
+  rm -rf "${tools}"
+  python3 -m pip install --quiet --target "${tools}" 'gguf==0.19.0' 'numpy==2.4.6'
+fi
+
 # NCCL (libnccl.so.2), which runtime/cuda/nccl.cc opens with dlopen for collectives on CUDA
 # tensors, and its nccl.h, which tests/cuda/nccl_test.cc pins Kiln's declarations to. CUDA 13
 # toolkits here ship both; where the system has no libnccl.so.2, the PyPI wheel (about 305 MB)

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/atomic_file.h"
 #include "jit/backend/backend.h"
+#include "jit/formats/mapped_file.h"
 #include "jit/formats/trace_format.h"
 #include "jit/graph/node.h"
 #include "kiln/error.h"
@@ -32,14 +33,6 @@ namespace kiln {
 namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the format's own limit
-
-struct Mapping {
-  void* data = MAP_FAILED;
-  size_t size = 0;
-  ~Mapping() {
-    if (data != MAP_FAILED) munmap(data, size);
-  }
-};
 
 std::optional<DType> dtype_from_code(const std::string& code) {
   if (code == "BOOL") return DType::Bool;
@@ -204,30 +197,21 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path) {
   auto fail = [&](const std::string& what) -> Error {
     return Error(absl::StrCat("[load_safetensors] ", path, ": ", what));
   };
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw fail(absl::StrCat("cannot open (", std::strerror(errno), ")"));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    throw fail("cannot stat");
+  const std::shared_ptr<const jit::MappedFile> map = jit::MappedFile::open(path, fail);
+  if (map->size() < 8) {
+    throw fail(absl::StrCat("file of ", map->size(), " bytes has no header length"));
   }
-  Mapping map;
-  map.size = static_cast<size_t>(st.st_size);
-  if (map.size > 0) map.data = ::mmap(nullptr, map.size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map.size < 8) throw fail(absl::StrCat("file of ", map.size, " bytes has no header length"));
-  if (map.data == MAP_FAILED) throw fail("cannot map the file");
-  const auto* bytes = static_cast<const unsigned char*>(map.data);
+  const unsigned char* bytes = map->bytes();
   const uint64_t header_length = little_endian_u64(bytes);
   if (header_length > kMaxHeaderBytes) {
     throw fail(absl::StrCat("header of ", header_length, " bytes is over the 100 MB limit"));
   }
-  if (header_length > map.size - 8) {
+  if (header_length > map->size() - 8) {
     throw fail(absl::StrCat("header of ", header_length, " bytes runs past the end of the file"));
   }
   const uint64_t data_start = 8 + header_length;
   const std::vector<Entry> entries =
-      parse_header(bytes + 8, header_length, map.size - data_start, fail);
+      parse_header(bytes + 8, header_length, map->size() - data_start, fail);
   std::map<std::string, Tensor> tensors;
   for (const Entry& e : entries) {
     auto buffer = std::make_shared<base::Buffer>(static_cast<int64_t>(e.end - e.begin));
