@@ -31,8 +31,64 @@ int dtype_size(DType dt) {
     case DType::I64:
     case DType::F64:
       return 8;
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      return 0;  // no per-element size: see storage_bytes
   }
   return 0;
+}
+
+bool is_block_quantized(DType dt) { return block_values(dt) > 1; }
+
+int block_values(DType dt) {
+  switch (dt) {
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0:
+      return 32;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      return 256;
+    default:
+      return 1;
+  }
+}
+
+// ggml's block sizes: the f16 scales and the packed integers of one block.
+int block_bytes(DType dt) {
+  switch (dt) {
+    case DType::Q4_0:
+      return 18;
+    case DType::Q4_1:
+      return 20;
+    case DType::Q5_0:
+      return 22;
+    case DType::Q5_1:
+      return 24;
+    case DType::Q8_0:
+      return 34;
+    case DType::Q4_K:
+      return 144;
+    case DType::Q5_K:
+      return 176;
+    case DType::Q6_K:
+      return 210;
+    default:
+      return dtype_size(dt);
+  }
+}
+
+int64_t storage_bytes(DType dt, int64_t count) {
+  return count / block_values(dt) * block_bytes(dt);
 }
 
 bool is_floating(DType dt) {
@@ -49,7 +105,18 @@ bool is_floating(DType dt) {
   }
 }
 
-bool is_integral(DType dt) { return !is_floating(dt) && dt != DType::Bool; }
+bool is_integral(DType dt) {
+  switch (dt) {
+    case DType::I8:
+    case DType::U8:
+    case DType::I16:
+    case DType::I32:
+    case DType::I64:
+      return true;
+    default:
+      return false;
+  }
+}
 
 const char* dtype_name(DType dt) {
   switch (dt) {
@@ -77,16 +144,36 @@ const char* dtype_name(DType dt) {
       return "f32";
     case DType::F64:
       return "f64";
+    case DType::Q4_0:
+      return "q4_0";
+    case DType::Q4_1:
+      return "q4_1";
+    case DType::Q5_0:
+      return "q5_0";
+    case DType::Q5_1:
+      return "q5_1";
+    case DType::Q8_0:
+      return "q8_0";
+    case DType::Q4_K:
+      return "q4_k";
+    case DType::Q5_K:
+      return "q5_k";
+    case DType::Q6_K:
+      return "q6_k";
   }
   return "?";
 }
 
 DType dtype_from_name(const std::string& name) {
+  std::vector<std::string> names;
   for (DType dt : kAllDTypes) {
     if (name == dtype_name(dt)) return dt;
+    names.emplace_back(dtype_name(dt));
   }
-  std::vector<std::string> names;
-  for (DType dt : kAllDTypes) names.emplace_back(dtype_name(dt));
+  for (DType dt : kBlockDTypes) {
+    if (name == dtype_name(dt)) return dt;
+    names.emplace_back(dtype_name(dt));
+  }
   throw Error(absl::StrCat("unknown dtype '", name, "' (expected one of ",
                            absl::StrJoin(names, ", "), ")"));
 }
@@ -113,8 +200,9 @@ int width_rank(DType dt) {
     case DType::I64:
     case DType::F64:
       return 3;
+    default:  // the block formats, which promote_types refuses first
+      return 0;
   }
-  return 0;
 }
 
 int kind_rank(DType dt) {
@@ -125,6 +213,10 @@ int kind_rank(DType dt) {
 }  // namespace
 
 DType promote_types(DType a, DType b) {
+  if (is_block_quantized(a) || is_block_quantized(b)) {
+    throw Error(absl::StrCat("cannot promote ", dtype_name(a), " with ", dtype_name(b),
+                             ": a block-quantized tensor takes no arithmetic (astype it first)"));
+  }
   if (a == b) return a;
   if (kind_rank(a) != kind_rank(b)) return kind_rank(a) > kind_rank(b) ? a : b;
   if (width_rank(a) != width_rank(b)) return width_rank(a) > width_rank(b) ? a : b;

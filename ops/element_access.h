@@ -10,12 +10,21 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "base/buffer.h"
 #include "kiln/dtype.h"
 
 namespace kiln::ops {
+
+// Block-quantized dtypes have no element of their own to read or write: no op takes them
+// (ops/infer.cc), and astype converts whole blocks (jit/api/block_astype.cc).
+[[noreturn]] inline void block_element_error(DType dt) {
+  throw std::logic_error(std::string("internal error: an element of ") + dtype_name(dt) +
+                         " read or written one at a time");
+}
 
 inline double load_double(const base::Buffer& b, DType dt, int64_t i) {
   switch (dt) {
@@ -43,8 +52,9 @@ inline double load_double(const base::Buffer& b, DType dt, int64_t i) {
       return b.as<float>()[i];
     case DType::F64:
       return b.as<double>()[i];
+    default:
+      block_element_error(dt);
   }
-  return 0;
 }
 
 template <class Int>
@@ -121,6 +131,8 @@ inline void store_double(base::Buffer& b, DType dt, int64_t i, double v) {
     case DType::F64:
       b.as<double>()[i] = v;
       return;
+    default:
+      block_element_error(dt);
   }
 }
 

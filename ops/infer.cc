@@ -103,6 +103,8 @@ absl::StatusOr<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
 }
 
 DType scalar_dtype(DType tensor, double value) {
+  // Beside a block-quantized tensor: f32, so that the op itself refuses the tensor by name.
+  if (is_block_quantized(tensor)) return DType::F32;
   if (is_floating(tensor)) return tensor;
   if (std::isfinite(value) && value == std::trunc(value)) {
     return tensor == DType::Bool ? DType::I64 : tensor;
@@ -171,6 +173,20 @@ absl::StatusOr<ValueType> infer_any(OpKind op, const std::vector<ValueType>& inp
 
 absl::StatusOr<ValueType> infer_output(OpKind op, const std::vector<ValueType>& inputs,
                                        Attrs& attrs) {
+  // A block-quantized tensor is storage, read by no op: Tensor::astype converts it (on the
+  // host, before anything is recorded), and so does nothing else yet.
+  for (const ValueType& in : inputs) {
+    if (is_block_quantized(in.dtype)) {
+      return op_error(op, inputs,
+                      absl::StrCat("takes no block-quantized operand (", dtype_name(in.dtype),
+                                   " is storage): astype it to f32, f16 or bf16 first"));
+    }
+  }
+  if (is_block_quantized(attrs.dtype)) {  // a leaf, or an astype loaded from a trace file
+    return op_error(op, inputs,
+                    absl::StrCat("cannot make a ", dtype_name(attrs.dtype),
+                                 " tensor in a program: Tensor::astype quantizes on the host"));
+  }
   absl::StatusOr<ValueType> out = infer_any(op, inputs, attrs);
   // Every op's output shape passes here, so no op makes a rank no device can index.
   if (out.ok()) {

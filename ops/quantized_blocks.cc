@@ -272,56 +272,64 @@ using Dequantize = void (*)(const uint8_t*, float*);
 using Quantize = void (*)(const float*, uint8_t*);
 
 struct Codec {
-  BlockLayout layout;
   Dequantize dequantize;
   Quantize quantize;  // null where not written yet
 };
 
-const Codec& codec(BlockFormat format) {
-  static const Codec kCodecs[] = {
-      {{"Q4_0", kBlock, 18}, dequantize_q4_0, quantize_q4_0},
-      {{"Q4_1", kBlock, 20}, dequantize_q4_1, quantize_q4_1},
-      {{"Q5_0", kBlock, 22}, dequantize_q5_0, quantize_q5_0},
-      {{"Q5_1", kBlock, 24}, dequantize_q5_1, quantize_q5_1},
-      {{"Q8_0", kBlock, 34}, dequantize_q8_0, quantize_q8_0},
-      {{"Q4_K", kSuperBlock, 144}, dequantize_q4_k, nullptr},
-      {{"Q5_K", kSuperBlock, 176}, dequantize_q5_k, nullptr},
-      {{"Q6_K", kSuperBlock, 210}, dequantize_q6_k, nullptr},
-  };
-  return kCodecs[static_cast<int>(format)];
+Codec codec(DType format) {
+  switch (format) {
+    case DType::Q4_0:
+      return {dequantize_q4_0, quantize_q4_0};
+    case DType::Q4_1:
+      return {dequantize_q4_1, quantize_q4_1};
+    case DType::Q5_0:
+      return {dequantize_q5_0, quantize_q5_0};
+    case DType::Q5_1:
+      return {dequantize_q5_1, quantize_q5_1};
+    case DType::Q8_0:
+      return {dequantize_q8_0, quantize_q8_0};
+    case DType::Q4_K:
+      return {dequantize_q4_k, nullptr};
+    case DType::Q5_K:
+      return {dequantize_q5_k, nullptr};
+    case DType::Q6_K:
+      return {dequantize_q6_k, nullptr};
+    default:
+      throw std::invalid_argument(std::string("internal error: ") + dtype_name(format) +
+                                  " is not a block format");
+  }
 }
 
-void check_count(const Codec& c, int64_t n, const char* what) {
-  if (n % c.layout.values != 0) {
+void check_count(DType format, int64_t n, const char* what) {
+  if (n % block_values(format) != 0) {
     throw std::invalid_argument(std::string("internal error: ") + what + " of " +
-                                std::to_string(n) + " values in " + c.layout.name + " blocks of " +
-                                std::to_string(c.layout.values));
+                                std::to_string(n) + " values in " + dtype_name(format) +
+                                " blocks of " + std::to_string(block_values(format)));
   }
 }
 
 }  // namespace
 
-const BlockLayout& block_layout(BlockFormat format) { return codec(format).layout; }
-
-bool can_quantize(BlockFormat format) { return codec(format).quantize != nullptr; }
-
-void dequantize_row(BlockFormat format, const uint8_t* blocks, float* out, int64_t n) {
-  const Codec& c = codec(format);
-  check_count(c, n, "dequantize_row");
-  for (int64_t i = 0; i < n / c.layout.values; ++i) {
-    c.dequantize(blocks + i * c.layout.bytes, out + i * c.layout.values);
-  }
+bool can_quantize(DType format) {
+  return is_block_quantized(format) && codec(format).quantize != nullptr;
 }
 
-void quantize_row(BlockFormat format, const float* in, uint8_t* blocks, int64_t n) {
-  const Codec& c = codec(format);
-  check_count(c, n, "quantize_row");
+void dequantize_row(DType format, const uint8_t* blocks, float* out, int64_t n) {
+  const Codec c = codec(format);
+  check_count(format, n, "dequantize_row");
+  const int values = block_values(format), bytes = block_bytes(format);
+  for (int64_t i = 0; i < n / values; ++i) c.dequantize(blocks + i * bytes, out + i * values);
+}
+
+void quantize_row(DType format, const float* in, uint8_t* blocks, int64_t n) {
+  const Codec c = codec(format);
+  check_count(format, n, "quantize_row");
   if (c.quantize == nullptr) {
-    throw std::invalid_argument(std::string("internal error: no quantizer for ") + c.layout.name);
+    throw std::invalid_argument(std::string("internal error: no quantizer for ") +
+                                dtype_name(format));
   }
-  for (int64_t i = 0; i < n / c.layout.values; ++i) {
-    c.quantize(in + i * c.layout.values, blocks + i * c.layout.bytes);
-  }
+  const int values = block_values(format), bytes = block_bytes(format);
+  for (int64_t i = 0; i < n / values; ++i) c.quantize(in + i * values, blocks + i * bytes);
 }
 
 }  // namespace kiln::ops

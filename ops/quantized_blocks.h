@@ -8,33 +8,21 @@
 
 #include <cstdint>
 
+#include "kiln/dtype.h"
+
 namespace kiln::ops {
 
-enum class BlockFormat { kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ8_0, kQ4_K, kQ5_K, kQ6_K };
+// Whether quantize_row writes block dtype `format` (the 32-value formats; the super-block
+// formats' quantizers are not written yet).
+bool can_quantize(DType format);
 
-inline constexpr BlockFormat kAllBlockFormats[] = {
-    BlockFormat::kQ4_0, BlockFormat::kQ4_1, BlockFormat::kQ5_0, BlockFormat::kQ5_1,
-    BlockFormat::kQ8_0, BlockFormat::kQ4_K, BlockFormat::kQ5_K, BlockFormat::kQ6_K};
+// The n values (a multiple of block_values(format)) of the blocks at `blocks`.
+void dequantize_row(DType format, const uint8_t* blocks, float* out, int64_t n);
 
-struct BlockLayout {
-  const char* name;  // ggml's: "Q4_0"
-  int values;        // per block: 32 or 256
-  int bytes;         // per block
-};
-
-const BlockLayout& block_layout(BlockFormat format);
-
-// Whether quantize_row writes `format` (the 32-value formats; the super-block formats'
-// quantizers are not written yet).
-bool can_quantize(BlockFormat format);
-
-// The n values (a multiple of the block's) of the blocks at `blocks`.
-void dequantize_row(BlockFormat format, const uint8_t* blocks, float* out, int64_t n);
-
-// n values (a multiple of the block's) into blocks at `blocks`; `format` must be one that
-// can_quantize. A block holding NaN gets a NaN scale, so it dequantizes to NaN (ggml leaves
-// its integers undefined).
-void quantize_row(BlockFormat format, const float* in, uint8_t* blocks, int64_t n);
+// n values (a multiple of block_values(format)) into blocks at `blocks`; `format` must be one
+// that can_quantize. A block holding NaN gets a NaN scale, so it dequantizes to NaN (ggml
+// leaves its integers undefined).
+void quantize_row(DType format, const float* in, uint8_t* blocks, int64_t n);
 
 }  // namespace kiln::ops
 

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <random>
 #include <string>
@@ -148,8 +149,9 @@ inline double reference_tolerance(DType dt) {
     case DType::I32:
     case DType::I64:
       return 0;  // exact
+    default:     // the block formats are storage: compared after astype(F32)
+      return 0;
   }
-  return 0;
 }
 
 // Relative-or-absolute closeness; NaN never passes unless both are NaN and allowed.
@@ -211,6 +213,8 @@ inline std::vector<double> values(const Tensor& t) {
     case DType::F64:
       out = t.to_vector<double>();
       break;
+    default:  // a block format: its values are those it dequantizes to
+      return values(t.astype(DType::F32));
   }
   return out;
 }
@@ -231,6 +235,25 @@ inline Result run(const std::string& command) {
   const int status = ::pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// Runs `script` with python3 in folder `dir`, with the gguf and numpy packages that
+// scripts/install-deps.sh puts in ~/.cache/kiln/tools/python (KILN_PYTHON_TOOLS overrides) on
+// its path: the tests' independent implementation of GGUF and of ggml's block formats.
+inline Result run_python_tools(const std::string& script, const std::string& dir) {
+  std::string tools;
+  if (const char* env = std::getenv("KILN_PYTHON_TOOLS")) {
+    tools = env;
+  } else if (const char* home = std::getenv("HOME")) {
+    tools = std::string(home) + "/.cache/kiln/tools/python";
+  }
+  if (!std::filesystem::exists(tools + "/gguf")) {
+    return {-1, "the gguf Python package is missing from " + tools +
+                    ": run scripts/install-deps.sh, or set KILN_PYTHON_TOOLS"};
+  }
+  const std::string file = dir + "/script.py";
+  std::ofstream(file) << script;
+  return run("cd '" + dir + "' && PYTHONPATH='" + tools + "' python3 script.py");
 }
 
 // Asserts that running `fn` throws kiln::Error whose message contains every one of `parts`.

@@ -11,25 +11,60 @@ namespace kiln {
 
 // The 8- and 16-bit integers and the two OCP 8-bit floats (F8E4M3: 4 exponent bits, 3 mantissa
 // bits, NaN but no infinity, largest 448; F8E5M2: 5 and 2, with infinities, largest 57344)
-// come after the original seven, so that every earlier dtype keeps its number.
-enum class DType { Bool, I32, I64, F16, BF16, F32, F64, I8, U8, I16, F8E4M3, F8E5M2 };
+// come after the original seven, so that every earlier dtype keeps its number; then ggml's
+// block-quantized storage formats (docs/quantization.md): a tensor of one holds its logical
+// shape, whose last axis is a multiple of the block (32 values, or 256 for the K formats).
+enum class DType {
+  Bool,
+  I32,
+  I64,
+  F16,
+  BF16,
+  F32,
+  F64,
+  I8,
+  U8,
+  I16,
+  F8E4M3,
+  F8E5M2,
+  Q4_0,
+  Q4_1,
+  Q5_0,
+  Q5_1,
+  Q8_0,
+  Q4_K,
+  Q5_K,
+  Q6_K
+};
 
-// Every dtype, in declaration order.
+// Every element dtype (all but the block formats), in declaration order.
 inline constexpr DType kAllDTypes[] = {DType::Bool, DType::I32, DType::I64,    DType::F16,
                                        DType::BF16, DType::F32, DType::F64,    DType::I8,
                                        DType::U8,   DType::I16, DType::F8E4M3, DType::F8E5M2};
+// The block-quantized dtypes.
+inline constexpr DType kBlockDTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                                         DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
-// Bytes one element occupies in memory (Bool, I8, U8 and the 8-bit floats are one byte).
+// Bytes one element occupies in memory (Bool, I8, U8 and the 8-bit floats are one byte); 0
+// for a block format, whose elements share their block's bytes (use storage_bytes).
 int dtype_size(DType dt);
 bool is_floating(DType dt);  // F8E4M3, F8E5M2, F16, BF16, F32, F64
 bool is_integral(DType dt);  // I8, U8, I16, I32, I64 (not Bool)
+bool is_block_quantized(DType dt);
+// Values per block: 32 for Q4_0 Q4_1 Q5_0 Q5_1 Q8_0, 256 for Q4_K Q5_K Q6_K, 1 otherwise.
+int block_values(DType dt);
+// Bytes per block (18 for Q4_0 ... 210 for Q6_K; dtype_size for an element dtype).
+int block_bytes(DType dt);
+// The bytes `count` elements of `dt` occupy (count a multiple of block_values(dt)).
+int64_t storage_bytes(DType dt, int64_t count);
 // The trace-file spelling: "bool", "i8", "u8", "i16", "i32", "i64", "f8e4m3", "f8e5m2", "f16",
-// "bf16", "f32", "f64".
+// "bf16", "f32", "f64", and "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q5_k", "q6_k".
 const char* dtype_name(DType dt);
 // Inverse of dtype_name; throws kiln::Error for an unknown spelling.
 DType dtype_from_name(const std::string& name);
 // PyTorch promotion: bool < integers < floating; U8 with I8 gives I16; F16 with BF16 gives
-// F32; F8E4M3 with F8E5M2 gives F16 (the narrowest float that holds both exactly).
+// F32; F8E4M3 with F8E5M2 gives F16 (the narrowest float that holds both exactly). A block
+// format promotes with nothing: it is a kiln::Error.
 DType promote_types(DType a, DType b);
 
 // IEEE binary16, stored as its 16 bits. Converts to and from float with round-to-nearest-even.

@@ -86,7 +86,8 @@ const char* gguf_type_name(GgufValue::Type type);
 struct GgufFile {
   std::map<std::string, GgufValue> metadata;  // typed values and arrays, as stored
   // Row-major shapes (ggml's ne reversed), dtypes as stored: F32 F16 BF16 F64 I8 I16 I32
-  // I64. On the CPU the data is mapped, not copied: memory grows only with what is read.
+  // I64 and the block formats Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K (astype to f32 reads
+  // them). On the CPU the data is mapped, not copied: memory grows only with what is read.
   std::map<std::string, Tensor> tensors;
 };
 

@@ -1,6 +1,7 @@
 // kiln::Tensor's own methods: metadata, data in and out, and sync points.
 #include "kiln/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -72,7 +73,12 @@ Tensor Tensor::from_blob(void* data, std::vector<int64_t> shape, DType dt,
     throw Error(absl::StrCat("[from_blob] data is null for ", dtype_name(dt),
                              ops::format_shape(shape), " (expected ", *count, " elements)"));
   }
-  if (address % dtype_size(dt) != 0) {
+  const int values = block_values(dt);
+  if (values > 1 && (shape.empty() || shape.back() % values != 0)) {
+    throw Error(absl::StrCat("[from_blob] ", dtype_name(dt), ops::format_shape(shape),
+                             ": the last axis must hold whole blocks of ", values, " values"));
+  }
+  if (address % std::max(1, dtype_size(dt)) != 0) {
     throw Error(absl::StrCat("[from_blob] data at 0x", absl::Hex(address), " is not aligned to ",
                              dtype_size(dt), " bytes, the size of ", dtype_name(dt),
                              " (copy it with from_vector instead)"));
@@ -80,7 +86,7 @@ Tensor Tensor::from_blob(void* data, std::vector<int64_t> shape, DType dt,
   std::function<void()> release;
   if (deleter) release = [deleter = std::move(deleter), data] { deleter(data); };
   auto buffer = std::make_shared<base::Buffer>(static_cast<std::byte*>(data),
-                                               *count * dtype_size(dt), std::move(release));
+                                               storage_bytes(dt, *count), std::move(release));
   return jit::realized_on({std::move(shape), dt}, buffer, default_device());
 }
 

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "jit/api/block_astype.h"
 #include "jit/api/checked_axis.h"
 #include "jit/graph/node.h"
 #include "jit/graph/record.h"
@@ -22,6 +23,9 @@ using ops::OpKind;
 }  // namespace
 
 Tensor Tensor::astype(DType dt) const {
+  if (is_block_quantized(dt) || (defined() && is_block_quantized(dtype()))) {
+    return jit::block_astype(*this, dt);
+  }
   ops::Attrs attrs;
   attrs.dtype = dt;
   return jit::record(OpKind::Astype, {*this}, std::move(attrs));

@@ -47,18 +47,21 @@ struct GgmlType {
   std::optional<DType> dtype;
 };
 constexpr GgmlType kGgmlTypes[] = {
-    {0, "F32", DType::F32},  {1, "F16", DType::F16},    {2, "Q4_0", {}},
-    {3, "Q4_1", {}},         {6, "Q5_0", {}},           {7, "Q5_1", {}},
-    {8, "Q8_0", {}},         {9, "Q8_1", {}},           {10, "Q2_K", {}},
-    {11, "Q3_K", {}},        {12, "Q4_K", {}},          {13, "Q5_K", {}},
-    {14, "Q6_K", {}},        {15, "Q8_K", {}},          {16, "IQ2_XXS", {}},
-    {17, "IQ2_XS", {}},      {18, "IQ3_XXS", {}},       {19, "IQ1_S", {}},
-    {20, "IQ4_NL", {}},      {21, "IQ3_S", {}},         {22, "IQ2_S", {}},
-    {23, "IQ4_XS", {}},      {24, "I8", DType::I8},     {25, "I16", DType::I16},
-    {26, "I32", DType::I32}, {27, "I64", DType::I64},   {28, "F64", DType::F64},
-    {29, "IQ1_M", {}},       {30, "BF16", DType::BF16}, {34, "TQ1_0", {}},
-    {35, "TQ2_0", {}},       {39, "MXFP4", {}},
+    {0, "F32", DType::F32},    {1, "F16", DType::F16},    {2, "Q4_0", DType::Q4_0},
+    {3, "Q4_1", DType::Q4_1},  {6, "Q5_0", DType::Q5_0},  {7, "Q5_1", DType::Q5_1},
+    {8, "Q8_0", DType::Q8_0},  {9, "Q8_1", {}},           {10, "Q2_K", {}},
+    {11, "Q3_K", {}},          {12, "Q4_K", DType::Q4_K}, {13, "Q5_K", DType::Q5_K},
+    {14, "Q6_K", DType::Q6_K}, {15, "Q8_K", {}},          {16, "IQ2_XXS", {}},
+    {17, "IQ2_XS", {}},        {18, "IQ3_XXS", {}},       {19, "IQ1_S", {}},
+    {20, "IQ4_NL", {}},        {21, "IQ3_S", {}},         {22, "IQ2_S", {}},
+    {23, "IQ4_XS", {}},        {24, "I8", DType::I8},     {25, "I16", DType::I16},
+    {26, "I32", DType::I32},   {27, "I64", DType::I64},   {28, "F64", DType::F64},
+    {29, "IQ1_M", {}},         {30, "BF16", DType::BF16}, {34, "TQ1_0", {}},
+    {35, "TQ2_0", {}},         {39, "MXFP4", {}},
 };
+
+constexpr const char* kReadTypes =
+    "F32 F16 BF16 F64 I8 I16 I32 I64 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K";
 
 const GgmlType* ggml_type(uint32_t id) {
   for (const GgmlType& t : kGgmlTypes) {
@@ -242,17 +245,22 @@ TensorInfo read_tensor_info(Reader& in) {
   if (!ggml->dtype) {
     throw in.fail(type_at,
                   absl::StrCat("tensor '", t.name, "' has ggml type ", ggml->name, " (", type_id,
-                               "), which Kiln does not read yet (it reads F32 "
-                               "F16 BF16 F64 I8 I16 I32 I64)"));
+                               "), which Kiln does not read yet (it reads ", kReadTypes, ")"));
   }
   t.type.dtype = *ggml->dtype;
+  const int values = block_values(t.type.dtype);
+  if (ne[0] % values != 0) {
+    throw in.fail(dims_at,
+                  absl::StrCat("tensor '", t.name, "' of ggml type ", ggml->name, " has rows of ",
+                               ne[0], " values, not whole blocks of ", values));
+  }
   absl::StatusOr<int64_t> count = ops::checked_numel(t.type.shape);
-  const int64_t esize = dtype_size(t.type.dtype);
-  if (!count.ok() || *count > std::numeric_limits<int64_t>::max() / esize) {
+  const int64_t block = block_bytes(t.type.dtype);
+  if (!count.ok() || *count / values > std::numeric_limits<int64_t>::max() / block) {
     throw in.fail(dims_at, absl::StrCat("tensor '", t.name, "' of shape ",
                                         ops::format_shape(t.type.shape), " overflows 64 bits"));
   }
-  t.bytes = static_cast<uint64_t>(*count * esize);
+  t.bytes = static_cast<uint64_t>(storage_bytes(t.type.dtype, *count));
   t.offset = in.scalar<uint64_t>("a tensor's data offset");
   return t;
 }
@@ -342,7 +350,9 @@ GgufFile load_gguf(const std::string& path, Device device) {
     const unsigned char* at = bytes + data_start + t.offset;
     std::shared_ptr<base::Buffer> buffer;
     const auto address = reinterpret_cast<uintptr_t>(at);
-    if (t.bytes > 0 && address % dtype_size(t.type.dtype) == 0) {
+    // Blocks hold 16-bit scales at any byte: only element dtypes need alignment.
+    const int64_t alignment_needed = std::max(1, dtype_size(t.type.dtype));
+    if (t.bytes > 0 && address % alignment_needed == 0) {
       // The file's own pages: the buffer keeps the mapping alive.
       buffer = std::make_shared<base::Buffer>(
           const_cast<std::byte*>(reinterpret_cast<const std::byte*>(at)),
@@ -419,7 +429,7 @@ void save_gguf(const std::string& path, const GgufFile& file) {
     if (!t.defined()) throw fail(absl::StrCat("tensor '", name, "' is empty (undefined)"));
     if (ggml_type_of(t.dtype()) == nullptr) {
       throw fail(absl::StrCat("tensor '", name, "' is ", dtype_name(t.dtype()),
-                              ", which GGUF has no type for (F32 F16 BF16 F64 I8 I16 I32 I64 do)"));
+                              ", which GGUF has no type for (", kReadTypes, " do)"));
     }
     if (t.ndim() > static_cast<int>(kMaxDims)) {
       throw fail(absl::StrCat("tensor '", name, "' has ", t.ndim(), " dimensions (GGUF holds ",
@@ -448,7 +458,7 @@ void save_gguf(const std::string& path, const GgufFile& file) {
     for (int64_t d : ne) w.scalar<uint64_t>(d);
     w.scalar(ggml_type_of(t.dtype())->id);
     w.scalar(offset);
-    offset += round_up(t.numel() * dtype_size(t.dtype()), alignment);
+    offset += round_up(storage_bytes(t.dtype(), t.numel()), alignment);
   }
   w.pad_to(alignment);
   absl::Status written = base::write_file_atomically(path, [&](std::ostream& out) {
@@ -457,7 +467,7 @@ void save_gguf(const std::string& path, const GgufFile& file) {
     for (const auto& [name, t] : file.tensors) {
       const std::shared_ptr<const base::Buffer> b =
           jit::host_view(detail::TensorAccess::node(t)->buffer);
-      const int64_t size = t.numel() * dtype_size(t.dtype());
+      const int64_t size = storage_bytes(t.dtype(), t.numel());
       out.write(reinterpret_cast<const char*>(b->data()), size);
       out.write(zeros.data(), static_cast<std::streamsize>(round_up(size, alignment) - size));
     }

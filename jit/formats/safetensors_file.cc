@@ -76,8 +76,9 @@ const char* code_of(DType dt) {
       return "F32";
     case DType::F64:
       return "F64";
+    default:  // the block formats: safetensors has no spelling for them
+      return nullptr;
   }
-  return "?";
 }
 
 struct Entry {
@@ -289,6 +290,11 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     if (!t.defined())
       throw Error(absl::StrCat("[save_safetensors] tensor '", name, "' is empty (undefined)"));
     if (name == "__metadata__") throw Error("[save_safetensors] '__metadata__' is reserved");
+    if (code_of(t.dtype()) == nullptr) {
+      throw Error(absl::StrCat("[save_safetensors] tensor '", name, "' is ", dtype_name(t.dtype()),
+                               ", which safetensors has no dtype for (save it with save_gguf, or "
+                               "astype it first)"));
+    }
     all.push_back(t);
   }
   eval(all);

@@ -82,6 +82,8 @@ void load_with(const base::Buffer& b, DType dt, int64_t n, T* out, Index index) 
       return run(b.as<float>(), [](float v) { return static_cast<T>(v); });
     case DType::F64:
       return run(b.as<double>(), [](double v) { return static_cast<T>(v); });
+    default:
+      ops::block_element_error(dt);
   }
 }
 
@@ -171,6 +173,8 @@ void store_values(base::Buffer& b, DType dt, int64_t begin, int64_t n, const T* 
       return run(b.as<float>(), [](T v) { return static_cast<float>(v); });
     case DType::F64:
       return run(b.as<double>(), [](T v) { return static_cast<double>(v); });
+    default:
+      ops::block_element_error(dt);
   }
 }
 

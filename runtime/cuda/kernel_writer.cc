@@ -1,5 +1,8 @@
 #include "runtime/cuda/kernel_writer.h"
 
+#include <stdexcept>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ops/custom_functions.h"
@@ -47,8 +50,9 @@ std::string storage_type(DType dt) {
       return "float";
     case DType::F64:
       return "double";
+    default:  // the block formats, which no kernel reads (ops/infer.cc)
+      throw std::logic_error(std::string("internal error: a kernel stores ") + dtype_name(dt));
   }
-  return "?";
 }
 
 // `v` (a register of dtype `from`) converted to dtype `to`, under the cast rules.
@@ -84,6 +88,8 @@ std::string cast(DType from, DType to, const std::string& v) {
                         : absl::StrCat("wrap_i32(", v, ")");
     case DType::I64:
       return from_float ? absl::StrCat("sat_i64((double)(", v, "))") : v;
+    default:  // the block formats, which no kernel reads (ops/infer.cc)
+      throw std::logic_error(std::string("internal error: a kernel casts to ") + dtype_name(to));
   }
   return v;
 }

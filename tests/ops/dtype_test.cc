@@ -25,6 +25,21 @@ TEST(DType, NamesRoundTrip) {
   EXPECT_TRUE(is_integral(DType::U8));
   EXPECT_FALSE(is_integral(DType::F8E5M2));
   EXPECT_TRUE(is_floating(DType::F8E4M3));
+  // The block formats: their names, ggml's block sizes, and no element size of their own.
+  for (DType dt : kBlockDTypes) {
+    EXPECT_EQ(dtype_from_name(dtype_name(dt)), dt);
+    EXPECT_TRUE(is_block_quantized(dt));
+    EXPECT_FALSE(is_floating(dt) || is_integral(dt));
+    EXPECT_EQ(dtype_size(dt), 0);
+  }
+  EXPECT_EQ(block_values(DType::Q4_1), 32);
+  EXPECT_EQ(block_values(DType::Q6_K), 256);
+  EXPECT_EQ(block_values(DType::F32), 1);
+  EXPECT_EQ(storage_bytes(DType::Q4_0, 64), 36);
+  EXPECT_EQ(storage_bytes(DType::Q5_K, 512), 352);
+  EXPECT_EQ(storage_bytes(DType::Q6_K, 256), 210);
+  EXPECT_EQ(storage_bytes(DType::F16, 10), 20);
+  EXPECT_FALSE(is_block_quantized(DType::I8));
 }
 
 TEST(DType, PromotionFollowsPyTorch) {

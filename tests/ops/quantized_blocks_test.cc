@@ -5,11 +5,9 @@
 #include "ops/quantized_blocks.h"
 
 #include <bit>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,8 +17,6 @@
 
 namespace kiln {
 namespace {
-
-using ops::BlockFormat;
 
 constexpr int64_t kRow = 256;  // a multiple of every block
 
@@ -54,6 +50,13 @@ std::vector<float> test_rows(std::mt19937_64& rng, int random_rows) {
 
 std::vector<float> floats_of(const Tensor& t) { return t.to_vector<float>(); }
 
+// ggml's name of a block dtype: "Q4_0" for q4_0.
+std::string ggml_name(DType f) {
+  std::string name = dtype_name(f);
+  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
 // Equal bits, or both NaN.
 bool same_float(float a, float b) {
   return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) ||
@@ -62,20 +65,9 @@ bool same_float(float a, float b) {
 
 class QuantizedBlocksTest : public testing::ScratchDirTest {
  protected:
-  // Runs the gguf package (scripts/install-deps.sh puts it in ~/.cache/kiln/tools/python).
+  // Runs a Python script in the scratch folder with the gguf package.
   void python(const std::string& script) {
-    std::string tools;
-    if (const char* env = std::getenv("KILN_PYTHON_TOOLS")) {
-      tools = env;
-    } else if (const char* home = std::getenv("HOME")) {
-      tools = std::string(home) + "/.cache/kiln/tools/python";
-    }
-    ASSERT_TRUE(std::filesystem::exists(tools + "/gguf"))
-        << "the gguf Python package is missing from " << tools
-        << ": run scripts/install-deps.sh, or set KILN_PYTHON_TOOLS";
-    std::ofstream(path("script.py")) << script;
-    testing::Result r =
-        testing::run("cd " + path("") + " && PYTHONPATH=" + tools + " python3 script.py");
+    const testing::Result r = testing::run_python_tools(script, path(""));
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
 };
@@ -87,13 +79,12 @@ TEST_F(QuantizedBlocksTest, MatchTheGgufPackageBitForBit) {
   const int64_t rows = static_cast<int64_t>(x.size()) / kRow;
   save_npy(path("x.npy"), Tensor::from_vector(x, {rows, kRow}));
   // Random bytes for the super-block formats (whose quantizers Kiln does not have yet).
-  for (BlockFormat f : ops::kAllBlockFormats) {
+  for (DType f : kBlockDTypes) {
     if (ops::can_quantize(f)) continue;
-    const ops::BlockLayout& l = ops::block_layout(f);
-    std::vector<uint8_t> bytes(static_cast<size_t>(8 * l.bytes));
+    std::vector<uint8_t> bytes(static_cast<size_t>(8 * block_bytes(f)));
     for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
-    save_npy(path(std::string("k_") + l.name + ".npy"),
-             Tensor::from_vector(bytes, {8, static_cast<int64_t>(l.bytes)}));
+    save_npy(path(std::string("k_") + ggml_name(f) + ".npy"),
+             Tensor::from_vector(bytes, {8, static_cast<int64_t>(block_bytes(f))}));
   }
   python(R"PY(
 import numpy as np
@@ -107,14 +98,15 @@ for name in ["Q4_K", "Q5_K", "Q6_K"]:
     b = np.load(f"k_{name}.npy")
     np.save(f"d_{name}.npy", quants.dequantize(b, T[name]).astype(np.float32))
 )PY");
-  for (BlockFormat f : ops::kAllBlockFormats) {
-    const ops::BlockLayout& l = ops::block_layout(f);
-    SCOPED_TRACE(l.name);
-    const std::vector<float> want = floats_of(load_npy(path(std::string("d_") + l.name + ".npy")));
+  for (DType f : kBlockDTypes) {
+    const std::string name = ggml_name(f);
+    const int64_t values = block_values(f), bytes = block_bytes(f);
+    SCOPED_TRACE(name);
+    const std::vector<float> want = floats_of(load_npy(path("d_" + name + ".npy")));
     std::vector<uint8_t> blocks;
     if (ops::can_quantize(f)) {
-      blocks = load_npy(path(std::string("q_") + l.name + ".npy")).to_vector<uint8_t>();
-      const int64_t row_bytes = kRow / l.values * l.bytes;
+      blocks = load_npy(path("q_" + name + ".npy")).to_vector<uint8_t>();
+      const int64_t row_bytes = kRow / values * bytes;
       ASSERT_EQ(static_cast<int64_t>(blocks.size()), rows * row_bytes);
       std::vector<uint8_t> mine(static_cast<size_t>(row_bytes));
       for (int64_t r = 0; r < rows; ++r) {
@@ -124,9 +116,9 @@ for name in ["Q4_K", "Q5_K", "Q6_K"]:
         }
       }
     } else {
-      blocks = load_npy(path(std::string("k_") + l.name + ".npy")).to_vector<uint8_t>();
+      blocks = load_npy(path("k_" + name + ".npy")).to_vector<uint8_t>();
     }
-    const int64_t n = static_cast<int64_t>(blocks.size()) / l.bytes * l.values;
+    const int64_t n = static_cast<int64_t>(blocks.size()) / bytes * values;
     ASSERT_EQ(static_cast<int64_t>(want.size()), n);
     std::vector<float> got(static_cast<size_t>(n), std::nanf(""));  // poisoned
     ops::dequantize_row(f, blocks.data(), got.data(), n);
@@ -140,17 +132,126 @@ for name in ["Q4_K", "Q5_K", "Q6_K"]:
 // A block holding NaN dequantizes to NaN throughout (its scale is NaN); its neighbours keep
 // their values.
 TEST_F(QuantizedBlocksTest, ABlockWithNanDequantizesToNan) {
-  for (BlockFormat f : ops::kAllBlockFormats) {
+  for (DType f : kBlockDTypes) {
     if (!ops::can_quantize(f)) continue;
-    SCOPED_TRACE(ops::block_layout(f).name);
+    SCOPED_TRACE(dtype_name(f));
     std::vector<float> x(64, 1.5f);
     x[40] = std::nanf("");
-    std::vector<uint8_t> blocks(2 * static_cast<size_t>(ops::block_layout(f).bytes));
+    std::vector<uint8_t> blocks(2 * static_cast<size_t>(block_bytes(f)));
     ops::quantize_row(f, x.data(), blocks.data(), 64);
     std::vector<float> y(64);
     ops::dequantize_row(f, blocks.data(), y.data(), 64);
     for (int j = 0; j < 32; ++j) EXPECT_NEAR(y[j], 1.5f, 0.01f) << j;
     for (int j = 32; j < 64; ++j) EXPECT_TRUE(std::isnan(y[j])) << j;
+  }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// The f32 values `blocks` of `format` hold, by the codec.
+std::vector<float> codec_values(DType format, const std::vector<uint8_t>& blocks, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  ops::dequantize_row(format, blocks.data(), out.data(), n);
+  return out;
+}
+
+std::vector<uint8_t> codec_blocks(DType format, const std::vector<float>& x) {
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<uint8_t> out(static_cast<size_t>(storage_bytes(format, n)));
+  ops::quantize_row(format, x.data(), out.data(), n);
+  return out;
+}
+
+// astype quantizes and dequantizes whole tensors as the codec does; a block-quantized tensor
+// is storage that every other op refuses, naming it and saying to astype first.
+TEST(BlockDTypes, AstypeQuantizesAndDequantizesAsTheCodecDoes) {
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE(testing::test_seed());
+  const std::vector<float> x = testing::random_floats(3 * 64, rng);
+  const Tensor t = Tensor::from_vector(x, {3, 64}) * 1.0;  // lazy: astype evaluates it
+  for (DType f : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0}) {
+    SCOPED_TRACE(dtype_name(f));
+    const Tensor q = t.astype(f);
+    EXPECT_EQ(q.dtype(), f);
+    EXPECT_EQ(q.shape(), (std::vector<int64_t>{3, 64}));
+    EXPECT_TRUE(q.is_realized());
+    const std::vector<float> want = codec_values(f, codec_blocks(f, x), 3 * 64);
+    const std::vector<float> got = q.astype(DType::F32).to_vector<float>();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << i;
+    EXPECT_EQ(q.astype(DType::BF16).dtype(), DType::BF16);
+    // Between two block formats: through f32.
+    const std::vector<float> requantized =
+        codec_values(DType::Q8_0, codec_blocks(DType::Q8_0, want), 3 * 64);
+    EXPECT_EQ(q.astype(DType::Q8_0).astype(DType::F32).to_vector<float>(), requantized);
+  }
+  const Tensor q = t.astype(DType::Q8_0);
+  testing::expect_error(
+      [&] {
+        (void)Tensor::zeros({3, 40}).astype(DType::Q4_0);
+      },
+      {"[astype]", "f32[3, 40]", "multiple of 32"});
+  testing::expect_error([&] { (void)t.astype(DType::Q4_K); }, {"q4_k", "not written yet"});
+  testing::expect_error([&] { (void)(q + 1.0); }, {"block-quantized", "q8_0", "astype"});
+  testing::expect_error([&] { (void)q.reshape({192}); }, {"[reshape]", "block-quantized"});
+  testing::expect_error([&] { (void)sum(q); }, {"[sum]", "block-quantized"});
+  testing::expect_error([&] { (void)matmul(t, q.transpose(0, 1)); }, {"block-quantized"});
+  testing::expect_error([&] { (void)Tensor::full({32}, 1.0, DType::Q4_0); }, {"q4_0"});
+  testing::expect_error([&] { (void)q.to_vector<float>(); }, {"astype"});
+  testing::expect_error([] { (void)promote_types(DType::Q4_0, DType::F32); }, {"q4_0", "astype"});
+  // q is unchanged by the failed calls.
+  EXPECT_EQ(q.astype(DType::F32).to_vector<float>(),
+            codec_values(DType::Q8_0, codec_blocks(DType::Q8_0, x), 3 * 64));
+}
+
+// Block-quantized tensors in GGUF files as the gguf package writes them (its own quantizer
+// for the 32-value formats, random blocks for the K formats): Kiln reads each with its
+// dtype and logical shape, and astype(F32) gives the package's dequantized values bit for
+// bit; writing them back gives a file the package reads the same.
+TEST_F(QuantizedBlocksTest, GgufFilesOfEveryBlockFormatReadAsThePackageReadsThem) {
+  python(R"PY(
+import numpy as np, gguf
+from gguf import quants, GGMLQuantizationType as T
+rng = np.random.default_rng(7)
+w = gguf.GGUFWriter("q.gguf", "llama")
+for name in ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K"]:
+    t = T[name]
+    values, nbytes = quants.GGML_QUANT_SIZES[t]
+    if name.endswith("_K"):
+        raw = rng.integers(0, 256, size=(3, 2 * nbytes), dtype=np.uint8)
+        raw.reshape(3, 2, nbytes)[..., -2:] = 0x10  # finite f16 scales at the end (Q6_K's d)
+        if name != "Q6_K":
+            raw.reshape(3, 2, nbytes)[..., 0:4] = 0x11  # Q4_K/Q5_K: finite d and dmin first
+    else:
+        raw = quants.quantize(rng.standard_normal((3, 2 * values)).astype(np.float32), t)
+    w.add_tensor(name.lower(), raw, raw_dtype=t)
+    np.save(name.lower() + ".npy", quants.dequantize(raw, t).astype(np.float32))
+w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+)PY");
+  GgufFile f = load_gguf(path("q.gguf"));
+  for (DType q : kBlockDTypes) {
+    const std::string name = dtype_name(q);
+    SCOPED_TRACE(name);
+    const Tensor& t = f.tensors.at(name);
+    EXPECT_EQ(t.dtype(), q);
+    EXPECT_EQ(t.shape(), (std::vector<int64_t>{3, 2 * block_values(q)}));
+    const std::vector<float> want = load_npy(path(name + ".npy")).to_vector<float>();
+    const std::vector<float> got = t.astype(DType::F32).to_vector<float>();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(same_float(got[i], want[i])) << i;
+  }
+  save_gguf(path("back.gguf"), f);
+  GgufFile back = load_gguf(path("back.gguf"));
+  for (DType q : kBlockDTypes) {
+    const std::string name = dtype_name(q);
+    EXPECT_EQ(back.tensors.at(name).dtype(), q);
+    const std::vector<float> a = back.tensors.at(name).astype(DType::F32).to_vector<float>();
+    const std::vector<float> b = f.tensors.at(name).astype(DType::F32).to_vector<float>();
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_TRUE(same_float(a[i], b[i])) << name << " " << i;
   }
 }
 
