@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -38,26 +39,29 @@ uint8_t clamp_trunc(float scaled, int top) {
 // 1 / d, or 0 where d is 0 (an all-zero block).
 float inverse(float d) { return d != 0 ? 1.0f / d : 0.0f; }
 
-// The value of largest magnitude, the first of equals; NaN if any value is NaN.
+// The value of largest magnitude, the first of equals, starting from +0 as ggml does (so an
+// all-zero block of -0 gives +0); NaN if any value is NaN.
 float signed_extreme(const float* x) {
-  float best = x[0];
+  float best = 0.0f;
   for (int j = 0; j < kBlock; ++j) {
     if (std::isnan(x[j])) return x[j];
-    if (std::fabs(x[j]) > std::fabs(best)) best = x[j];
+    if (std::fabs(best) < std::fabs(x[j])) best = x[j];
   }
   return best;
 }
 
-// The block's minimum and maximum; both NaN if any value is NaN.
+// The block's minimum and maximum by ggml's comparisons (the first of equal zeros wins);
+// both NaN if any value is NaN.
 void min_max(const float* x, float& low, float& high) {
-  low = high = x[0];
+  low = std::numeric_limits<float>::max();
+  high = -std::numeric_limits<float>::max();
   for (int j = 0; j < kBlock; ++j) {
     if (std::isnan(x[j])) {
       low = high = x[j];
       return;
     }
-    low = std::fmin(low, x[j]);
-    high = std::fmax(high, x[j]);
+    if (x[j] < low) low = x[j];
+    if (x[j] > high) high = x[j];
   }
 }
 

@@ -37,6 +37,7 @@ using Type = GgufValue::Type;
 constexpr char kMagic[4] = {'G', 'G', 'U', 'F'};
 constexpr uint32_t kDefaultAlignment = 32;
 constexpr uint32_t kMaxDims = 4;     // GGML_MAX_DIMS
+constexpr size_t kMaxName = 64;      // GGML_MAX_NAME, its terminating zero included
 constexpr int kMaxArrayNesting = 8;  // arrays of arrays, far past any real file's depth
 
 // ggml's tensor types, by the number files store. Those Kiln reads map to a dtype; the
@@ -178,12 +179,38 @@ class Reader {
     if (element > static_cast<uint32_t>(Type::kF64)) {
       throw fail(at, absl::StrCat("unknown array element type ", element, " (expected 0 to 12)"));
     }
-    // Every element takes a byte at least (a string or an array, eight or more).
-    const uint64_t n = count("an array's length", 1);
+    const uint64_t n = count("an array's length", min_bytes(static_cast<Type>(element)));
+    // A value takes far more memory than its bytes in the file: reserve for what the file
+    // could hold, at most 65536, and let a longer array grow as it is read.
     std::vector<GgufValue> elements;
-    elements.reserve(n);
+    elements.reserve(std::min<uint64_t>(n, 1u << 16));
     for (uint64_t i = 0; i < n; ++i) elements.push_back(value(element, depth + 1));
     return GgufValue::array(static_cast<Type>(element), std::move(elements));
+  }
+
+  // The fewest bytes a value of type `t` takes in a file.
+  static uint64_t min_bytes(Type t) {
+    switch (t) {
+      case Type::kU8:
+      case Type::kI8:
+      case Type::kBool:
+        return 1;
+      case Type::kU16:
+      case Type::kI16:
+        return 2;
+      case Type::kU32:
+      case Type::kI32:
+      case Type::kF32:
+        return 4;
+      case Type::kU64:
+      case Type::kI64:
+      case Type::kF64:
+      case Type::kString:  // its length
+        return 8;
+      case Type::kArray:  // its element type and length
+        return 12;
+    }
+    return 1;
   }
 
   const unsigned char* bytes_;
@@ -281,9 +308,12 @@ void check_layout(const std::vector<TensorInfo>& infos, uint64_t data_start, uin
                                  data_size, " bytes from byte ", data_start));
     }
   }
+  // Empty tensors hold no bytes to overlap (writers put them at the next tensor's offset).
   std::vector<const TensorInfo*> sorted;
   sorted.reserve(infos.size());
-  for (const TensorInfo& t : infos) sorted.push_back(&t);
+  for (const TensorInfo& t : infos) {
+    if (t.bytes > 0) sorted.push_back(&t);
+  }
   std::sort(sorted.begin(), sorted.end(),
             [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
   for (size_t i = 1; i < sorted.size(); ++i) {
@@ -305,7 +335,8 @@ GgufFile load_gguf(const std::string& path, Device device) {
   auto fail_file = [&](const std::string& what) -> Error {
     return Error(absl::StrCat("[load_gguf] ", path, ": ", what));
   };
-  const std::shared_ptr<const jit::MappedFile> map = jit::MappedFile::open(path, fail_file);
+  const std::shared_ptr<const jit::MappedFile> map =
+      jit::MappedFile::open(path, jit::MappedFile::Access::kPrivateWritable, fail_file);
   const unsigned char* bytes = map->bytes();
   Reader in(bytes, map->size(), path);
 
@@ -430,6 +461,10 @@ void save_gguf(const std::string& path, const GgufFile& file) {
     if (ggml_type_of(t.dtype()) == nullptr) {
       throw fail(absl::StrCat("tensor '", name, "' is ", dtype_name(t.dtype()),
                               ", which GGUF has no type for (", kReadTypes, " do)"));
+    }
+    if (name.size() >= kMaxName) {
+      throw fail(absl::StrCat("tensor name '", name, "' has ", name.size(),
+                              " bytes; llama.cpp reads names of at most ", kMaxName - 1));
     }
     if (t.ndim() > static_cast<int>(kMaxDims)) {
       throw fail(absl::StrCat("tensor '", name, "' has ", t.ndim(), " dimensions (GGUF holds ",

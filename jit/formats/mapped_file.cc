@@ -13,7 +13,7 @@
 namespace kiln::jit {
 
 std::shared_ptr<const MappedFile> MappedFile::open(
-    const std::string& path, const std::function<Error(const std::string&)>& fail) {
+    const std::string& path, Access access, const std::function<Error(const std::string&)>& fail) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) throw fail(absl::StrCat("cannot open (", std::strerror(errno), ")"));
   struct stat st {};
@@ -24,7 +24,8 @@ std::shared_ptr<const MappedFile> MappedFile::open(
   std::shared_ptr<MappedFile> file(new MappedFile);
   file->size_ = static_cast<size_t>(st.st_size);
   if (file->size_ > 0) {
-    void* data = ::mmap(nullptr, file->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    const int protection = access == Access::kReadOnly ? PROT_READ : PROT_READ | PROT_WRITE;
+    void* data = ::mmap(nullptr, file->size_, protection, MAP_PRIVATE, fd, 0);
     if (data == MAP_FAILED) {
       ::close(fd);
       throw fail(absl::StrCat("cannot map the file (", std::strerror(errno), ")"));

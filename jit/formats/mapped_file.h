@@ -1,6 +1,6 @@
-// A whole file mapped into memory for the readers of weight files (.safetensors, .gguf):
-// private and writable, so that a kernel updating a tensor that views the mapping in place
-// copies the page it writes and never changes the file.
+// A whole file mapped into memory for the readers of weight files (.safetensors, .gguf),
+// read-only, or private and writable where tensors view the mapping: a kernel updating one
+// in place then copies the page it writes and never changes the file.
 #ifndef KILN_JIT_FORMATS_MAPPED_FILE_H_
 #define KILN_JIT_FORMATS_MAPPED_FILE_H_
 
@@ -15,10 +15,17 @@ namespace kiln::jit {
 
 class MappedFile {
  public:
+  enum class Access {
+    kReadOnly,
+    // Copy on write. Under strict overcommit accounting (vm.overcommit_memory=2) the whole
+    // file counts against the commit limit.
+    kPrivateWritable,
+  };
+
   // Maps `path`; a file that cannot be opened, examined or mapped throws what `fail` makes
   // of the reason. An empty file maps to no bytes.
   static std::shared_ptr<const MappedFile> open(
-      const std::string& path, const std::function<Error(const std::string&)>& fail);
+      const std::string& path, Access access, const std::function<Error(const std::string&)>& fail);
 
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

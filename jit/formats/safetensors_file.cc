@@ -198,7 +198,8 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path) {
   auto fail = [&](const std::string& what) -> Error {
     return Error(absl::StrCat("[load_safetensors] ", path, ": ", what));
   };
-  const std::shared_ptr<const jit::MappedFile> map = jit::MappedFile::open(path, fail);
+  const std::shared_ptr<const jit::MappedFile> map =
+      jit::MappedFile::open(path, jit::MappedFile::Access::kReadOnly, fail);
   if (map->size() < 8) {
     throw fail(absl::StrCat("file of ", map->size(), " bytes has no header length"));
   }

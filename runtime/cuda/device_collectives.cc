@@ -60,6 +60,10 @@ std::string DeviceCollectives::unsupported_by_nccl(const comm::CollectiveCall& c
                        call.kind == comm::CollectiveKind::kReduceScatter;
   if (reduces && call.reduction == comm::Reduction::kMean) return "NCCL path has no mean";
   if (call.dtype == DType::Bool) return "NCCL has no bool type";
+  // NCCL has no i16; its 8-bit float types are newer than the library Kiln asks for.
+  if (call.dtype == DType::I16 || call.dtype == DType::F8E4M3 || call.dtype == DType::F8E5M2) {
+    return absl::StrCat("Kiln does not hand ", dtype_name(call.dtype), " to NCCL");
+  }
   const bool stacks = call.kind == comm::CollectiveKind::kAllGather ||
                       call.kind == comm::CollectiveKind::kReduceScatter;
   if (stacks && rows_before_axis(call) > 1) {

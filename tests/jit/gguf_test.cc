@@ -146,6 +146,11 @@ TEST_F(GgufTest, RoundTripsEveryValueTypeAndDtypeBitForBit) {
     f.tensors[std::string("t_") + dtype_name(dt)] =
         (Tensor::from_vector(testing::random_floats(n, rng), shape) * 100.0).astype(dt);
   }
+  // Empty tensors, which share their offset with the next tensor's data, among 20 others.
+  for (int i = 0; i < 20; ++i) {
+    f.tensors["e" + std::to_string(i)] =
+        i % 3 == 0 ? Tensor::zeros({0, 3}) : Tensor::full({i}, i + 0.5);
+  }
   save_gguf(path("a.gguf"), f);
   GgufFile back = load_gguf(path("a.gguf"));
   EXPECT_EQ(back.metadata, f.metadata);
@@ -378,6 +383,9 @@ TEST_F(GgufTest, SaveRejectsWhatGgufCannotHold) {
   f.tensors["flags"] = Tensor::from_vector(std::vector<uint8_t>{1, 2}, {2});
   testing::expect_error([&] { save_gguf(path("x.gguf"), f); },
                         {"[save_gguf]", "'flags'", "u8", "no type"});
+  f.tensors.clear();
+  f.tensors[std::string(64, 'n')] = Tensor::zeros({2});
+  testing::expect_error([&] { save_gguf(path("x.gguf"), f); }, {"64 bytes", "at most 63"});
   f.tensors.clear();
   f.metadata["general.alignment"] = GgufValue::integer(Type::kU64, 32);
   testing::expect_error([&] { save_gguf(path("x.gguf"), f); },

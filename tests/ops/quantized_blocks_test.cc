@@ -146,6 +146,21 @@ TEST_F(QuantizedBlocksTest, ABlockWithNanDequantizesToNan) {
   }
 }
 
+// Signed zeros as ggml's reference quantizers treat them: the search for the value of
+// largest magnitude starts from +0 (a block of -0 stores d = -0 / -8 = -0), and the minimum
+// keeps the first of equal zeros.
+TEST(QuantizedBlocks, SignedZerosAsGgmlStoresThem) {
+  std::vector<float> x(32, -0.0f);
+  std::vector<uint8_t> b(34);
+  ops::quantize_row(DType::Q4_0, x.data(), b.data(), 32);
+  EXPECT_EQ(b[0], 0x00);
+  EXPECT_EQ(b[1], 0x80);
+  x[0] = 0.0f;  // +0 first, then -0: the minimum is +0
+  ops::quantize_row(DType::Q4_1, x.data(), b.data(), 32);
+  EXPECT_EQ(b[2], 0x00);
+  EXPECT_EQ(b[3], 0x00);
+}
+
 }  // namespace
 }  // namespace kiln
 
