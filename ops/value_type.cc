@@ -30,20 +30,26 @@ absl::StatusOr<int64_t> checked_numel(const Shape& shape) {
   if (absl::Status s = check_rank(shape); !s.ok()) return s;
   // Bounded so that numel * 8 bytes still fits in int64.
   constexpr int64_t kMaxElements = std::numeric_limits<int64_t>::max() / 8;
-  int64_t count = 1;
+  // The dims other than zero are bounded together even when a zero makes the count 0: the
+  // strides of the shape multiply them (contiguous_strides), and must not overflow.
+  int64_t nonzero = 1;
+  bool empty = false;
   for (int64_t d : shape) {
     if (d < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("shape ", format_shape(shape), " has a negative dimension"));
     }
-    if (d != 0 && count > kMaxElements / d) {
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    if (nonzero > kMaxElements / d) {
       return absl::InvalidArgumentError(absl::StrCat(
           "shape ", format_shape(shape), " has more elements than fit in memory (overflow)"));
     }
-    count *= d;
+    nonzero *= d;
   }
-  // A zero dim after an overflowing prefix still makes zero elements; that is fine.
-  return count;
+  return empty ? 0 : nonzero;
 }
 
 int64_t numel(const Shape& shape) {

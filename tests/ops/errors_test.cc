@@ -91,6 +91,12 @@ TEST(Errors, UnsupportedDtypes) {
 TEST(Errors, NegativeAndOverflowingSizes) {
   expect_error([&] { Tensor::zeros({-1, 2}); }, {"[constant]", "negative"});
   expect_error([&] { Tensor::ones({int64_t{1} << 40, int64_t{1} << 40}); }, {"overflow"});
+  // No elements, but strides past 64 bits (a zero first, then two huge dims).
+  expect_error(
+      [&] {
+        Tensor::from_vector<float>({}, {0, int64_t{1} << 40, int64_t{1} << 40});
+      },
+      {"[from_vector]", "overflow"});
   expect_error([&] { Tensor::from_vector<float>({}, {-2}); }, {"[from_vector]", "negative"});
   expect_error([&] { Tensor::arange(-5); }, {"[arange]", "negative"});
   expect_error(
