@@ -77,6 +77,22 @@ void BM_MiniLMCompiled(benchmark::State& state) {
 
 BENCHMARK(BM_MiniLMCompiled)->Args({8, 64})->Args({1, 16})->Unit(benchmark::kMillisecond);
 
+// The compiled forward with the encoder's linear weights quantized to Q8_0 at load time
+// (sentence_embeddings --weights q8_0): each linear a quantized matrix product.
+void BM_MiniLMQ8Compiled(benchmark::State& state) {
+  const kiln::samples::MiniLM* loaded = loaded_model(state);
+  if (loaded == nullptr) return;
+  static const kiln::samples::MiniLM model =
+      kiln::samples::quantize_linear_weights(*loaded, kiln::DType::Q8_0);
+  const kiln::samples::PaddedRows padded =
+      kiln::samples::pad_rows(token_rows(state.range(0), state.range(1)));
+  kiln::Compiled encoder = kiln::samples::compile_embed_padded(model);
+  encoder({padded.ids, padded.mask})[0].eval();
+  for (auto _ : state) encoder({padded.ids, padded.mask})[0].eval();
+}
+
+BENCHMARK(BM_MiniLMQ8Compiled)->Args({8, 64})->Args({1, 16})->Unit(benchmark::kMillisecond);
+
 // The first stage alone: three embedding gathers, their sum and a layer norm (one fused
 // kernel), on the same token ids.
 void BM_MiniLMEmbedding(benchmark::State& state) {

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """ONNX Runtime and PyTorch timings of all-MiniLM-L6-v2 on the CPU, beside bench/minilm_bench.cc.
 
-Both engines run the same sentence encoder (BERT, masked mean pooling, L2 normalization)
+The engines run the same sentence encoder (BERT, masked mean pooling, L2 normalization)
 from the same model.safetensors at the shapes Kiln's benchmark uses, batch 8 x 64 tokens
 and 1 x 16, with the same token ids:
     ids[b][s] = 101 if s == 0, 102 if s == seq-1, else 1000 + ((b*seq + s)*37) % 29000
-and an all-ones attention mask. Kiln is timed twice in its process: the eager forward
+and an all-ones attention mask. ONNX Runtime also runs the graph with its MatMul weights
+quantized by onnxruntime.quantization.quantize_dynamic (int8), beside Kiln with Q8_0 weights
+(BM_MiniLMQ8Compiled); these two are checked by cosine (>= 0.99 for every reference
+sentence) instead of 1e-5. Kiln is timed in its process: the eager forward
 (BM_MiniLM, recording every op on each call) and the same forward through kiln::compile
 (BM_MiniLMCompiled, replaying the recorded plan), the way an application serving requests
 of one shape would run it. Each engine runs in a process of its own (no shared thread
@@ -48,7 +51,11 @@ sys.path.insert(0, os.path.join(REPO, "tools"))
 SHAPES = [(8, 64), (1, 16)]
 WARMUP = 3
 TOLERANCE = 1e-5
-ENGINES = {"ort": ("onnxruntime", "ONNX Runtime"), "torch": ("torch", "PyTorch")}
+ENGINES = {"ort": ("onnxruntime", "ONNX Runtime"),
+           "ort_int8": ("onnxruntime", "ONNX Runtime int8 (quantize_dynamic)"),
+           "torch": ("torch", "PyTorch")}
+# The quantized engines are checked by cosine to the reference (every sentence), not 1e-5.
+INT8_COSINE = 0.99
 
 
 def bench_ids(batch, seq):
@@ -78,6 +85,30 @@ def run_ort(args):
 
     session = make_session(args.onnx, threads=2)
     info = {"version": f"onnxruntime {ort.__version__}", "check": check_session(session)}
+    for batch, seq in SHAPES:
+        ids = np.array(bench_ids(batch, seq), np.int64)
+        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+        yield info, (batch, seq), lambda feeds=feeds: session.run(["embeddings"], feeds)[0]
+
+
+def run_ort_int8(args):
+    """ONNX Runtime on the graph with its MatMul weights quantized by quantize_dynamic (int8
+    weights, activations quantized per call: MatMulInteger / DynamicQuantizeLinear), ORT's
+    own answer to Kiln's Q8_0 weights."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from minilm_onnx import make_session, reference_batch
+
+    quantized = os.path.join(args.out_dir, "minilm_int8.onnx")
+    quantize_dynamic(args.onnx, quantized, weight_type=QuantType.QInt8)
+    session = make_session(quantized, threads=2)
+    ids, mask, expected = reference_batch()
+    (got,) = session.run(["embeddings"], {"input_ids": ids, "attention_mask": mask})
+    cosines = (got.astype(np.float64) * expected).sum(-1) / (
+        np.linalg.norm(got, axis=-1) * np.linalg.norm(expected, axis=-1))
+    info = {"version": f"onnxruntime {ort.__version__}, quantize_dynamic QInt8",
+            "cosine": float(cosines.min())}
     for batch, seq in SHAPES:
         ids = np.array(bench_ids(batch, seq), np.int64)
         feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
@@ -175,10 +206,16 @@ def run_torch(args):
 def engine_main(args):
     """Child: check against the reference, time each shape, print one JSON line."""
     import numpy as np
-    runner = {"ort": run_ort, "torch": run_torch}[args.engine]
+    runner = {"ort": run_ort, "ort_int8": run_ort_int8, "torch": run_torch}[args.engine]
     result = {"python": sys.executable, "shapes": []}
     for info, (batch, seq), fn in runner(args):
-        if "check" not in result:
+        if "cosine" in info and "cosine" not in result:
+            result.update(info)
+            if not info["cosine"] >= INT8_COSINE:
+                print(json.dumps(result))
+                sys.exit(f"{args.engine}: lowest cosine to the reference {info['cosine']:.4f} "
+                         f"is under {INT8_COSINE}")
+        if "check" not in result and "cosine" not in result:
             result.update(info)
             if not info["check"] <= TOLERANCE:
                 print(json.dumps(result))
@@ -213,14 +250,15 @@ def run_kiln(binary, model_dir, calls, notes):
     env = dict(os.environ, KILN_MINILM_DIR=model_dir)
     # Only the whole forward: minilm_bench also times stages alone (BM_MiniLMEmbedding, in µs),
     # whose rows would otherwise be mixed into the same batch x seq.
-    proc = subprocess.run([binary, "--benchmark_filter=^BM_MiniLM(Compiled)?/",
+    proc = subprocess.run([binary, "--benchmark_filter=^BM_MiniLM(Q8Compiled|Compiled)?/",
                            f"--benchmark_repetitions={calls}", "--benchmark_min_time=0.01",
                            "--benchmark_format=json"], env=env, stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         notes.append(f"Kiln: FAILED (exit {proc.returncode})")
         return {}
     labels = {"BM_MiniLM": "Kiln eager (minilm_bench)",
-              "BM_MiniLMCompiled": "Kiln compiled (minilm_bench)"}
+              "BM_MiniLMCompiled": "Kiln compiled (minilm_bench)",
+              "BM_MiniLMQ8Compiled": "Kiln compiled, q8_0 weights (minilm_bench)"}
     times = {}
     for b in json.loads(proc.stdout)["benchmarks"]:
         name, *shape = b["run_name"].split("/")
@@ -235,6 +273,7 @@ def run_kiln(binary, model_dir, calls, notes):
 def driver_main(args):
     pythons = {"ort": pick_python(args.ort_python, "onnxruntime"),
                "torch": pick_python(args.torch_python, "torch")}
+    pythons["ort_int8"] = pythons["ort"]
     out_dir = tempfile.mkdtemp(prefix="kiln-minilm-compare-")
     onnx_path = args.onnx
     if pythons["ort"] and not onnx_path:
@@ -281,15 +320,20 @@ def driver_main(args):
             print(f"| {label} | {batch} x {seq} | {statistics.median(t):.2f} | {min(t):.2f} |")
     print()
     for engine, r in results.items():
+        if "cosine" in r:
+            print(f"- {r['version']} ({r['python']}): lowest cosine to the float64 reference "
+                  f"{r['cosine']:.5f}")
+            continue
         extra = ""
         if engine == "torch":
             extra = f"; threads {r['threads']}; BLAS: {', '.join(r['blas']) or 'none seen'}"
         print(f"- {r['version']} ({r['python']}): max |diff| to the float64 reference "
               f"{r['check']:.3g}{extra}")
-    if len(results) == 2:
+    if "ort" in results and "torch" in results:
         import numpy as np
         for batch, seq in SHAPES:
-            a, b = (np.load(os.path.join(out_dir, f"{e}_{batch}x{seq}.npy")) for e in ENGINES)
+            a, b = (np.load(os.path.join(out_dir, f"{e}_{batch}x{seq}.npy"))
+                    for e in ("ort", "torch"))
             print(f"- ONNX Runtime vs PyTorch on the {batch} x {seq} benchmark input: "
                   f"max |diff| {float(np.abs(a - b).max()):.3g}")
     for note in notes:

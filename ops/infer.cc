@@ -169,25 +169,61 @@ absl::StatusOr<ValueType> infer_any(OpKind op, const std::vector<ValueType>& inp
   return op_error(op, inputs, "unknown op class");
 }
 
+// An op over a block-quantized operand (docs/quantization.md): matmul's b (a weight, as in
+// linear), take's x along any axis but the last (embedding), and the views permute, slice
+// and reshape. The block tensor
+// acts as its f32 values: the op is typed with f32 in its place, and a view stays in its
+// block dtype. Any other op is an error that says to astype first.
+absl::StatusOr<ValueType> infer_with_blocks(OpKind op, const std::vector<ValueType>& inputs,
+                                            Attrs& attrs) {
+  auto refuse = [&](const std::string& why) {
+    return op_error(op, inputs,
+                    absl::StrCat("takes no block-quantized operand ", why,
+                                 ": astype it to f32, f16 or bf16 first"));
+  };
+  const bool view = op == OpKind::Permute || op == OpKind::Reshape || op == OpKind::Slice;
+  const bool weight = op == OpKind::Matmul || op == OpKind::Take;
+  if (!view && !weight) {
+    return refuse("(block dtypes are read by matmul's b, take's x and row views only)");
+  }
+  for (size_t k = 1; k < inputs.size(); ++k) {
+    if (is_block_quantized(inputs[k].dtype) && op != OpKind::Matmul) {
+      return refuse(absl::StrCat("as input ", k));
+    }
+  }
+  if (op == OpKind::Matmul && is_block_quantized(inputs[0].dtype)) {
+    return refuse("as a (only the weight b may be block-quantized)");
+  }
+  std::vector<ValueType> as_f32 = inputs;
+  for (ValueType& in : as_f32) {
+    if (is_block_quantized(in.dtype)) in.dtype = DType::F32;
+  }
+  absl::StatusOr<ValueType> out = infer_any(op, as_f32, attrs);
+  if (!out.ok()) return out;
+  // A stored block tensor keeps its blocks along its last axis, so take reads whole rows
+  // of it; jit/api/block_views.cc holds its slices and reshapes to the same rule. (A view
+  // of a permuted weight is read in place by its matmul, through any further view.)
+  if (op == OpKind::Take && attrs.axis == static_cast<int>(inputs[0].shape.size()) - 1) {
+    return refuse("along its last axis, which holds the blocks (whole rows only)");
+  }
+  if (view) out->dtype = inputs[0].dtype;
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<ValueType> infer_output(OpKind op, const std::vector<ValueType>& inputs,
                                        Attrs& attrs) {
-  // A block-quantized tensor is storage, read by no op: Tensor::astype converts it (on the
-  // host, before anything is recorded), and so does nothing else yet.
-  for (const ValueType& in : inputs) {
-    if (is_block_quantized(in.dtype)) {
-      return op_error(op, inputs,
-                      absl::StrCat("takes no block-quantized operand (", dtype_name(in.dtype),
-                                   " is storage): astype it to f32, f16 or bf16 first"));
-    }
-  }
   if (is_block_quantized(attrs.dtype)) {  // a leaf, or an astype loaded from a trace file
     return op_error(op, inputs,
                     absl::StrCat("cannot make a ", dtype_name(attrs.dtype),
                                  " tensor in a program: Tensor::astype quantizes on the host"));
   }
-  absl::StatusOr<ValueType> out = infer_any(op, inputs, attrs);
+  const bool reads_blocks = std::any_of(inputs.begin(), inputs.end(), [](const ValueType& in) {
+    return is_block_quantized(in.dtype);
+  });
+  absl::StatusOr<ValueType> out =
+      reads_blocks ? infer_with_blocks(op, inputs, attrs) : infer_any(op, inputs, attrs);
   // Every op's output shape passes here, so no op makes a rank no device can index.
   if (out.ok()) {
     if (absl::Status s = check_rank(out->shape); !s.ok()) {

@@ -3,6 +3,7 @@
 // file with -ffp-contract=off), scales rounded to f16 to nearest even.
 #include "ops/quantized_blocks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -272,12 +273,264 @@ void dequantize_q6_k(const uint8_t* b, float* y) {
   }
 }
 
+// ---- The K formats' quantizers: ggml's reference search for each sub-block's scale (and
+// min), in its arithmetic to the rounding. ----
+
+// Round to nearest, ties to even, as ggml's nearest_int does (through the float adder, for
+// |v| < 2^22).
+int nearest(float v) {
+  float shifted = v + 12582912.0f;
+  int32_t bits;
+  std::memcpy(&bits, &shifted, 4);
+  return (bits & 0x007fffff) - 0x00400000;
+}
+
+bool any_nan(const float* x, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) return true;
+  }
+  return false;
+}
+
+// The scale and min (returned negated, as stored: x ≈ scale * L - min) of n values with
+// integers L in [0, top], chosen to minimize the weighted squared error: the first guess from
+// the range, then nsteps + 1 trial scales around it, each refined by least squares
+// (ggml's make_qkx2_quants).
+float search_scale_and_min(int n, int top, const float* x, const float* w, uint8_t* L,
+                           float* negated_min, float rmin, float rdelta, int nsteps) {
+  float min = x[0], max = x[0];
+  float sum_w = w[0], sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+    sum_w += w[i];
+    sum_x += w[i] * x[i];
+  }
+  if (min > 0) min = 0;
+  if (max == min) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    *negated_min = -min;
+    return 0.0f;
+  }
+  float iscale = static_cast<float>(top) / (max - min);
+  float scale = 1 / iscale;
+  float best_error = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = nearest(iscale * (x[i] - min));
+    L[i] = static_cast<uint8_t>(std::max(0, std::min(top, l)));
+    float diff = scale * L[i] + min - x[i];
+    diff = diff * diff;
+    best_error += w[i] * diff;
+  }
+  uint8_t trial[32];
+  for (int step = 0; step <= nsteps; ++step) {
+    iscale = (rmin + rdelta * static_cast<float>(step) + static_cast<float>(top)) / (max - min);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::max(0, std::min(top, nearest(iscale * (x[i] - min))));
+      trial[i] = static_cast<uint8_t>(l);
+      sum_l += w[i] * static_cast<float>(l);
+      sum_l2 += w[i] * static_cast<float>(l) * static_cast<float>(l);
+      sum_xl += w[i] * static_cast<float>(l) * x[i];
+    }
+    const float det = sum_w * sum_l2 - sum_l * sum_l;
+    if (det > 0) {
+      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+      if (this_min > 0) {
+        this_min = 0;
+        this_scale = sum_xl / sum_l2;
+      }
+      float error = 0;
+      for (int i = 0; i < n; ++i) {
+        float diff = this_scale * trial[i] + this_min - x[i];
+        diff = diff * diff;
+        error += w[i] * diff;
+      }
+      if (error < best_error) {
+        std::copy_n(trial, n, L);
+        best_error = error;
+        scale = this_scale;
+        min = this_min;
+      }
+    }
+  }
+  *negated_min = -min;
+  return scale;
+}
+
+// Q4_K and Q5_K (top 15 or 31): each sub-block of 32 gets its scale and min by the search
+// above, weighted by rms + |x|; the eight of each kind are stored as 6-bit multiples of the
+// largest / 63 (d and dmin in f16), and the values requantized against the stored ones.
+void quantize_k_scaled(const float* x, uint8_t* b, int top) {
+  const bool five = top == 31;
+  uint8_t* scales_at = b + 4;
+  if (any_nan(x, kSuperBlock)) {
+    std::memset(b, 0, five ? 176 : 144);
+    put_f16(b, std::numeric_limits<float>::quiet_NaN());
+    return;
+  }
+  uint8_t L[kSuperBlock];
+  float scales[8], mins[8], weights[32];
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    const float* v = x + 32 * j;
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += v[l] * v[l];
+    const float rms = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) weights[l] = rms + std::fabs(v[l]);
+    scales[j] = search_scale_and_min(32, top, v, weights, L + 32 * j, &mins[j],
+                                     five ? -0.5f : -1.0f, 0.1f, five ? 15 : 20);
+    if (scales[j] > max_scale) max_scale = scales[j];
+    if (mins[j] > max_min) max_min = mins[j];
+  }
+  const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+  const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+  std::memset(scales_at, 0, 12);
+  for (int j = 0; j < 8; ++j) {
+    const uint8_t ls = std::min<uint8_t>(63, static_cast<uint8_t>(nearest(inv_scale * scales[j])));
+    const uint8_t lm = std::min<uint8_t>(63, static_cast<uint8_t>(nearest(inv_min * mins[j])));
+    if (j < 4) {
+      scales_at[j] = ls;
+      scales_at[j + 4] = lm;
+    } else {
+      scales_at[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+      scales_at[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+      scales_at[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+    }
+  }
+  put_f16(b, max_scale / 63.0f);
+  put_f16(b + 2, max_min / 63.0f);
+  for (int j = 0; j < 8; ++j) {
+    int scale, min;
+    scale_and_min(scales_at, j, scale, min);
+    const float d = f16_at(b) * static_cast<float>(scale);
+    if (d == 0) continue;  // the search's integers stay
+    const float dm = f16_at(b + 2) * static_cast<float>(min);
+    for (int l = 0; l < 32; ++l) {
+      L[32 * j + l] =
+          static_cast<uint8_t>(std::max(0, std::min(top, nearest((x[32 * j + l] + dm) / d))));
+    }
+  }
+  uint8_t* qs = b + (five ? 48 : 16);
+  if (five) std::memset(b + 16, 0, 32);
+  for (int j = 0; j < 8; j += 2) {
+    for (int l = 0; l < 32; ++l) {
+      int low = L[32 * j + l], high = L[32 * j + 32 + l];
+      if (five) {
+        if (low > 15) {
+          low -= 16;
+          b[16 + l] |= static_cast<uint8_t>(1 << j);
+        }
+        if (high > 15) {
+          high -= 16;
+          b[16 + l] |= static_cast<uint8_t>(2 << j);
+        }
+      }
+      qs[16 * j + l] = static_cast<uint8_t>(low | (high << 4));
+    }
+  }
+}
+
+void quantize_q4_k(const float* x, uint8_t* b) { quantize_k_scaled(x, b, 15); }
+void quantize_q5_k(const float* x, uint8_t* b) { quantize_k_scaled(x, b, 31); }
+
+// The signed scale of 16 values with integers L + 32 in [0, 63] (L in [-32, 31]), weighted
+// by x² : the first guess from the value of largest magnitude, refined by least squares, then
+// 18 trial scales around it (ggml's make_qx_quants with rmse_type 1).
+float search_symmetric_scale(const float* x, int8_t* L) {
+  constexpr int n = 16, top = 32;
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < 1e-15f) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.0f;
+  }
+  auto fit = [&](float iscale, float& sum_lx, float& sum_l2, int8_t* out) {
+    sum_lx = sum_l2 = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::max(-top, std::min(top - 1, nearest(iscale * x[i])));
+      if (out != nullptr) out[i] = static_cast<int8_t>(l + top);
+      const float w = x[i] * x[i];
+      sum_lx += w * x[i] * static_cast<float>(l);
+      sum_l2 += w * static_cast<float>(l) * static_cast<float>(l);
+    }
+  };
+  float sum_lx, sum_l2;
+  fit(-static_cast<float>(top) / max, sum_lx, sum_l2, L);
+  float scale = sum_l2 != 0 ? sum_lx / sum_l2 : 0.0f;
+  float best = scale * sum_lx;
+  for (int step = -9; step <= 9; ++step) {
+    if (step == 0) continue;
+    const float iscale = -(static_cast<float>(top) + 0.1f * static_cast<float>(step)) / max;
+    fit(iscale, sum_lx, sum_l2, nullptr);
+    if (sum_l2 > 0 && sum_lx * sum_lx > best * sum_l2) {
+      fit(iscale, sum_lx, sum_l2, L);
+      scale = sum_lx / sum_l2;
+      best = scale * sum_lx;
+    }
+  }
+  return scale;
+}
+
+// Q6_K: each sub-block of 16 gets a signed scale by the search above; the sixteen are stored
+// as int8 multiples of d = (the one of largest magnitude) / -128, and the values requantized.
+void quantize_q6_k(const float* x, uint8_t* b) {
+  std::memset(b, 0, 210);
+  if (any_nan(x, kSuperBlock)) {
+    put_f16(b + 208, std::numeric_limits<float>::quiet_NaN());
+    return;
+  }
+  int8_t L[kSuperBlock];
+  float scales[16];
+  float max_scale = 0, max_abs_scale = 0;
+  for (int s = 0; s < 16; ++s) {
+    scales[s] = search_symmetric_scale(x + 16 * s, L + 16 * s);
+    if (std::fabs(scales[s]) > max_abs_scale) {
+      max_abs_scale = std::fabs(scales[s]);
+      max_scale = scales[s];
+    }
+  }
+  if (max_abs_scale < 1e-15f) return;  // all zero: d = 0
+  auto* stored = reinterpret_cast<int8_t*>(b + 192);
+  const float iscale = -128.0f / max_scale;
+  put_f16(b + 208, 1 / iscale);
+  for (int s = 0; s < 16; ++s) {
+    stored[s] = static_cast<int8_t>(std::min(127, nearest(iscale * scales[s])));
+  }
+  for (int s = 0; s < 16; ++s) {
+    const float d = f16_at(b + 208) * static_cast<float>(stored[s]);
+    if (d == 0) continue;
+    for (int i = 0; i < 16; ++i) {
+      L[16 * s + i] =
+          static_cast<int8_t>(std::max(-32, std::min(31, nearest(x[16 * s + i] / d))) + 32);
+    }
+  }
+  uint8_t* ql = b;
+  uint8_t* qh = b + 128;
+  for (int h = 0; h < 2; ++h) {
+    const int8_t* v = L + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      ql[64 * h + l] = static_cast<uint8_t>((v[l] & 0xF) | ((v[l + 64] & 0xF) << 4));
+      ql[64 * h + 32 + l] = static_cast<uint8_t>((v[l + 32] & 0xF) | ((v[l + 96] & 0xF) << 4));
+      qh[32 * h + l] = static_cast<uint8_t>((v[l] >> 4) | ((v[l + 32] >> 4) << 2) |
+                                            ((v[l + 64] >> 4) << 4) | ((v[l + 96] >> 4) << 6));
+    }
+  }
+}
+
 using Dequantize = void (*)(const uint8_t*, float*);
 using Quantize = void (*)(const float*, uint8_t*);
 
 struct Codec {
   Dequantize dequantize;
-  Quantize quantize;  // null where not written yet
+  Quantize quantize;
 };
 
 Codec codec(DType format) {
@@ -293,11 +546,11 @@ Codec codec(DType format) {
     case DType::Q8_0:
       return {dequantize_q8_0, quantize_q8_0};
     case DType::Q4_K:
-      return {dequantize_q4_k, nullptr};
+      return {dequantize_q4_k, quantize_q4_k};
     case DType::Q5_K:
-      return {dequantize_q5_k, nullptr};
+      return {dequantize_q5_k, quantize_q5_k};
     case DType::Q6_K:
-      return {dequantize_q6_k, nullptr};
+      return {dequantize_q6_k, quantize_q6_k};
     default:
       throw std::invalid_argument(std::string("internal error: ") + dtype_name(format) +
                                   " is not a block format");
@@ -314,10 +567,6 @@ void check_count(DType format, int64_t n, const char* what) {
 
 }  // namespace
 
-bool can_quantize(DType format) {
-  return is_block_quantized(format) && codec(format).quantize != nullptr;
-}
-
 void dequantize_row(DType format, const uint8_t* blocks, float* out, int64_t n) {
   const Codec c = codec(format);
   check_count(format, n, "dequantize_row");
@@ -325,13 +574,28 @@ void dequantize_row(DType format, const uint8_t* blocks, float* out, int64_t n) 
   for (int64_t i = 0; i < n / values; ++i) c.dequantize(blocks + i * bytes, out + i * values);
 }
 
+void dequantize_range(DType format, const uint8_t* blocks, int64_t start, int64_t n, float* out) {
+  const Codec c = codec(format);
+  const int64_t values = block_values(format), bytes = block_bytes(format);
+  float block[kMaxBlockValues];
+  while (n > 0) {
+    const int64_t index = start / values, within = start % values;
+    const int64_t take = std::min(n, values - within);
+    if (within == 0 && take == values) {
+      c.dequantize(blocks + index * bytes, out);
+    } else {
+      c.dequantize(blocks + index * bytes, block);
+      std::copy_n(block + within, take, out);
+    }
+    start += take;
+    out += take;
+    n -= take;
+  }
+}
+
 void quantize_row(DType format, const float* in, uint8_t* blocks, int64_t n) {
   const Codec c = codec(format);
   check_count(format, n, "quantize_row");
-  if (c.quantize == nullptr) {
-    throw std::invalid_argument(std::string("internal error: no quantizer for ") +
-                                dtype_name(format));
-  }
   const int values = block_values(format), bytes = block_bytes(format);
   for (int64_t i = 0; i < n / values; ++i) c.quantize(in + i * values, blocks + i * bytes);
 }

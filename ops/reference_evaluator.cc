@@ -23,8 +23,17 @@
 namespace kiln::ops {
 
 std::shared_ptr<base::Buffer> evaluate_reference(OpKind op, const Attrs& attrs,
-                                                 const ValueType& out,
-                                                 const std::vector<HostValue>& inputs) {
+                                                 const ValueType& declared,
+                                                 const std::vector<HostValue>& given) {
+  // Block-quantized values are held as the f32 values they decode to: a view of one is an
+  // f32 view, and an op reading one reads f32.
+  auto held = [](ValueType type) {
+    if (is_block_quantized(type.dtype)) type.dtype = DType::F32;
+    return type;
+  };
+  const ValueType out = held(declared);
+  std::vector<HostValue> inputs = given;
+  for (HostValue& in : inputs) in.type = held(in.type);
   auto result = std::make_shared<base::Buffer>(numel(out.shape) * dtype_size(out.dtype));
   switch (op_class(op)) {
     case OpClass::kLeaf:

@@ -18,7 +18,9 @@ struct HostValue {
   std::shared_ptr<const base::Buffer> buffer;  // contiguous, row-major
 };
 
-// Computes `op` (whose output type inference gave as `out`) into a new buffer.
+// Computes `op` (whose output type inference gave as `out`) into a new buffer. A value of a
+// block-quantized dtype (an operand, or a view's result) is held as the f32 values its
+// blocks decode to: the caller passes a realized block tensor dequantized.
 std::shared_ptr<base::Buffer> evaluate_reference(OpKind op, const Attrs& attrs,
                                                  const ValueType& out,
                                                  const std::vector<HostValue>& inputs);

@@ -69,6 +69,16 @@ MiniLM load_minilm(const std::string& dir) {
   return m;
 }
 
+MiniLM quantize_linear_weights(MiniLM m, DType format) {
+  for (auto& [name, w] : m.weights) {
+    const bool encoder = name.rfind("encoder.layer.", 0) == 0;
+    const bool dense_weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 &&
+                              w.ndim() == 2 && name.find("LayerNorm") == std::string::npos;
+    if (encoder && dense_weight) w = w.astype(format);
+  }
+  return m;
+}
+
 Tensor embed_tokens(const MiniLM& m, const Tensor& ids) {
   const Tensor positions = Tensor::arange(ids.shape()[1], DType::I64);
   const Tensor x =

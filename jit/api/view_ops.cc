@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "jit/api/block_astype.h"
+#include "jit/api/block_views.h"
 #include "jit/api/checked_axis.h"
 #include "jit/graph/node.h"
 #include "jit/graph/record.h"
@@ -41,6 +43,11 @@ Tensor Tensor::contiguous() const {
 Tensor Tensor::reshape(std::vector<int64_t> shape) const {
   ops::Attrs attrs;
   attrs.shape = std::move(shape);
+  if (defined() && is_block_quantized(dtype())) {
+    if (std::optional<Tensor> view = jit::block_row_view(*this, OpKind::Reshape, attrs)) {
+      return *view;
+    }
+  }
   return jit::record(OpKind::Reshape, {*this}, std::move(attrs));
 }
 
@@ -91,6 +98,11 @@ Tensor Tensor::slice(int axis, int64_t start, int64_t stop, int64_t step) const 
   attrs.start = start;
   attrs.stop = stop;
   attrs.step = step;
+  if (defined() && is_block_quantized(dtype())) {
+    if (std::optional<Tensor> view = jit::block_row_view(*this, OpKind::Slice, attrs)) {
+      return *view;
+    }
+  }
   return jit::record(OpKind::Slice, {*this}, std::move(attrs));
 }
 

@@ -162,7 +162,9 @@ class Lowerer {
   int load(int node, int space, const IndexMap& map) {
     Instr in;
     in.kind = InstrKind::kLoad;
-    in.dtype = trace_.nodes[node].type->dtype;
+    // A block-quantized weight is read as the f32 values its blocks decode to.
+    const DType stored = trace_.nodes[node].type->dtype;
+    in.dtype = is_block_quantized(stored) ? DType::F32 : stored;
     in.space = space;
     in.input = input_slot(node);
     in.view = view_slot(map, trace_.nodes[node].type->shape, space);

@@ -104,6 +104,14 @@ class Planner {
  private:
   void materialize(int node, const std::string& why) {
     if (plan_.materialized[node]) return;
+    const TraceNode& n = trace_.nodes[node];
+    if (is_block_quantized(n.type->dtype) && n.op != ops::OpKind::Input) {
+      // Only whole rows of blocks can be stored (jit/api/block_views.h); a permuted weight
+      // is read in place by the matmul or take that uses it, never written.
+      throw Error(absl::StrCat("[", ops::op_name(n.op), "] cannot store a view of a ",
+                               dtype_name(n.type->dtype), " tensor that is not whole rows (", why,
+                               "): astype the tensor to f32 first"));
+    }
     plan_.materialized[node] = true;
     plan_.reasons[node] = why;
   }

@@ -13,6 +13,7 @@
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel_families.h"
 #include "runtime/cpu/matrix_operand.h"
+#include "runtime/cpu/quantized_gemm.h"
 #include "runtime/cpu/scratch.h"
 #include "runtime/cpu/simd_math.h"
 #include "runtime/cpu/tile_evaluator.h"
@@ -240,6 +241,33 @@ bool rows_follow_on(const AMatrix& a_matrix, const BMatrix& b_matrix, int64_t ba
   return true;
 }
 
+// Operand b as a block-quantized weight that quantized_gemm reads in place: a plain load of
+// a block-quantized input whose columns are weight rows (k contiguous, every column and
+// batch matrix starting at a block boundary, k a multiple of 32). nullopt for any other b,
+// which is read as f32 (a view of a weight that cuts its blocks: decoded whole).
+std::optional<InPlaceMatrix> quantized_weight(const KernelProgram& program,
+                                              const KernelLaunch& launch,
+                                              const std::vector<const base::Buffer*>& inputs,
+                                              const jit::MatmulShape& mm) {
+  std::optional<InPlaceMatrix> b = in_place_matrix(program, launch, inputs, 1, mm.b);
+  if (!b || !is_block_quantized(b->dtype) || mm.k % 32 != 0) return std::nullopt;
+  const int64_t values = block_values(b->dtype);
+  if ((mm.k > 1 && b->row_stride != 1) || (mm.n > 1 && b->col_stride % values != 0)) {
+    return std::nullopt;
+  }
+  for (int64_t at : b->batch_at) {
+    if (at % values != 0) return std::nullopt;
+  }
+  return b;
+}
+
+// Batch matrix `at` (an element offset) of quantized weight b as quantized_gemm reads it.
+QuantizedMatrix quantized_matrix(const InPlaceMatrix& b, int64_t at, int64_t k, int64_t n) {
+  const int64_t values = block_values(b.dtype);
+  return {b.dtype, b.buffer->as<uint8_t>() + storage_bytes(b.dtype, at),
+          storage_bytes(b.dtype, n > 1 ? b.col_stride : values), n, k};
+}
+
 // The f32 matmul and its epilogue. Small matrices in many batches (attention heads) go a
 // batch per task, then the epilogue runs over all of them. Otherwise each batch matrix is
 // done in chunks of rows: the product of a chunk on all cores, then the epilogue over it
@@ -251,17 +279,27 @@ void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
   const int64_t m = mm.m, k = mm.k, n = mm.n, batches = mm.batches;
   if (batches == 0) return;
   const GemmMatrices a(program, launch, inputs, params, 0, mm.a);
-  const GemmMatrices b(program, launch, inputs, params, 1, mm.b);
+  // A block-quantized weight is read in place by the quantized core; any other b as the
+  // GEMM core reads it.
+  const std::optional<InPlaceMatrix> quantized = quantized_weight(program, launch, inputs, mm);
+  std::optional<GemmMatrices> b;
+  if (!quantized) b.emplace(program, launch, inputs, params, 1, mm.b);
   // matmul_batch_offsets counts in contiguous matrices; their index picks the view's offset.
   const jit::MatmulBatchOffsets offsets = jit::matmul_batch_offsets(mm);
   auto a_matrix = [&](int64_t bi) { return a.at(m * k == 0 ? 0 : offsets.a[bi] / (m * k)); };
-  auto b_matrix = [&](int64_t bi) { return b.at(k * n == 0 ? 0 : offsets.b[bi] / (k * n)); };
+  auto b_index = [&](int64_t bi) { return k * n == 0 ? 0 : offsets.b[bi] / (k * n); };
+  auto b_matrix = [&](int64_t bi) {
+    if (quantized) {  // stands in for the rows_follow_on check: where the weight starts
+      return GemmOperand{quantized->buffer->data() + quantized->batch_at[b_index(bi)], 0, 0};
+    }
+    return b->at(b_index(bi));
+  };
   const bool direct = anchor_writes_output<float>(program);
   float* out = direct ? outputs[program.stores[0].output]->as<float>() : nullptr;
   auto epilogue = [&](float* part, int64_t begin, int64_t end) {
     if (!direct) run_epilogue(program, launch, inputs, outputs, params, part, begin, end);
   };
-  if (batches >= base::worker_count() && m * n * k < (int64_t{1} << 21)) {
+  if (!quantized && batches >= base::worker_count() && m * n * k < (int64_t{1} << 21)) {
     ScratchFloats scratch(direct ? 0 : batches * m * n);
     float* result = direct ? out : scratch.data();
     base::parallel_for(batches, 1, [&](int64_t b0, int64_t b1) {
@@ -294,14 +332,22 @@ void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
   const int64_t chunk_rows = ((rows_each + chunks - 1) / chunks + tile - 1) / tile * tile;
   ScratchFloats scratch(target ? 0 : chunk_rows * n);
   for (int64_t bi = 0; bi < products; ++bi) {
-    const PackedGemmB packed = pack_gemm_b(k, n, b_matrix(bi));
+    std::optional<PackedGemmB> packed;
+    if (!quantized) packed = pack_gemm_b(k, n, b_matrix(bi));
     const GemmOperand matrix = a_matrix(bi);
     for (int64_t r0 = 0; r0 < rows_each; r0 += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, rows_each - r0);
       const int64_t begin = (bi * rows_each + r0) * n;
       const GemmOperand part = matrix.from_row(r0);
       float* c = target ? target + begin : scratch.data();
-      gemm_f32(rows, part, packed, c, n, core ? core->for_part(begin, n) : GemmEpilogue{});
+      const GemmEpilogue epilogue = core ? core->for_part(begin, n) : GemmEpilogue{};
+      if (quantized) {
+        quantized_gemm(rows, part,
+                       quantized_matrix(*quantized, quantized->batch_at[b_index(bi)], k, n), c, n,
+                       epilogue);
+      } else {
+        gemm_f32(rows, part, *packed, c, n, epilogue);
+      }
       if (!target) {
         run_epilogue(program, launch, inputs, outputs, params, c, begin, begin + rows * n,
                      core_last);

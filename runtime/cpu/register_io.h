@@ -14,6 +14,7 @@
 #include "base/buffer.h"
 #include "kiln/dtype.h"
 #include "ops/element_access.h"
+#include "ops/quantized_blocks.h"
 #include "runtime/cpu/simd_convert.h"
 #include "runtime/cpu/tile_evaluator.h"
 
@@ -44,6 +45,28 @@ To convert(From v, DType from, DType to) {
     return round_float(to, static_cast<float>(v));
   } else {
     return static_cast<double>(v);
+  }
+}
+
+// Reads n elements of a block-quantized buffer (a quantized weight read by a gather, or by a
+// matmul whose view the GEMM's quantized path does not take) into float registers, decoding
+// each block when the walk enters it.
+template <class T, class Index>
+void load_blocks(const base::Buffer& b, DType dt, int64_t n, T* out, Index index) {
+  if constexpr (std::is_same_v<T, float>) {
+    const int64_t values = block_values(dt);
+    float block[ops::kMaxBlockValues];
+    int64_t current = -1;
+    for (int64_t e = 0; e < n; ++e) {
+      const int64_t i = index(e);
+      if (i / values != current) {
+        current = i / values;
+        ops::dequantize_range(dt, b.as<uint8_t>(), current * values, values, block);
+      }
+      out[e] = block[i % values];
+    }
+  } else {
+    ops::block_element_error(dt);  // lowering reads block dtypes as f32 only
   }
 }
 
@@ -83,7 +106,7 @@ void load_with(const base::Buffer& b, DType dt, int64_t n, T* out, Index index) 
     case DType::F64:
       return run(b.as<double>(), [](double v) { return static_cast<T>(v); });
     default:
-      ops::block_element_error(dt);
+      return load_blocks(b, dt, n, out, index);
   }
 }
 
@@ -106,6 +129,10 @@ void load_run(const base::Buffer& b, DType dt, int64_t start, int64_t n, T* out)
     }
     if (dt == DType::F16) {
       f16_to_floats(b.as<Half>() + start, out, static_cast<size_t>(n));
+      return;
+    }
+    if (is_block_quantized(dt)) {
+      ops::dequantize_range(dt, b.as<uint8_t>(), start, n, out);
       return;
     }
   }

@@ -74,6 +74,10 @@ absl::StatusOr<KilnMatrix> operand_matrix(const KernelProgram& program, const Ke
   if (load.kind != InstrKind::kLoad || in_space != 1) {
     return ineligible(absl::StrCat(name, " has a prologue (computed, not loaded)"));
   }
+  if (program.input_dtypes[load.input] != load.dtype) {  // a block-quantized weight
+    return ineligible(
+        absl::StrCat(name, " is stored as ", dtype_name(program.input_dtypes[load.input])));
+  }
   if (!cublaslt_dtype(load.dtype)) {
     return ineligible(absl::StrCat(name, " is ", dtype_name(load.dtype), ", not f16, bf16 or f32"));
   }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "ops/custom_functions.h"
+#include "runtime/cuda/block_decoders.h"
 #include "runtime/cuda/cuda_preamble.h"
 #include "runtime/cuda/family_renderers.h"
 #include "runtime/cuda/kernel_args.h"
@@ -39,6 +40,10 @@ std::string assemble_module(const KernelWriter& writer, IndexWidths widths,
                             const std::string& body) {
   const KernelProgram& program = writer.program();
   std::string s = preamble();
+  if (std::any_of(program.input_dtypes.begin(), program.input_dtypes.end(),
+                  [](DType dt) { return is_block_quantized(dt); })) {
+    s += kBlockDecodersSource;
+  }
   append_custom_functions(program, s);
   absl::StrAppend(&s, "// kernel ", program.name, " (", anchor_name(program.anchor), ")\n");
   const std::string printed = program.to_string();

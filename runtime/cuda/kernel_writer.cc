@@ -160,6 +160,10 @@ std::string from_storage(DType dt, const std::string& element) {
 
 // The register value of element `off` of the array of dtype `dt` at `ptr`.
 std::string load(DType dt, const std::string& ptr, const std::string& off) {
+  if (is_block_quantized(dt)) {  // an element of a quantized weight, decoded from its block
+    return absl::StrCat("dequantize_", dtype_name(dt), "((const unsigned char*)", ptr, ", (i64)(",
+                        off, "))");
+  }
   return from_storage(dt, absl::StrCat("((const ", storage_type(dt), "*)", ptr, ")[", off, "]"));
 }
 

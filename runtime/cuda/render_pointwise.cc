@@ -111,6 +111,7 @@ int widest_vector_load(const KernelProgram& program, int space) {
     if (in.kind == InstrKind::kIndexLeaf || in.kind == InstrKind::kGather) return -1;
     if (in.kind != InstrKind::kLoad) continue;
     if (program.view_patterns[in.view].access == jit::ViewAccess::kStrided) return -1;
+    if (is_block_quantized(program.input_dtypes[in.input])) return -1;  // decoded per element
     widest = std::max(widest, dtype_size(program.input_dtypes[in.input]));
   }
   return widest;

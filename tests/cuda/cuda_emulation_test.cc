@@ -22,7 +22,9 @@
 #include "tests/cuda/kernel_corpus.h"
 #include "tests/cuda_emulation/emulated_kernels.h"
 #include "tests/cuda_emulation/run_emulated.h"
+#include "tests/quantized_util.h"
 #include "tests/random_program.h"
+#include "tests/reference_util.h"
 #include "tests/test_util.h"
 
 namespace kiln {
@@ -551,6 +553,55 @@ TEST_F(CudaEmulationTest, NarrowOuterReductionsComputeWhatTheCpuComputes) {
   }
   add_case({sum(Tensor::arange(1500, DType::I32).reshape({300, 5}), {0})});
   run_and_compare();
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Quantized weights in CUDA kernels (every block format): a matmul with the transposed
+// weight, a linear layer with its epilogue, an embedding gather and a matrix-vector product,
+// each decoding the blocks element by element (runtime/cuda/block_decoders.h). The CPU
+// computes these with 8-bit activations, so the oracle here is the reference evaluator: the
+// dequantized weight's product in double, which the emulation matches to f32 rounding.
+class CudaEmulationQuantized : public testing::ScratchDirTest {};
+
+TEST_F(CudaEmulationQuantized, QuantizedWeightsComputeTheReferenceProduct) {
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE(testing::test_seed());
+  testing::EmulatedPlans plans;
+  std::vector<Tensor> results;
+  auto add = [&](const Tensor& t) {
+    plans.add(t);
+    results.push_back(t);
+  };
+  for (DType format : kBlockDTypes) {
+    const int64_t k = 2 * block_values(format);
+    const Tensor w = testing::random_block_tensor(format, {24, k}, rng);
+    const Tensor x = Tensor::from_vector(testing::random_floats(5 * k, rng), {5, k});
+    const Tensor b = Tensor::from_vector(testing::random_floats(24, rng), {24});
+    add(matmul(x, w.transpose(0, 1)));
+    add(gelu(linear(x, w, b)) * 2.0);
+    add(matmul(x.slice(0, 2, 3).reshape({k}), w.transpose(0, 1)));
+    add(embedding(w, Tensor::from_vector(std::vector<int32_t>{5, 0, 23, 5}, {4})) + 1.0);
+  }
+  absl::StatusOr<testing::EmulatedKernels> kernels =
+      testing::EmulatedKernels::build(plans.modules, dir_.string());
+  ASSERT_TRUE(kernels.ok()) << kernels.status();
+  for (const testing::EmulationVariant& v : testing::emulation_variants()) {
+    SCOPED_TRACE(v.name());
+    for (size_t c = 0; c < results.size(); ++c) {
+      const std::vector<std::shared_ptr<base::Buffer>> out = plans.run(*kernels, c, v);
+      const std::vector<float> want = testing::reference_tensor(results[c]).to_vector<float>();
+      ASSERT_EQ(out[0]->nbytes(), static_cast<int64_t>(want.size() * 4)) << "case " << c;
+      for (size_t e = 0; e < want.size(); ++e) {
+        ASSERT_NEAR(out[0]->as<float>()[e], want[e], 1e-4 * (1 + std::fabs(want[e])))
+            << "case " << c << " element " << e;
+      }
+    }
+  }
 }
 
 }  // namespace

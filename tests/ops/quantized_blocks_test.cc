@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "jit/backend/backend.h"
+#include "jit/graph/node.h"
 #include "kiln/io.h"
 #include "tests/test_util.h"
 
@@ -78,9 +80,11 @@ TEST_F(QuantizedBlocksTest, MatchTheGgufPackageBitForBit) {
   const std::vector<float> x = test_rows(rng, 24);
   const int64_t rows = static_cast<int64_t>(x.size()) / kRow;
   save_npy(path("x.npy"), Tensor::from_vector(x, {rows, kRow}));
-  // Random bytes for the super-block formats (whose quantizers Kiln does not have yet).
+  // Random bytes for the super-block formats, which the package does not quantize (their
+  // quantizers are checked against llama.cpp's below).
+  auto from_package = [](DType f) { return block_values(f) == 32; };
   for (DType f : kBlockDTypes) {
-    if (ops::can_quantize(f)) continue;
+    if (from_package(f)) continue;
     std::vector<uint8_t> bytes(static_cast<size_t>(8 * block_bytes(f)));
     for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
     save_npy(path(std::string("k_") + ggml_name(f) + ".npy"),
@@ -104,7 +108,7 @@ for name in ["Q4_K", "Q5_K", "Q6_K"]:
     SCOPED_TRACE(name);
     const std::vector<float> want = floats_of(load_npy(path("d_" + name + ".npy")));
     std::vector<uint8_t> blocks;
-    if (ops::can_quantize(f)) {
+    if (from_package(f)) {
       blocks = load_npy(path("q_" + name + ".npy")).to_vector<uint8_t>();
       const int64_t row_bytes = kRow / values * bytes;
       ASSERT_EQ(static_cast<int64_t>(blocks.size()), rows * row_bytes);
@@ -133,16 +137,16 @@ for name in ["Q4_K", "Q5_K", "Q6_K"]:
 // their values.
 TEST_F(QuantizedBlocksTest, ABlockWithNanDequantizesToNan) {
   for (DType f : kBlockDTypes) {
-    if (!ops::can_quantize(f)) continue;
     SCOPED_TRACE(dtype_name(f));
-    std::vector<float> x(64, 1.5f);
-    x[40] = std::nanf("");
+    const int64_t values = block_values(f);
+    std::vector<float> x(static_cast<size_t>(2 * values), 1.5f);
+    x[values + 8] = std::nanf("");
     std::vector<uint8_t> blocks(2 * static_cast<size_t>(block_bytes(f)));
-    ops::quantize_row(f, x.data(), blocks.data(), 64);
-    std::vector<float> y(64);
-    ops::dequantize_row(f, blocks.data(), y.data(), 64);
-    for (int j = 0; j < 32; ++j) EXPECT_NEAR(y[j], 1.5f, 0.01f) << j;
-    for (int j = 32; j < 64; ++j) EXPECT_TRUE(std::isnan(y[j])) << j;
+    ops::quantize_row(f, x.data(), blocks.data(), 2 * values);
+    std::vector<float> y(static_cast<size_t>(2 * values));
+    ops::dequantize_row(f, blocks.data(), y.data(), 2 * values);
+    for (int64_t j = 0; j < values; ++j) EXPECT_NEAR(y[j], 1.5f, 0.01f) << j;
+    for (int64_t j = values; j < 2 * values; ++j) EXPECT_TRUE(std::isnan(y[j])) << j;
   }
 }
 
@@ -210,11 +214,9 @@ TEST(BlockDTypes, AstypeQuantizesAndDequantizesAsTheCodecDoes) {
         (void)Tensor::zeros({3, 40}).astype(DType::Q4_0);
       },
       {"[astype]", "f32[3, 40]", "multiple of 32"});
-  testing::expect_error([&] { (void)t.astype(DType::Q4_K); }, {"q4_k", "not written yet"});
   testing::expect_error([&] { (void)(q + 1.0); }, {"block-quantized", "q8_0", "astype"});
   testing::expect_error([&] { (void)q.reshape({192}); }, {"[reshape]", "block-quantized"});
   testing::expect_error([&] { (void)sum(q); }, {"[sum]", "block-quantized"});
-  testing::expect_error([&] { (void)matmul(t, q.transpose(0, 1)); }, {"block-quantized"});
   testing::expect_error([&] { (void)Tensor::full({32}, 1.0, DType::Q4_0); }, {"q4_0"});
   testing::expect_error([&] { (void)q.to_vector<float>(); }, {"astype"});
   testing::expect_error([] { (void)promote_types(DType::Q4_0, DType::F32); }, {"q4_0", "astype"});
@@ -267,6 +269,35 @@ w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); 
     const std::vector<float> a = back.tensors.at(name).astype(DType::F32).to_vector<float>();
     const std::vector<float> b = f.tensors.at(name).astype(DType::F32).to_vector<float>();
     for (size_t i = 0; i < a.size(); ++i) ASSERT_TRUE(same_float(a[i], b[i])) << name << " " << i;
+  }
+}
+
+// The K formats' quantizers against llama.cpp's own (quantize_row_q4_K_ref and the others),
+// byte for byte: tests/data/k_quant_references.gguf holds rows of every kind (random at three
+// scales, zero, constant, one-signed, outliers, a zero sub-block, every magnitude) and the
+// bytes llama.cpp wrote for them (scripts/make-k-quant-references.py says how).
+TEST(BlockDTypes, KFormatsQuantizeAsLlamaCppDoes) {
+  const GgufFile file =
+      load_gguf(std::string(KILN_SOURCE_DIR) + "/tests/data/k_quant_references.gguf");
+  const Tensor input = file.tensors.at("input");
+  const std::vector<float> x = input.to_vector<float>();
+  for (DType format : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    SCOPED_TRACE(dtype_name(format));
+    const Tensor want = file.tensors.at(dtype_name(format));
+    ASSERT_EQ(want.dtype(), format);
+    ASSERT_EQ(want.shape(), input.shape());
+    const std::shared_ptr<const base::Buffer> bytes =
+        jit::host_view(detail::TensorAccess::node(want)->buffer);
+    const std::vector<uint8_t> got = codec_blocks(format, x);
+    ASSERT_EQ(static_cast<int64_t>(got.size()), bytes->nbytes());
+    const int64_t row_bytes = storage_bytes(format, input.shape()[1]);
+    for (int64_t i = 0; i < bytes->nbytes(); ++i) {
+      ASSERT_EQ(got[i], bytes->as<uint8_t>()[i])
+          << "row " << i / row_bytes << ", byte " << i % row_bytes;
+    }
+    // And through astype, on the tensor.
+    EXPECT_EQ(input.astype(format).astype(DType::F32).to_vector<float>(),
+              want.astype(DType::F32).to_vector<float>());
   }
 }
 

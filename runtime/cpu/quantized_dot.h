@@ -1,0 +1,77 @@
+// The integer core of the CPU's quantized matrix products (quantized_gemm.h): activations
+// rounded to 8 bits in blocks of 32, and the tile kernels that multiply them with the 32-value
+// chunks of a block-quantized weight, compiled once per instruction set (AVX-512 VNNI, AVX2,
+// portable C++) and chosen at run time. Private to runtime/cpu.
+//
+// Every format is read as chunks of 32 values w = dw * q + mw (q an integer of at most 8
+// bits, dw and mw floats; Q6_K's chunk has a second integer scale per 16 values), so a chunk
+// times an activation block a = da * qa is dw * da * (q . qa) + mw * da * sum(qa): one 32-wide
+// integer dot product and two float steps.
+#ifndef KILN_RUNTIME_CPU_QUANTIZED_DOT_H_
+#define KILN_RUNTIME_CPU_QUANTIZED_DOT_H_
+
+#include <cstdint>
+
+#include "kiln/dtype.h"
+
+namespace kiln::runtime::cpu {
+
+// 32 activations as da * q[i]: da = max |a| / 127, q rounded to nearest (|q| <= 127).
+struct alignas(32) ActivationBlock {
+  int8_t q[32] = {};
+  // -sum(q) over values 0-15 in lane 0 and over 16-31 in lane 4, else 0: how the VNNI kernels
+  // correct for weights read as unsigned bytes.
+  int32_t negated_sums[8] = {};
+  float d = 0;                        // da
+  float dsum = 0;                     // da * sum(q), for the formats with a per-chunk minimum
+  int32_t sum_low = 0, sum_high = 0;  // sum(q) over values 0-15 and 16-31
+  int32_t unused[4] = {};
+};
+
+// Rounds a row of k values (k a multiple of 32) into k / 32 blocks.
+void quantize_activations(const float* a, int64_t k, ActivationBlock* out);
+
+// C[r][j] (r < rows, j < cols) = row r of `a` (k / 32 blocks each, rows `a_stride` blocks
+// apart) times column j of the weight: k values of `format` from byte `w + j * w_stride`
+// (starting at a block boundary), for any number of rows and columns.
+struct DotTile {
+  DType format;
+  const ActivationBlock* a;
+  int64_t a_stride;
+  int rows;
+  const uint8_t* w;
+  int64_t w_stride;
+  int cols;
+  int64_t k;
+  float* c;
+  int64_t ldc;
+};
+
+using DotTileKernel = void (*)(const DotTile& tile);
+
+// The same product for many rows, where the kernel has the instructions for it (AVX-512
+// VNNI): each chunk of up to 8 columns is first decoded into a panel of unsigned bytes laid
+// out so that one vector holds 4 values of each of the 8 columns, then every row's
+// activations are multiplied with it, 4 values broadcast at a time, lanes being columns
+// (llama.cpp repacks its weights the same way for its GEMMs). `panel` is scratch of
+// panel_bytes(k) bytes.
+struct PanelTile {
+  DotTile tile;  // cols <= 8
+  uint8_t* panel;
+  bool decoded;  // the panel holds tile's columns already (from a call with rows = 0)
+};
+using PanelTileKernel = void (*)(const PanelTile& tile);
+inline int64_t panel_bytes(int64_t k) { return k / 32 * (256 + 4 * 8 * 4); }
+PanelTileKernel panel_tile_kernel();  // null where the CPU lacks AVX-512 VNNI
+
+// The kernel for this CPU: AVX-512 VNNI (256-bit), AVX2, else portable C++.
+DotTileKernel dot_tile_kernel();
+// Each kernel by name, for tests that check one against another; null when the CPU (or the
+// build) lacks its instructions.
+DotTileKernel dot_tile_portable();
+DotTileKernel dot_tile_avx2();
+DotTileKernel dot_tile_avx512_vnni();
+
+}  // namespace kiln::runtime::cpu
+
+#endif  // KILN_RUNTIME_CPU_QUANTIZED_DOT_H_

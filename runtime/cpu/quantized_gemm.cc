@@ -1,0 +1,149 @@
+#include "runtime/cpu/quantized_gemm.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "runtime/cpu/quantized_dot.h"
+
+namespace kiln::runtime::cpu {
+namespace {
+
+// Rows of C per task: whole tiles of the kernel, and enough of them that each column panel
+// read from the cache serves many rows.
+constexpr int64_t kRowsPerTask = 64;
+// Columns per task: the weight rows a task streams (at 4.5 bits a value, 16 rows of 4096
+// values are 37 KB, which stay in L2 while every row tile of the task reads them).
+constexpr int64_t kColumnsPerTask = 16;
+// From this many rows on, panels (quantized_dot.h's PanelTile) pay for their decoding.
+constexpr int64_t kPanelRows = 16;
+// Panels of 8 columns a task decodes (64 columns of k values), and the rows it runs through
+// them at a time (their activations stay in cache across the panels).
+constexpr int64_t kPanelsPerTask = 8;
+constexpr int64_t kPanelRowBlock = 32;
+
+// Row `row` of A as f32 values (converted into `scratch` unless A holds contiguous f32).
+const float* row_values(const GemmOperand& a, int64_t row, int64_t k, std::vector<float>& scratch) {
+  const char* base = static_cast<const char*>(a.data);
+  if (a.element == GemmElement::kF32 && (a.col_stride == 1 || k <= 1)) {
+    return reinterpret_cast<const float*>(base) + row * a.row_stride;
+  }
+  scratch.resize(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t at = row * a.row_stride + i * a.col_stride;
+    switch (a.element) {
+      case GemmElement::kF32:
+        scratch[i] = reinterpret_cast<const float*>(base)[at];
+        break;
+      case GemmElement::kBF16:
+        scratch[i] = static_cast<float>(reinterpret_cast<const BFloat16*>(base)[at]);
+        break;
+      case GemmElement::kF16:
+        scratch[i] = static_cast<float>(reinterpret_cast<const Half*>(base)[at]);
+        break;
+    }
+  }
+  return scratch.data();
+}
+
+// The product on the direct tile kernel: tasks of kRowsPerTask rows by kColumnsPerTask
+// columns, reading the weight's blocks where they lie.
+void run_tiles(int64_t m, const QuantizedMatrix& w, const ActivationBlock* activations, float* c,
+               int64_t ldc) {
+  const int64_t n = w.n, k = w.k, blocks = k / 32;
+  const DotTileKernel kernel = dot_tile_kernel();
+  const int64_t row_tasks = (m + kRowsPerTask - 1) / kRowsPerTask;
+  const int64_t column_tasks = (n + kColumnsPerTask - 1) / kColumnsPerTask;
+  // Tasks run column panel after column panel, each over every row block: a worker's share
+  // is a run of whole panels, so each weight row is streamed from memory once.
+  base::parallel_for(row_tasks * column_tasks, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t r0 = (t % row_tasks) * kRowsPerTask, j0 = (t / row_tasks) * kColumnsPerTask;
+      DotTile tile{w.format,
+                   activations + r0 * blocks,
+                   blocks,
+                   static_cast<int>(std::min(kRowsPerTask, m - r0)),
+                   w.data + j0 * w.row_bytes,
+                   w.row_bytes,
+                   static_cast<int>(std::min(kColumnsPerTask, n - j0)),
+                   k,
+                   c + r0 * ldc + j0,
+                   ldc};
+      kernel(tile);
+    }
+  });
+}
+
+// Bias and the rest of the epilogue, row by row.
+void finish(int64_t m, int64_t n, float* c, int64_t ldc, const GemmEpilogue& epilogue) {
+  if (epilogue.bias == nullptr && !epilogue.finish) return;
+  base::parallel_for(m, std::max<int64_t>(1, 16384 / n), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* row = c + r * ldc;
+      if (epilogue.bias != nullptr) {
+        for (int64_t j = 0; j < n; ++j) row[j] += epilogue.bias[j];
+      }
+      if (epilogue.finish) epilogue.finish(row, r, 0, n);
+    }
+  });
+}
+
+}  // namespace
+
+void quantized_gemm(int64_t m, const GemmOperand& a, const QuantizedMatrix& w, float* c,
+                    int64_t ldc, const GemmEpilogue& epilogue) {
+  const int64_t k = w.k, n = w.n, blocks = k / 32;
+  if (m == 0 || n == 0) return;
+  // A's rows rounded to 8-bit blocks, once for every column.
+  std::vector<ActivationBlock> activations(static_cast<size_t>(m * blocks));
+  base::parallel_for(
+      m, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)), [&](int64_t r0, int64_t r1) {
+        std::vector<float> scratch;
+        for (int64_t r = r0; r < r1; ++r) {
+          quantize_activations(row_values(a, r, k, scratch), k, activations.data() + r * blocks);
+        }
+      });
+  if (const PanelTileKernel panel_kernel = panel_tile_kernel(); panel_kernel && m >= kPanelRows) {
+    // Tasks are groups of panels of 8 columns: each decodes its panels once, then runs
+    // blocks of rows through all of them while the rows' activations are in cache.
+    const int64_t panels = (n + 7) / 8;
+    const int64_t groups = (panels + kPanelsPerTask - 1) / kPanelsPerTask;
+    base::parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
+      struct alignas(32) Line {
+        uint8_t bytes[32];
+      };
+      const int64_t lines = panel_bytes(k) / 32;
+      std::vector<Line> decoded(static_cast<size_t>(kPanelsPerTask * lines));
+      for (int64_t g = g0; g < g1; ++g) {
+        const int64_t first = g * kPanelsPerTask, last = std::min(panels, first + kPanelsPerTask);
+        auto tile = [&](int64_t p, int64_t r0, int64_t rows) {
+          const int64_t j0 = 8 * p;
+          return DotTile{w.format,
+                         activations.data() + r0 * blocks,
+                         blocks,
+                         static_cast<int>(rows),
+                         w.data + j0 * w.row_bytes,
+                         w.row_bytes,
+                         static_cast<int>(std::min<int64_t>(8, n - j0)),
+                         k,
+                         c + r0 * ldc + j0,
+                         ldc};
+        };
+        for (int64_t p = first; p < last; ++p) {
+          panel_kernel({tile(p, 0, 0), decoded[(p - first) * lines].bytes, false});
+        }
+        for (int64_t r0 = 0; r0 < m; r0 += kPanelRowBlock) {
+          const int64_t rows = std::min(kPanelRowBlock, m - r0);
+          for (int64_t p = first; p < last; ++p) {
+            panel_kernel({tile(p, r0, rows), decoded[(p - first) * lines].bytes, true});
+          }
+        }
+      }
+    });
+  } else {
+    run_tiles(m, w, activations.data(), c, ldc);
+  }
+  finish(m, n, c, ldc, epilogue);
+}
+
+}  // namespace kiln::runtime::cpu

@@ -1,0 +1,153 @@
+// The quantized tile kernels (runtime/cpu/quantized_dot.h): every kernel this CPU runs gives
+// the product of the dequantized weight with the 8-bit activations (exact integer dot
+// products, then f32 scaling), for every format and for tiles of every shape the kernels cut
+// (full tiles of 4 rows and 2 or 4 columns, and the single rows and columns after them).
+#include "runtime/cpu/quantized_dot.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "ops/quantized_blocks.h"
+#include "tests/quantized_util.h"
+#include "tests/test_util.h"
+
+namespace kiln::runtime::cpu {
+namespace {
+
+std::vector<uint8_t> random_rows(DType format, int64_t rows, int64_t k, std::mt19937_64& rng) {
+  const int64_t bytes = storage_bytes(format, rows * k), block = block_bytes(format);
+  std::vector<uint8_t> data(static_cast<size_t>(bytes));
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.002f, 0.05f);
+  for (uint8_t& b : data) b = static_cast<uint8_t>(byte(rng));
+  for (int64_t b = 0; b < bytes / block; ++b) {
+    for (int field : testing::f16_fields(format)) {
+      const uint16_t bits = Half(scale(rng)).bits;
+      std::memcpy(data.data() + b * block + field, &bits, 2);
+    }
+  }
+  return data;
+}
+
+struct Kernel {
+  const char* name;
+  DotTileKernel run;
+};
+
+std::vector<Kernel> kernels_here() {
+  std::vector<Kernel> out = {{"portable", dot_tile_portable()}};
+  if (DotTileKernel k = dot_tile_avx2()) out.push_back({"avx2", k});
+  if (DotTileKernel k = dot_tile_avx512_vnni()) out.push_back({"avx512_vnni", k});
+  return out;
+}
+
+// c [rows, cols] against the rounded activations' product with the dequantized weight, in
+// double: within f32 rounding of the sum of the terms' magnitudes.
+void expect_exact_product(DType format, const std::vector<ActivationBlock>& qa, int rows,
+                          const std::vector<uint8_t>& w, int cols, int64_t k,
+                          const std::vector<float>& c) {
+  const int64_t blocks = k / 32;
+  std::vector<float> wf(static_cast<size_t>(cols * k));
+  ops::dequantize_row(format, w.data(), wf.data(), cols * k);
+  for (int r = 0; r < rows; ++r) {
+    for (int j = 0; j < cols; ++j) {
+      double exact = 0, magnitude = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        const ActivationBlock& b = qa[r * blocks + i / 32];
+        const double term = static_cast<double>(b.d) * b.q[i % 32] * wf[j * k + i];
+        exact += term;
+        magnitude += std::fabs(term);
+      }
+      ASSERT_NEAR(c[r * cols + j], exact, 2e-6 * magnitude + 1e-30)
+          << "row " << r << " column " << j;
+    }
+  }
+}
+
+TEST(QuantizedDot, EveryKernelGivesTheDequantizedProductWithTheRoundedActivations) {
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE(testing::test_seed());
+  const std::vector<Kernel> kernels = kernels_here();
+  for (DType format : kBlockDTypes) {
+    SCOPED_TRACE(dtype_name(format));
+    const int64_t k = 2 * block_values(format), blocks = k / 32;
+    for (const auto& [rows, cols] : std::vector<std::pair<int, int>>{{1, 1}, {4, 4}, {9, 11}}) {
+      const std::vector<uint8_t> w = random_rows(format, cols, k, rng);
+      std::vector<float> a = testing::random_floats(static_cast<size_t>(rows * k), rng);
+      std::vector<ActivationBlock> qa(static_cast<size_t>(rows * blocks));
+      for (int r = 0; r < rows; ++r) quantize_activations(&a[r * k], k, &qa[r * blocks]);
+      for (const Kernel& kernel : kernels) {
+        SCOPED_TRACE(kernel.name);
+        std::vector<float> c(static_cast<size_t>(rows * cols),
+                             std::numeric_limits<float>::quiet_NaN());
+        kernel.run({format, qa.data(), blocks, rows, w.data(), storage_bytes(format, k), cols, k,
+                    c.data(), cols});
+        expect_exact_product(format, qa, rows, w, cols, k, c);
+      }
+    }
+  }
+}
+
+// The panel kernel (columns in vector lanes), where this CPU has it: the same product, for
+// whole panels of 8 columns and partial ones, decoded once and run over blocks of rows.
+TEST(QuantizedDot, ThePanelKernelGivesTheSameProduct) {
+  const PanelTileKernel panel = panel_tile_kernel();
+  if (panel == nullptr) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE(testing::test_seed());
+  for (DType format : kBlockDTypes) {
+    SCOPED_TRACE(dtype_name(format));
+    const int64_t k = 2 * block_values(format), blocks = k / 32;
+    for (const int cols : {8, 3}) {
+      const int rows = 9;
+      const std::vector<uint8_t> w = random_rows(format, cols, k, rng);
+      std::vector<float> a = testing::random_floats(static_cast<size_t>(rows * k), rng);
+      std::vector<ActivationBlock> qa(static_cast<size_t>(rows * blocks));
+      for (int r = 0; r < rows; ++r) quantize_activations(&a[r * k], k, &qa[r * blocks]);
+      std::vector<float> got(static_cast<size_t>(rows * cols), std::nanf(""));
+      struct alignas(32) Line {
+        uint8_t bytes[32];
+      };
+      std::vector<Line> scratch(static_cast<size_t>(panel_bytes(k) / 32));
+      const DotTile tile{format, qa.data(), blocks,     0,   w.data(), storage_bytes(format, k),
+                         cols,   k,         got.data(), cols};
+      panel({tile, scratch.data()->bytes, false});  // decode only
+      for (const auto& [r0, n] : std::vector<std::pair<int, int>>{{0, 4}, {4, 5}}) {
+        DotTile part = tile;
+        part.a = qa.data() + r0 * blocks;
+        part.rows = n;
+        part.c = got.data() + r0 * cols;
+        panel({part, scratch.data()->bytes, true});
+      }
+      SCOPED_TRACE(cols);
+      expect_exact_product(format, qa, rows, w, cols, k, got);
+    }
+  }
+}
+
+TEST(QuantizedDot, ANonFiniteActivationMakesItsRowNan) {
+  std::mt19937_64 rng(testing::test_seed());
+  const int64_t k = 64;
+  const std::vector<uint8_t> w = random_rows(DType::Q4_0, 3, k, rng);
+  std::vector<float> a = testing::random_floats(2 * k, rng);
+  a[40] = std::numeric_limits<float>::infinity();
+  std::vector<ActivationBlock> qa(4);
+  for (int r = 0; r < 2; ++r) quantize_activations(&a[r * k], k, &qa[r * 2]);
+  for (const Kernel& kernel : kernels_here()) {
+    std::vector<float> c(6, 0.0f);
+    kernel.run(
+        {DType::Q4_0, qa.data(), 2, 2, w.data(), storage_bytes(DType::Q4_0, k), 3, k, c.data(), 3});
+    for (int j = 0; j < 3; ++j) {
+      EXPECT_TRUE(std::isnan(c[j])) << kernel.name;
+      EXPECT_TRUE(std::isfinite(c[3 + j])) << kernel.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::runtime::cpu
