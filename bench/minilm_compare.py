@@ -7,8 +7,8 @@ and 1 x 16, with the same token ids:
     ids[b][s] = 101 if s == 0, 102 if s == seq-1, else 1000 + ((b*seq + s)*37) % 29000
 and an all-ones attention mask. ONNX Runtime also runs the graph with its MatMul weights
 quantized by onnxruntime.quantization.quantize_dynamic (int8), beside Kiln with Q8_0 weights
-(BM_MiniLMQ8Compiled); these two are checked by cosine (>= 0.99 for every reference
-sentence) instead of 1e-5. Kiln is timed in its process: the eager forward
+(BM_MiniLMQ8Compiled); ONNX Runtime's int8 graph is checked by cosine to the reference
+(reported, and >= 0.9 for every sentence) instead of 1e-5. Kiln is timed in its process: the eager forward
 (BM_MiniLM, recording every op on each call) and the same forward through kiln::compile
 (BM_MiniLMCompiled, replaying the recorded plan), the way an application serving requests
 of one shape would run it. Each engine runs in a process of its own (no shared thread
@@ -54,8 +54,10 @@ TOLERANCE = 1e-5
 ENGINES = {"ort": ("onnxruntime", "ONNX Runtime"),
            "ort_int8": ("onnxruntime", "ONNX Runtime int8 (quantize_dynamic)"),
            "torch": ("torch", "PyTorch")}
-# The quantized engines are checked by cosine to the reference (every sentence), not 1e-5.
-INT8_COSINE = 0.99
+# The quantized engine is checked by cosine to the reference (every sentence), not 1e-5: it
+# reports its lowest cosine (Kiln's q8_0 weights must keep 0.99, tests/samples/samples_test.cc)
+# and stops only under INT8_BROKEN.
+INT8_BROKEN = 0.9
 
 
 def bench_ids(batch, seq):
@@ -210,11 +212,13 @@ def engine_main(args):
     result = {"python": sys.executable, "shapes": []}
     for info, (batch, seq), fn in runner(args):
         if "cosine" in info and "cosine" not in result:
+            # ONNX Runtime's int8 graph is timed whatever its accuracy (the table reports it);
+            # only a broken one, far from the reference, stops the run.
             result.update(info)
-            if not info["cosine"] >= INT8_COSINE:
+            if not info["cosine"] >= INT8_BROKEN:
                 print(json.dumps(result))
                 sys.exit(f"{args.engine}: lowest cosine to the reference {info['cosine']:.4f} "
-                         f"is under {INT8_COSINE}")
+                         f"is under {INT8_BROKEN}")
         if "check" not in result and "cosine" not in result:
             result.update(info)
             if not info["check"] <= TOLERANCE:

@@ -325,8 +325,10 @@ void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
   // products of 64 rows each, 64 = 5 · 12 + 4 on AVX-512.
   const bool one_product = batches > 1 && rows_follow_on(a_matrix, b_matrix, batches, m);
   const int64_t products = one_product ? 1 : batches, rows_each = one_product ? batches * m : m;
-  // Chunks of at most 144 rows per core, of even size in whole row tiles of the core.
-  const int64_t per_chunk = 144 * base::worker_count();
+  // Chunks of at most 144 rows per core, of even size in whole row tiles of the core. The
+  // quantized core takes up to 1024 rows at once: each call rounds its activations and
+  // decodes its weight panels, which more rows amortize.
+  const int64_t per_chunk = (quantized ? 1024 : 144 * base::worker_count());
   const int64_t chunks = target ? 1 : (rows_each + per_chunk - 1) / per_chunk;
   const int64_t tile = gemm_row_tile();
   const int64_t chunk_rows = ((rows_each + chunks - 1) / chunks + tile - 1) / tile * tile;

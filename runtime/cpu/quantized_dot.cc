@@ -17,6 +17,7 @@ namespace kiln::runtime::cpu {
 #if defined(__x86_64__)
 namespace avx2 {
 void dot_tile(const DotTile& t);
+void quantize_activations(const float* a, int64_t k, ActivationBlock* out);
 }  // namespace avx2
 namespace avx512_vnni {
 void dot_tile(const DotTile& t);
@@ -156,36 +157,48 @@ bool has_f16c() {
 
 }  // namespace
 
-void quantize_activations(const float* a, int64_t k, ActivationBlock* out) {
+void quantize_activations_portable(const float* a, int64_t k, ActivationBlock* out) {
+  // Loops the compiler vectorizes: no library call per value. Rounding to nearest even by
+  // adding and subtracting 1.5 · 2^23 is exact for the |v| <= 127.5 found here.
+  constexpr float kRound = 12582912.0f;
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* x = a + 32 * b;
-    float amax = 0;
-    bool finite = true;
+    float amax = 0, probe = 0;
     for (int i = 0; i < 32; ++i) {
       amax = std::max(amax, std::fabs(x[i]));
-      finite = finite && std::isfinite(x[i]);
+      probe += x[i] * 0.0f;  // NaN when any value is NaN or infinite
     }
     ActivationBlock& block = out[b];
-    if (!finite) {  // NaN or infinity: the products with this block are NaN
+    if (probe != 0.0f) {  // NaN or infinity: the products with this block are NaN
       block = ActivationBlock{};
       block.d = block.dsum = std::numeric_limits<float>::quiet_NaN();
       continue;
     }
     const float d = amax / 127.0f;
     const float inverse = d != 0 ? 1.0f / d : 0.0f;
+    int32_t q[32];
+    for (int i = 0; i < 32; ++i) {
+      const float rounded = (x[i] * inverse + kRound) - kRound;
+      q[i] = std::clamp(static_cast<int32_t>(rounded), -127, 127);
+    }
     int sum[2] = {0, 0};
     for (int i = 0; i < 32; ++i) {
-      const int q = std::clamp(static_cast<int>(std::nearbyint(x[i] * inverse)), -127, 127);
-      block.q[i] = static_cast<int8_t>(q);
-      sum[i / 16] += q;
+      block.q[i] = static_cast<int8_t>(q[i]);
+      sum[i / 16] += q[i];
     }
     block.d = d;
     block.dsum = d * static_cast<float>(sum[0] + sum[1]);
     block.sum_low = sum[0];
     block.sum_high = sum[1];
-    block.negated_sums[0] = -sum[0];
-    block.negated_sums[4] = -sum[1];
   }
+}
+
+void quantize_activations(const float* a, int64_t k, ActivationBlock* out) {
+#if defined(__x86_64__)
+  static const bool simd = dot_tile_avx2() != nullptr;
+  if (simd) return avx2::quantize_activations(a, k, out);
+#endif
+  quantize_activations_portable(a, k, out);
 }
 
 DotTileKernel dot_tile_portable() { return portable_tile; }

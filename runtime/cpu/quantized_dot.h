@@ -17,19 +17,18 @@
 namespace kiln::runtime::cpu {
 
 // 32 activations as da * q[i]: da = max |a| / 127, q rounded to nearest (|q| <= 127).
-struct alignas(32) ActivationBlock {
+struct alignas(64) ActivationBlock {
   int8_t q[32] = {};
-  // -sum(q) over values 0-15 in lane 0 and over 16-31 in lane 4, else 0: how the VNNI kernels
-  // correct for weights read as unsigned bytes.
-  int32_t negated_sums[8] = {};
   float d = 0;                        // da
   float dsum = 0;                     // da * sum(q), for the formats with a per-chunk minimum
   int32_t sum_low = 0, sum_high = 0;  // sum(q) over values 0-15 and 16-31
-  int32_t unused[4] = {};
+  int32_t unused[4] = {};             // to a cache line: the panels stream these
 };
 
-// Rounds a row of k values (k a multiple of 32) into k / 32 blocks.
+// Rounds a row of k values (k a multiple of 32) into k / 32 blocks: in AVX2 where the CPU has
+// it, else portable C++ (the same bits; quantize_activations_portable is for tests).
 void quantize_activations(const float* a, int64_t k, ActivationBlock* out);
+void quantize_activations_portable(const float* a, int64_t k, ActivationBlock* out);
 
 // C[r][j] (r < rows, j < cols) = row r of `a` (k / 32 blocks each, rows `a_stride` blocks
 // apart) times column j of the weight: k values of `format` from byte `w + j * w_stride`

@@ -106,16 +106,20 @@ void quantized_gemm(int64_t m, const GemmOperand& a, const QuantizedMatrix& w, f
   if (const PanelTileKernel panel_kernel = panel_tile_kernel(); panel_kernel && m >= kPanelRows) {
     // Tasks are groups of panels of 8 columns: each decodes its panels once, then runs
     // blocks of rows through all of them while the rows' activations are in cache.
+    // Each task reads every row's activations once: the fewer tasks, the fewer reads, but
+    // each worker needs a few for balance.
     const int64_t panels = (n + 7) / 8;
-    const int64_t groups = (panels + kPanelsPerTask - 1) / kPanelsPerTask;
+    const int64_t per_task = std::clamp<int64_t>(panels / (2 * base::worker_count()),
+                                                 kPanelsPerTask, 4 * kPanelsPerTask);
+    const int64_t groups = (panels + per_task - 1) / per_task;
     base::parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
       struct alignas(32) Line {
         uint8_t bytes[32];
       };
       const int64_t lines = panel_bytes(k) / 32;
-      std::vector<Line> decoded(static_cast<size_t>(kPanelsPerTask * lines));
+      std::vector<Line> decoded(static_cast<size_t>(per_task * lines));
       for (int64_t g = g0; g < g1; ++g) {
-        const int64_t first = g * kPanelsPerTask, last = std::min(panels, first + kPanelsPerTask);
+        const int64_t first = g * per_task, last = std::min(panels, first + per_task);
         auto tile = [&](int64_t p, int64_t r0, int64_t rows) {
           const int64_t j0 = 8 * p;
           return DotTile{w.format,

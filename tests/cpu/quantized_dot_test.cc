@@ -130,6 +130,32 @@ TEST(QuantizedDot, ThePanelKernelGivesTheSameProduct) {
   }
 }
 
+// The vector rounding of activations gives the portable loop's bits, NaN blocks included.
+TEST(QuantizedDot, ActivationsRoundTheSameInVectors) {
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE(testing::test_seed());
+  std::vector<float> a = testing::random_floats(32 * 64, rng, -300, 300);
+  for (int b = 0; b < 64; b += 7) a[32 * b + b % 32] *= 1e-3f;  // one value far from the rest
+  std::fill_n(a.begin() + 32 * 5, 32, 0.0f);                    // a zero block
+  a[32 * 9 + 3] = std::numeric_limits<float>::infinity();
+  a[32 * 11 + 30] = std::nanf("");
+  std::vector<ActivationBlock> got(64), want(64);
+  quantize_activations(a.data(), 32 * 64, got.data());
+  quantize_activations_portable(a.data(), 32 * 64, want.data());
+  for (int b = 0; b < 64; ++b) {
+    SCOPED_TRACE(b);
+    EXPECT_EQ(std::memcmp(got[b].q, want[b].q, 32), 0);
+    EXPECT_EQ(got[b].sum_low, want[b].sum_low);
+    EXPECT_EQ(got[b].sum_high, want[b].sum_high);
+    EXPECT_TRUE(got[b].d == want[b].d || (std::isnan(got[b].d) && std::isnan(want[b].d)));
+    EXPECT_TRUE(got[b].dsum == want[b].dsum ||
+                (std::isnan(got[b].dsum) && std::isnan(want[b].dsum)));
+  }
+  EXPECT_TRUE(std::isnan(got[9].d));
+  EXPECT_TRUE(std::isnan(got[11].d));
+  EXPECT_EQ(got[5].d, 0.0f);
+}
+
 TEST(QuantizedDot, ANonFiniteActivationMakesItsRowNan) {
   std::mt19937_64 rng(testing::test_seed());
   const int64_t k = 64;
