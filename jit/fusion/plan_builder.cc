@@ -198,7 +198,8 @@ std::shared_ptr<const LaunchPlan> build_plan(const Trace& user_trace) {
   for (size_t i = 0; i < trace.nodes.size(); ++i) {
     const TraceNode& n = trace.nodes[i];
     if (n.input_slot >= 0) plan->input_nodes[n.input_slot] = static_cast<int>(i);
-    plan->node_bytes[i] = ops::numel(n.type->shape) * dtype_size(n.type->dtype);
+    // storage_bytes: a block-quantized node's blocks (its dtype has no element size).
+    plan->node_bytes[i] = storage_bytes(n.type->dtype, ops::numel(n.type->shape));
   }
   plan->description = describe(trace, fusion, *plan);
   if (!attention.notes.empty()) {

@@ -243,14 +243,14 @@ bool rows_follow_on(const AMatrix& a_matrix, const BMatrix& b_matrix, int64_t ba
 
 // Operand b as a block-quantized weight that quantized_gemm reads in place: a plain load of
 // a block-quantized input whose columns are weight rows (k contiguous, every column and
-// batch matrix starting at a block boundary, k a multiple of 32). nullopt for any other b,
-// which is read as f32 (a view of a weight that cuts its blocks: decoded whole).
+// batch matrix starting at a block boundary, k a positive multiple of 32). nullopt for any
+// other b, which is read as f32 (a view of a weight that cuts its blocks: decoded whole).
 std::optional<InPlaceMatrix> quantized_weight(const KernelProgram& program,
                                               const KernelLaunch& launch,
                                               const std::vector<const base::Buffer*>& inputs,
                                               const jit::MatmulShape& mm) {
   std::optional<InPlaceMatrix> b = in_place_matrix(program, launch, inputs, 1, mm.b);
-  if (!b || !is_block_quantized(b->dtype) || mm.k % 32 != 0) return std::nullopt;
+  if (!b || !is_block_quantized(b->dtype) || mm.k == 0 || mm.k % 32 != 0) return std::nullopt;
   const int64_t values = block_values(b->dtype);
   if ((mm.k > 1 && b->row_stride != 1) || (mm.n > 1 && b->col_stride % values != 0)) {
     return std::nullopt;

@@ -176,9 +176,12 @@ void quantize_activations_portable(const float* a, int64_t k, ActivationBlock* o
     }
     const float d = amax / 127.0f;
     const float inverse = d != 0 ? 1.0f / d : 0.0f;
+    // Below about 4e-37, d is subnormal and 1 / d overflows: scale by the largest value first.
+    const bool tiny = std::isinf(inverse);
     int32_t q[32];
     for (int i = 0; i < 32; ++i) {
-      const float rounded = (x[i] * inverse + kRound) - kRound;
+      const float scaled = tiny ? x[i] / amax * 127.0f : x[i] * inverse;
+      const float rounded = (scaled + kRound) - kRound;
       q[i] = std::clamp(static_cast<int32_t>(rounded), -127, 127);
     }
     int sum[2] = {0, 0};

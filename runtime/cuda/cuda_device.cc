@@ -239,14 +239,16 @@ CUgraphNode CudaDevice::captured_node() const {
 bool CudaDevice::needs_wide_index(const jit::LaunchPlan& plan, size_t k) {
   const jit::PlannedKernel& pk = plan.kernels[k];
   if (pk.program->anchor == jit::AnchorKind::kCustomKernel) return false;
+  // Elements from bytes; a block-quantized input has block_values per block_bytes.
+  auto elements = [&](int node, DType dt) {
+    return plan.node_bytes[node] / block_bytes(dt) * block_values(dt);
+  };
   std::vector<int64_t> numels;
   for (size_t i = 0; i < pk.launch.inputs.size(); ++i) {
-    numels.push_back(plan.node_bytes[pk.launch.inputs[i]] /
-                     dtype_size(pk.program->input_dtypes[i]));
+    numels.push_back(elements(pk.launch.inputs[i], pk.program->input_dtypes[i]));
   }
   for (size_t o = 0; o < pk.launch.outputs.size(); ++o) {
-    numels.push_back(plan.node_bytes[pk.launch.outputs[o]] /
-                     dtype_size(pk.program->output_dtypes[o]));
+    numels.push_back(elements(pk.launch.outputs[o], pk.program->output_dtypes[o]));
   }
   return !fits_32bit_index(pk.launch, numels);
 }

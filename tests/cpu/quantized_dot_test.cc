@@ -137,6 +137,8 @@ TEST(QuantizedDot, ActivationsRoundTheSameInVectors) {
   std::vector<float> a = testing::random_floats(32 * 64, rng, -300, 300);
   for (int b = 0; b < 64; b += 7) a[32 * b + b % 32] *= 1e-3f;  // one value far from the rest
   std::fill_n(a.begin() + 32 * 5, 32, 0.0f);                    // a zero block
+  for (int i = 0; i < 32; ++i) a[32 * 13 + i] = (i % 3 - 1) * 1e-38f;  // 1 / d overflows
+  a[32 * 13 + 7] = 2e-37f;
   a[32 * 9 + 3] = std::numeric_limits<float>::infinity();
   a[32 * 11 + 30] = std::nanf("");
   std::vector<ActivationBlock> got(64), want(64);
@@ -154,6 +156,9 @@ TEST(QuantizedDot, ActivationsRoundTheSameInVectors) {
   EXPECT_TRUE(std::isnan(got[9].d));
   EXPECT_TRUE(std::isnan(got[11].d));
   EXPECT_EQ(got[5].d, 0.0f);
+  EXPECT_EQ(got[13].q[7], 127);  // the largest value, positive
+  EXPECT_EQ(got[13].q[0], -6);   // -1e-38 / 2e-37 * 127, rounded
+  EXPECT_EQ(got[13].q[1], 0);
 }
 
 TEST(QuantizedDot, ANonFiniteActivationMakesItsRowNan) {

@@ -29,6 +29,7 @@
 #include "runtime/cuda/kernel_args.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "tests/cuda_emulation/emulated_driver.h"
+#include "tests/quantized_util.h"
 #include "tests/test_util.h"
 
 namespace kiln {
@@ -130,6 +131,30 @@ TEST_F(CudaBackendOnEmulatedDriver, RowNormsOfTwelveThousandFloatsOptInAndKeepTh
   EXPECT_NO_THROW(gpu->replay(p.plan, p.args));
   EXPECT_NO_THROW(gpu->replay(p.plan, p.args));
   EXPECT_EQ(driver_.calls("cuGraphLaunch"), graph_launches + 1) << "replayed as a graph";
+  expect_no_failed_calls();
+}
+
+// A block-quantized weight's kernels (a matmul reading it, an embedding gathering from it)
+// launch with 32-bit indices: the backend counts the weight's elements from its blocks
+// (Q8_0: 32 values in 34 bytes), where an element size of 0 once divided by zero.
+TEST_F(CudaBackendOnEmulatedDriver, BlockQuantizedWeightsLaunchWithNarrowIndices) {
+  std::unique_ptr<Backend> gpu = make_cuda_backend(kHopper);
+  std::mt19937_64 rng(testing::test_seed());
+  const Tensor w = testing::random_block_tensor(DType::Q8_0, {64, 256}, rng);
+  const Tensor x = Tensor::randn({8, 256}, 5).eval();
+  const Tensor ids = Tensor::from_vector(std::vector<int32_t>{3, 63, 0}, {3});
+  for (const Tensor& y : {matmul(x, w.transpose(0, 1)), embedding(w, ids) * 2.0}) {
+    const Planned p = plan_of({y});
+    SCOPED_TRACE(p.plan->description);
+    const size_t before = driver_.launches().size();
+    EXPECT_NO_THROW(gpu->run(*p.plan, p.args));
+    const std::vector<testing::EmulatedLaunch> launches = driver_.launches();
+    ASSERT_EQ(launches.size(), before + p.plan->kernels.size());
+    for (size_t k = 0; k < p.plan->kernels.size(); ++k) {
+      EXPECT_EQ(launches[before + k].function,
+                runtime::cuda::entry_name(*p.plan->kernels[k].program, /*wide=*/false));
+    }
+  }
   expect_no_failed_calls();
 }
 
