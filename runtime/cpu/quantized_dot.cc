@@ -23,6 +23,10 @@ namespace avx512_vnni {
 void dot_tile(const DotTile& t);
 void panel_tile(const PanelTile& t);
 }  // namespace avx512_vnni
+namespace avx_vnni {
+void dot_tile(const DotTile& t);
+void panel_tile(const PanelTile& t);
+}  // namespace avx_vnni
 #endif
 
 namespace {
@@ -153,6 +157,12 @@ bool has_f16c() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
 }
+
+// AVX-VNNI (CPUID leaf 7, subleaf 1, EAX bit 4), likewise.
+bool has_avx_vnni() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && (eax & (1u << 4)) != 0;
+}
 #endif
 
 }  // namespace
@@ -226,16 +236,39 @@ DotTileKernel dot_tile_avx512_vnni() {
   return nullptr;
 }
 
-PanelTileKernel panel_tile_kernel() {
+DotTileKernel dot_tile_avx_vnni() {
+#if defined(__x86_64__)
+  if (dot_tile_avx2() != nullptr && has_avx_vnni()) return avx_vnni::dot_tile;
+#endif
+  return nullptr;
+}
+
+PanelTileKernel panel_tile_avx512_vnni() {
 #if defined(__x86_64__)
   if (dot_tile_avx512_vnni() != nullptr) return avx512_vnni::panel_tile;
 #endif
   return nullptr;
 }
 
+PanelTileKernel panel_tile_avx_vnni() {
+#if defined(__x86_64__)
+  if (dot_tile_avx_vnni() != nullptr) return avx_vnni::panel_tile;
+#endif
+  return nullptr;
+}
+
+PanelTileKernel panel_tile_kernel() {
+  static const PanelTileKernel chosen = [] {
+    if (PanelTileKernel k = panel_tile_avx512_vnni()) return k;
+    return panel_tile_avx_vnni();
+  }();
+  return chosen;
+}
+
 DotTileKernel dot_tile_kernel() {
   static const DotTileKernel chosen = [] {
     if (DotTileKernel k = dot_tile_avx512_vnni()) return k;
+    if (DotTileKernel k = dot_tile_avx_vnni()) return k;
     if (DotTileKernel k = dot_tile_avx2()) return k;
     return dot_tile_portable();
   }();

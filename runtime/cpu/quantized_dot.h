@@ -50,11 +50,10 @@ struct DotTile {
 using DotTileKernel = void (*)(const DotTile& tile);
 
 // The same product for many rows, where the kernel has the instructions for it (AVX-512
-// VNNI): each chunk of up to 8 columns is first decoded into a panel of unsigned bytes laid
-// out so that one vector holds 4 values of each of the 8 columns, then every row's
-// activations are multiplied with it, 4 values broadcast at a time, lanes being columns
-// (llama.cpp repacks its weights the same way for its GEMMs). `panel` is scratch of
-// panel_bytes(k) bytes.
+// VNNI or AVX-VNNI): each chunk of up to 8 columns is first decoded into a panel of unsigned bytes
+// laid out so that one vector holds 4 values of each of the 8 columns, then every row's activations
+// are multiplied with it, 4 values broadcast at a time, lanes being columns (llama.cpp repacks its
+// weights the same way for its GEMMs). `panel` is scratch of panel_bytes(k) bytes.
 struct PanelTile {
   DotTile tile;  // cols <= 8
   uint8_t* panel;
@@ -62,15 +61,19 @@ struct PanelTile {
 };
 using PanelTileKernel = void (*)(const PanelTile& tile);
 inline int64_t panel_bytes(int64_t k) { return k / 32 * (256 + 4 * 8 * 4); }
-PanelTileKernel panel_tile_kernel();  // null where the CPU lacks AVX-512 VNNI
+PanelTileKernel panel_tile_kernel();  // null where the CPU has no VNNI
+// Each panel kernel by name, for tests; null where the CPU lacks its instructions.
+PanelTileKernel panel_tile_avx512_vnni();
+PanelTileKernel panel_tile_avx_vnni();
 
-// The kernel for this CPU: AVX-512 VNNI (256-bit), AVX2, else portable C++.
+// The kernel for this CPU: AVX-512 VNNI (256-bit), AVX-VNNI, AVX2, else portable C++.
 DotTileKernel dot_tile_kernel();
 // Each kernel by name, for tests that check one against another; null when the CPU (or the
 // build) lacks its instructions.
 DotTileKernel dot_tile_portable();
 DotTileKernel dot_tile_avx2();
 DotTileKernel dot_tile_avx512_vnni();
+DotTileKernel dot_tile_avx_vnni();
 
 }  // namespace kiln::runtime::cpu
 

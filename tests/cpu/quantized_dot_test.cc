@@ -43,6 +43,7 @@ std::vector<Kernel> kernels_here() {
   std::vector<Kernel> out = {{"portable", dot_tile_portable()}};
   if (DotTileKernel k = dot_tile_avx2()) out.push_back({"avx2", k});
   if (DotTileKernel k = dot_tile_avx512_vnni()) out.push_back({"avx512_vnni", k});
+  if (DotTileKernel k = dot_tile_avx_vnni()) out.push_back({"avx_vnni", k});
   return out;
 }
 
@@ -95,37 +96,42 @@ TEST(QuantizedDot, EveryKernelGivesTheDequantizedProductWithTheRoundedActivation
 
 // The panel kernel (columns in vector lanes), where this CPU has it: the same product, for
 // whole panels of 8 columns and partial ones, decoded once and run over blocks of rows.
-TEST(QuantizedDot, ThePanelKernelGivesTheSameProduct) {
-  const PanelTileKernel panel = panel_tile_kernel();
-  if (panel == nullptr) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+TEST(QuantizedDot, ThePanelKernelsGiveTheSameProduct) {
+  std::vector<std::pair<const char*, PanelTileKernel>> panels;
+  if (PanelTileKernel k = panel_tile_avx512_vnni()) panels.emplace_back("avx512_vnni", k);
+  if (PanelTileKernel k = panel_tile_avx_vnni()) panels.emplace_back("avx_vnni", k);
+  if (panels.empty()) GTEST_SKIP() << "no VNNI on this CPU";
   std::mt19937_64 rng(testing::test_seed());
   SCOPED_TRACE(testing::test_seed());
-  for (DType format : kBlockDTypes) {
-    SCOPED_TRACE(dtype_name(format));
-    const int64_t k = 2 * block_values(format), blocks = k / 32;
-    for (const int cols : {8, 3}) {
-      const int rows = 9;
-      const std::vector<uint8_t> w = random_rows(format, cols, k, rng);
-      std::vector<float> a = testing::random_floats(static_cast<size_t>(rows * k), rng);
-      std::vector<ActivationBlock> qa(static_cast<size_t>(rows * blocks));
-      for (int r = 0; r < rows; ++r) quantize_activations(&a[r * k], k, &qa[r * blocks]);
-      std::vector<float> got(static_cast<size_t>(rows * cols), std::nanf(""));
-      struct alignas(32) Line {
-        uint8_t bytes[32];
-      };
-      std::vector<Line> scratch(static_cast<size_t>(panel_bytes(k) / 32));
-      const DotTile tile{format, qa.data(), blocks,     0,   w.data(), storage_bytes(format, k),
-                         cols,   k,         got.data(), cols};
-      panel({tile, scratch.data()->bytes, false});  // decode only
-      for (const auto& [r0, n] : std::vector<std::pair<int, int>>{{0, 4}, {4, 5}}) {
-        DotTile part = tile;
-        part.a = qa.data() + r0 * blocks;
-        part.rows = n;
-        part.c = got.data() + r0 * cols;
-        panel({part, scratch.data()->bytes, true});
+  for (const auto& [name, panel] : panels) {
+    SCOPED_TRACE(name);
+    for (DType format : kBlockDTypes) {
+      SCOPED_TRACE(dtype_name(format));
+      const int64_t k = 2 * block_values(format), blocks = k / 32;
+      for (const int cols : {8, 3}) {
+        const int rows = 9;
+        const std::vector<uint8_t> w = random_rows(format, cols, k, rng);
+        std::vector<float> a = testing::random_floats(static_cast<size_t>(rows * k), rng);
+        std::vector<ActivationBlock> qa(static_cast<size_t>(rows * blocks));
+        for (int r = 0; r < rows; ++r) quantize_activations(&a[r * k], k, &qa[r * blocks]);
+        std::vector<float> got(static_cast<size_t>(rows * cols), std::nanf(""));
+        struct alignas(32) Line {
+          uint8_t bytes[32];
+        };
+        std::vector<Line> scratch(static_cast<size_t>(panel_bytes(k) / 32));
+        const DotTile tile{format, qa.data(), blocks,     0,   w.data(), storage_bytes(format, k),
+                           cols,   k,         got.data(), cols};
+        panel({tile, scratch.data()->bytes, false});  // decode only
+        for (const auto& [r0, n] : std::vector<std::pair<int, int>>{{0, 4}, {4, 5}}) {
+          DotTile part = tile;
+          part.a = qa.data() + r0 * blocks;
+          part.rows = n;
+          part.c = got.data() + r0 * cols;
+          panel({part, scratch.data()->bytes, true});
+        }
+        SCOPED_TRACE(cols);
+        expect_exact_product(format, qa, rows, w, cols, k, got);
       }
-      SCOPED_TRACE(cols);
-      expect_exact_product(format, qa, rows, w, cols, k, got);
     }
   }
 }
