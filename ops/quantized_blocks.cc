@@ -201,19 +201,6 @@ void dequantize_q8_0(const uint8_t* b, float* y) {
   }
 }
 
-// The 6-bit scale and min of sub-block j (0 to 7) of Q4_K and Q5_K, packed in 12 bytes:
-// bytes 0-3 and 4-7 hold sub-blocks 0-3's scales and mins in their low 6 bits; sub-blocks
-// 4-7 take their low 4 bits from bytes 8-11 and their high 2 bits from the top of 0-7.
-void scale_and_min(const uint8_t* s, int j, int& scale, int& min) {
-  if (j < 4) {
-    scale = s[j] & 63;
-    min = s[j + 4] & 63;
-  } else {
-    scale = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-    min = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
-
 // Q4_K (144 bytes per 256): f16 d | f16 dmin | 12 bytes of scales and mins | 128 bytes of
 // nibbles. Sub-block j (32 values) is x = (d * scale_j) * q - dmin * min_j, its nibbles in
 // bytes 32 * (j / 2) on, low nibbles for even j, high for odd.
@@ -222,7 +209,7 @@ void dequantize_q4_k(const uint8_t* b, float* y) {
   const uint8_t* qs = b + 16;
   for (int j = 0; j < 8; ++j) {
     int scale, min;
-    scale_and_min(b + 4, j, scale, min);
+    k_scale_and_min(b + 4, j, scale, min);
     const float d1 = d * static_cast<float>(scale), m1 = dmin * static_cast<float>(min);
     const uint8_t* q = qs + 32 * (j / 2);
     const int shift = 4 * (j % 2);
@@ -240,7 +227,7 @@ void dequantize_q5_k(const uint8_t* b, float* y) {
   const uint8_t* qs = b + 48;
   for (int j = 0; j < 8; ++j) {
     int scale, min;
-    scale_and_min(b + 4, j, scale, min);
+    k_scale_and_min(b + 4, j, scale, min);
     const float d1 = d * static_cast<float>(scale), m1 = dmin * static_cast<float>(min);
     const uint8_t* q = qs + 32 * (j / 2);
     const int shift = 4 * (j % 2);
@@ -403,7 +390,7 @@ void quantize_k_scaled(const float* x, uint8_t* b, int top) {
   put_f16(b + 2, max_min / 63.0f);
   for (int j = 0; j < 8; ++j) {
     int scale, min;
-    scale_and_min(scales_at, j, scale, min);
+    k_scale_and_min(scales_at, j, scale, min);
     const float d = f16_at(b) * static_cast<float>(scale);
     if (d == 0) continue;  // the search's integers stay
     const float dm = f16_at(b + 2) * static_cast<float>(min);
@@ -566,6 +553,16 @@ void check_count(DType format, int64_t n, const char* what) {
 }
 
 }  // namespace
+
+void k_scale_and_min(const uint8_t* s, int j, int& scale, int& min) {
+  if (j < 4) {
+    scale = s[j] & 63;
+    min = s[j + 4] & 63;
+  } else {
+    scale = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+    min = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
 
 void dequantize_row(DType format, const uint8_t* blocks, float* out, int64_t n) {
   const Codec c = codec(format);

@@ -13,6 +13,12 @@
 
 namespace kiln::ops {
 
+// The 6-bit scale and min of sub-block j (0 to 7) of Q4_K and Q5_K, packed in the 12 bytes at
+// `scales`: bytes 0-3 and 4-7 hold sub-blocks 0-3's scales and mins in their low 6 bits;
+// sub-blocks 4-7 take their low 4 bits from bytes 8-11 and their high 2 bits from the top of
+// 0-7 (ggml's get_scale_min_k4).
+void k_scale_and_min(const uint8_t* scales, int j, int& scale, int& min);
+
 // The n values (a multiple of block_values(format)) of the blocks at `blocks`.
 void dequantize_row(DType format, const uint8_t* blocks, float* out, int64_t n);
 

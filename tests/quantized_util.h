@@ -28,21 +28,28 @@ inline std::vector<int> f16_fields(DType format) {
   }
 }
 
-// A [rows, cols] tensor of `format` with random blocks: random integers and scales, each f16
-// scale a finite value between 0.002 and 0.05 (so no block overflows and none is all zero).
-inline Tensor random_block_tensor(DType format, std::vector<int64_t> shape, std::mt19937_64& rng) {
-  const int64_t n = testing::count(shape);
+// n values of `format` as random blocks: random integers and scales, each f16 scale a finite
+// value between 0.002 and 0.05 (so no block overflows and none is all zero).
+inline std::vector<uint8_t> random_blocks(DType format, int64_t n, std::mt19937_64& rng) {
   const int64_t bytes = storage_bytes(format, n), block = block_bytes(format);
-  auto* data = new uint8_t[bytes];
+  std::vector<uint8_t> data(static_cast<size_t>(bytes));
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(0.002f, 0.05f);
-  for (int64_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>(byte(rng));
+  for (uint8_t& b : data) b = static_cast<uint8_t>(byte(rng));
   for (int64_t b = 0; b < bytes / block; ++b) {
     for (int field : f16_fields(format)) {
       const uint16_t bits = Half(scale(rng)).bits;
-      std::memcpy(data + b * block + field, &bits, 2);
+      std::memcpy(data.data() + b * block + field, &bits, 2);
     }
   }
+  return data;
+}
+
+// A tensor of `format` and logical `shape` holding random_blocks.
+inline Tensor random_block_tensor(DType format, std::vector<int64_t> shape, std::mt19937_64& rng) {
+  const std::vector<uint8_t> blocks = random_blocks(format, testing::count(shape), rng);
+  auto* data = new uint8_t[blocks.size()];
+  std::memcpy(data, blocks.data(), blocks.size());
   return Tensor::from_blob(data, std::move(shape), format,
                            [](void* p) { delete[] static_cast<uint8_t*>(p); });
 }

@@ -290,7 +290,9 @@ void run_matmul_f32(const KernelProgram& program, const KernelLaunch& launch,
   auto b_index = [&](int64_t bi) { return k * n == 0 ? 0 : offsets.b[bi] / (k * n); };
   auto b_matrix = [&](int64_t bi) {
     if (quantized) {  // stands in for the rows_follow_on check: where the weight starts
-      return GemmOperand{quantized->buffer->data() + quantized->batch_at[b_index(bi)], 0, 0};
+      return GemmOperand{quantized->buffer->data() +
+                             storage_bytes(quantized->dtype, quantized->batch_at[b_index(bi)]),
+                         0, 0};
     }
     return b->at(b_index(bi));
   };

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "kiln/dtype.h"
+#include "ops/quantized_blocks.h"
 
 namespace kiln::runtime::cpu {
 #if defined(__x86_64__)
@@ -56,16 +57,6 @@ void nibbles_16(const uint8_t* p, int* q) {
 
 int fifth_bit(const uint8_t* bits, int i) { return ((bits[i / 8] >> (i % 8)) & 1) << 4; }
 
-void scale_and_min(const uint8_t* s, int j, int& scale, int& min) {
-  if (j < 4) {
-    scale = s[j] & 63;
-    min = s[j + 4] & 63;
-  } else {
-    scale = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-    min = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
-
 Chunk chunk_at(DType format, const uint8_t* row, int64_t c) {
   Chunk k;
   switch (format) {
@@ -106,7 +97,7 @@ Chunk chunk_at(DType format, const uint8_t* row, int64_t c) {
       const uint8_t* b = row + (c / 8) * (five ? 176 : 144);
       const int j = static_cast<int>(c % 8);
       int scale, min;
-      scale_and_min(b + 4, j, scale, min);
+      ops::k_scale_and_min(b + 4, j, scale, min);
       k.dw = f16_at(b) * static_cast<float>(scale);
       k.mw = -(f16_at(b + 2) * static_cast<float>(min));
       const uint8_t* q = b + (five ? 48 : 16) + 32 * (j / 2);

@@ -16,13 +16,13 @@
 
 namespace kiln::runtime::cpu {
 
-// 32 activations as da * q[i]: da = max |a| / 127, q rounded to nearest (|q| <= 127).
+// 32 activations as da * q[i]: da = max |a| / 127, q rounded to nearest (|q| <= 127). One
+// cache line each (the panels stream them).
 struct alignas(64) ActivationBlock {
   int8_t q[32] = {};
   float d = 0;                        // da
   float dsum = 0;                     // da * sum(q), for the formats with a per-chunk minimum
   int32_t sum_low = 0, sum_high = 0;  // sum(q) over values 0-15 and 16-31
-  int32_t unused[4] = {};             // to a cache line: the panels stream these
 };
 
 // Rounds a row of k values (k a multiple of 32) into k / 32 blocks: in AVX2 where the CPU has

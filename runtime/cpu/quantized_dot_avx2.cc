@@ -5,6 +5,7 @@
 #define KILN_QDOT_NAMESPACE avx2
 #define KILN_QDOT_DOT(ax, sy) \
   _mm256_madd_epi16(_mm256_maddubs_epi16((ax), (sy)), _mm256_set1_epi16(1))
+#define KILN_QDOT_ACTIVATIONS 1  // quantize_activations in vectors: AVX2 is enough
 #define KILN_QDOT_COLS 2  // 16 registers: 4 x 2 accumulators, the weights and the activations
 #include "runtime/cpu/quantized_dot_simd.inc"
 #endif

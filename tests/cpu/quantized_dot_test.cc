@@ -20,18 +20,7 @@ namespace kiln::runtime::cpu {
 namespace {
 
 std::vector<uint8_t> random_rows(DType format, int64_t rows, int64_t k, std::mt19937_64& rng) {
-  const int64_t bytes = storage_bytes(format, rows * k), block = block_bytes(format);
-  std::vector<uint8_t> data(static_cast<size_t>(bytes));
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(0.002f, 0.05f);
-  for (uint8_t& b : data) b = static_cast<uint8_t>(byte(rng));
-  for (int64_t b = 0; b < bytes / block; ++b) {
-    for (int field : testing::f16_fields(format)) {
-      const uint16_t bits = Half(scale(rng)).bits;
-      std::memcpy(data.data() + b * block + field, &bits, 2);
-    }
-  }
-  return data;
+  return testing::random_blocks(format, rows * k, rng);
 }
 
 struct Kernel {
