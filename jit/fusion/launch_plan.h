@@ -10,9 +10,16 @@
 
 #include "base/buffer.h"
 #include "jit/fusion/kernel_ir.h"
-#include "jit/fusion/trace.h"
+
+// Declared only: the devices that run launch plans never see traces or graph nodes, so
+// these stay out of their view of the jit layer (KILN_DEVICE_VIEW_OF_JIT in CMakeLists.txt).
+namespace kiln::detail {
+struct Node;
+}  // namespace kiln::detail
 
 namespace kiln::jit {
+
+struct Trace;
 
 struct PlannedKernel {
   std::shared_ptr<const KernelProgram> program;  // shared through the kernel cache

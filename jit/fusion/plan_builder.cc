@@ -17,6 +17,7 @@
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/lowering.h"
 #include "jit/fusion/planner.h"
+#include "jit/fusion/trace.h"
 
 namespace kiln::jit {
 namespace {
