@@ -234,24 +234,24 @@ DotTileKernel dot_tile_avx_vnni() {
   return nullptr;
 }
 
-PanelTileKernel panel_tile_avx512_vnni() {
+PanelKernel panel_kernel_avx512_vnni() {
 #if defined(__x86_64__)
-  if (dot_tile_avx512_vnni() != nullptr) return avx512_vnni::panel_tile;
+  if (dot_tile_avx512_vnni() != nullptr) return {avx512_vnni::panel_tile, 16};
 #endif
-  return nullptr;
+  return {};
 }
 
-PanelTileKernel panel_tile_avx_vnni() {
+PanelKernel panel_kernel_avx_vnni() {
 #if defined(__x86_64__)
-  if (dot_tile_avx_vnni() != nullptr) return avx_vnni::panel_tile;
+  if (dot_tile_avx_vnni() != nullptr) return {avx_vnni::panel_tile, 8};
 #endif
-  return nullptr;
+  return {};
 }
 
-PanelTileKernel panel_tile_kernel() {
-  static const PanelTileKernel chosen = [] {
-    if (PanelTileKernel k = panel_tile_avx512_vnni()) return k;
-    return panel_tile_avx_vnni();
+PanelKernel panel_kernel() {
+  static const PanelKernel chosen = [] {
+    if (PanelKernel k = panel_kernel_avx512_vnni(); k.run != nullptr) return k;
+    return panel_kernel_avx_vnni();
   }();
   return chosen;
 }

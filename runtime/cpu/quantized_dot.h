@@ -50,21 +50,25 @@ struct DotTile {
 using DotTileKernel = void (*)(const DotTile& tile);
 
 // The same product for many rows, where the kernel has the instructions for it (AVX-512
-// VNNI or AVX-VNNI): each chunk of up to 8 columns is first decoded into a panel of unsigned bytes
-// laid out so that one vector holds 4 values of each of the 8 columns, then every row's activations
-// are multiplied with it, 4 values broadcast at a time, lanes being columns (llama.cpp repacks its
-// weights the same way for its GEMMs). `panel` is scratch of panel_bytes(k) bytes.
+// VNNI or AVX-VNNI): each chunk of up to PanelKernel::columns columns is first decoded into
+// a panel of unsigned bytes laid out so that one vector holds 4 values of each column, then
+// every row's activations are multiplied with it, 4 values broadcast at a time, lanes being
+// columns (llama.cpp repacks its weights the same way for its GEMMs).
 struct PanelTile {
-  DotTile tile;  // cols <= 8
-  uint8_t* panel;
-  bool decoded;  // the panel holds tile's columns already (from a call with rows = 0)
+  DotTile tile;    // cols <= PanelKernel::columns
+  uint8_t* panel;  // scratch of PanelKernel::bytes(k) bytes, 64-byte aligned
+  bool decoded;    // the panel holds tile's columns already (from a call with rows = 0)
 };
-using PanelTileKernel = void (*)(const PanelTile& tile);
-inline int64_t panel_bytes(int64_t k) { return k / 32 * (256 + 4 * 8 * 4); }
-PanelTileKernel panel_tile_kernel();  // null where the CPU has no VNNI
-// Each panel kernel by name, for tests; null where the CPU lacks its instructions.
-PanelTileKernel panel_tile_avx512_vnni();
-PanelTileKernel panel_tile_avx_vnni();
+struct PanelKernel {
+  void (*run)(const PanelTile& tile) = nullptr;  // null where the CPU has no VNNI
+  int columns = 0;                               // per panel: 16 (512-bit vectors) or 8
+  // A panel's bytes: per chunk of 32 values, 32 bytes and 4 numbers of 4 bytes a column.
+  int64_t bytes(int64_t k) const { return k / 32 * columns * 48; }
+};
+PanelKernel panel_kernel();  // for this CPU
+// Each panel kernel by name, for tests; run is null where the CPU lacks its instructions.
+PanelKernel panel_kernel_avx512_vnni();
+PanelKernel panel_kernel_avx_vnni();
 
 // The kernel for this CPU: AVX-512 VNNI (256-bit), AVX-VNNI, AVX2, else portable C++.
 DotTileKernel dot_tile_kernel();

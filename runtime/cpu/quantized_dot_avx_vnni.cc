@@ -7,6 +7,7 @@
 #define KILN_QDOT_DOT(ax, sy) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), (ax), (sy))
 #define KILN_QDOT_ACCUMULATE(start, u, s) _mm256_dpbusd_avx_epi32((start), (u), (s))
 #define KILN_QDOT_BIASED 1
+#define KILN_QDOT_PANEL_COLUMNS 8
 #define KILN_QDOT_PANEL_ROWS 4
 #define KILN_QDOT_COLS 2
 #include "runtime/cpu/quantized_dot_simd.inc"

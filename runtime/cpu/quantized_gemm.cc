@@ -17,9 +17,9 @@ constexpr int64_t kRowsPerTask = 64;
 constexpr int64_t kColumnsPerTask = 16;
 // From this many rows on, panels (quantized_dot.h's PanelTile) pay for their decoding.
 constexpr int64_t kPanelRows = 16;
-// Panels of 8 columns a task decodes (64 columns of k values), and the rows it runs through
-// them at a time (their activations stay in cache across the panels).
-constexpr int64_t kPanelsPerTask = 8;
+// The columns a task decodes into panels (64 to 256 of k values), and the rows it runs
+// through them at a time (their activations stay in cache across the panels).
+constexpr int64_t kPanelColumnsPerTask = 64;
 constexpr int64_t kPanelRowBlock = 32;
 
 // Row `row` of A as f32 values (converted into `scratch` unless A holds contiguous f32).
@@ -103,43 +103,45 @@ void quantized_gemm(int64_t m, const GemmOperand& a, const QuantizedMatrix& w, f
           quantize_activations(row_values(a, r, k, scratch), k, activations.data() + r * blocks);
         }
       });
-  if (const PanelTileKernel panel_kernel = panel_tile_kernel(); panel_kernel && m >= kPanelRows) {
-    // Tasks are groups of panels of 8 columns: each decodes its panels once, then runs
-    // blocks of rows through all of them while the rows' activations are in cache.
+  if (const PanelKernel panel = panel_kernel(); panel.run != nullptr && m >= kPanelRows) {
+    // Tasks are groups of panels: each decodes its panels once, then runs blocks of rows
+    // through all of them while the rows' activations are in cache.
     // Each task reads every row's activations once: the fewer tasks, the fewer reads, but
     // each worker needs a few for balance.
-    const int64_t panels = (n + 7) / 8;
-    const int64_t per_task = std::clamp<int64_t>(panels / (2 * base::worker_count()),
-                                                 kPanelsPerTask, 4 * kPanelsPerTask);
+    const int64_t width = panel.columns;
+    const int64_t panels = (n + width - 1) / width;
+    const int64_t per_task =
+        std::clamp<int64_t>(panels / (2 * base::worker_count()), kPanelColumnsPerTask / width,
+                            4 * kPanelColumnsPerTask / width);
     const int64_t groups = (panels + per_task - 1) / per_task;
     base::parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
-      struct alignas(32) Line {
-        uint8_t bytes[32];
+      struct alignas(64) Line {
+        uint8_t bytes[64];
       };
-      const int64_t lines = panel_bytes(k) / 32;
+      const int64_t lines = panel.bytes(k) / 64;
       std::vector<Line> decoded(static_cast<size_t>(per_task * lines));
       for (int64_t g = g0; g < g1; ++g) {
         const int64_t first = g * per_task, last = std::min(panels, first + per_task);
         auto tile = [&](int64_t p, int64_t r0, int64_t rows) {
-          const int64_t j0 = 8 * p;
+          const int64_t j0 = width * p;
           return DotTile{w.format,
                          activations.data() + r0 * blocks,
                          blocks,
                          static_cast<int>(rows),
                          w.data + j0 * w.row_bytes,
                          w.row_bytes,
-                         static_cast<int>(std::min<int64_t>(8, n - j0)),
+                         static_cast<int>(std::min(width, n - j0)),
                          k,
                          c + r0 * ldc + j0,
                          ldc};
         };
         for (int64_t p = first; p < last; ++p) {
-          panel_kernel({tile(p, 0, 0), decoded[(p - first) * lines].bytes, false});
+          panel.run({tile(p, 0, 0), decoded[(p - first) * lines].bytes, false});
         }
         for (int64_t r0 = 0; r0 < m; r0 += kPanelRowBlock) {
           const int64_t rows = std::min(kPanelRowBlock, m - r0);
           for (int64_t p = first; p < last; ++p) {
-            panel_kernel({tile(p, r0, rows), decoded[(p - first) * lines].bytes, true});
+            panel.run({tile(p, r0, rows), decoded[(p - first) * lines].bytes, true});
           }
         }
       }

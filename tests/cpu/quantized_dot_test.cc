@@ -83,12 +83,12 @@ TEST(QuantizedDot, EveryKernelGivesTheDequantizedProductWithTheRoundedActivation
   }
 }
 
-// The panel kernel (columns in vector lanes), where this CPU has it: the same product, for
-// whole panels of 8 columns and partial ones, decoded once and run over blocks of rows.
+// The panel kernels (columns in vector lanes), where this CPU has them: the same product, for
+// whole panels (16 or 8 columns) and partial ones, decoded once and run over blocks of rows.
 TEST(QuantizedDot, ThePanelKernelsGiveTheSameProduct) {
-  std::vector<std::pair<const char*, PanelTileKernel>> panels;
-  if (PanelTileKernel k = panel_tile_avx512_vnni()) panels.emplace_back("avx512_vnni", k);
-  if (PanelTileKernel k = panel_tile_avx_vnni()) panels.emplace_back("avx_vnni", k);
+  std::vector<std::pair<const char*, PanelKernel>> panels;
+  if (PanelKernel k = panel_kernel_avx512_vnni(); k.run) panels.emplace_back("avx512_vnni", k);
+  if (PanelKernel k = panel_kernel_avx_vnni(); k.run) panels.emplace_back("avx_vnni", k);
   if (panels.empty()) GTEST_SKIP() << "no VNNI on this CPU";
   std::mt19937_64 rng(testing::test_seed());
   SCOPED_TRACE(testing::test_seed());
@@ -97,26 +97,26 @@ TEST(QuantizedDot, ThePanelKernelsGiveTheSameProduct) {
     for (DType format : kBlockDTypes) {
       SCOPED_TRACE(dtype_name(format));
       const int64_t k = 2 * block_values(format), blocks = k / 32;
-      for (const int cols : {8, 3}) {
-        const int rows = 9;
+      for (const int cols : {panel.columns, panel.columns - 5, 3}) {
+        const int rows = 13;  // runs of 4 and 9 rows: whole blocks of 8 and 4 rows, and single ones
         const std::vector<uint8_t> w = random_rows(format, cols, k, rng);
         std::vector<float> a = testing::random_floats(static_cast<size_t>(rows * k), rng);
         std::vector<ActivationBlock> qa(static_cast<size_t>(rows * blocks));
         for (int r = 0; r < rows; ++r) quantize_activations(&a[r * k], k, &qa[r * blocks]);
         std::vector<float> got(static_cast<size_t>(rows * cols), std::nanf(""));
-        struct alignas(32) Line {
-          uint8_t bytes[32];
+        struct alignas(64) Line {
+          uint8_t bytes[64];
         };
-        std::vector<Line> scratch(static_cast<size_t>(panel_bytes(k) / 32));
+        std::vector<Line> scratch(static_cast<size_t>(panel.bytes(k) / 64));
         const DotTile tile{format, qa.data(), blocks,     0,   w.data(), storage_bytes(format, k),
                            cols,   k,         got.data(), cols};
-        panel({tile, scratch.data()->bytes, false});  // decode only
-        for (const auto& [r0, n] : std::vector<std::pair<int, int>>{{0, 4}, {4, 5}}) {
+        panel.run({tile, scratch.data()->bytes, false});  // decode only
+        for (const auto& [r0, n] : std::vector<std::pair<int, int>>{{0, 4}, {4, 9}}) {
           DotTile part = tile;
           part.a = qa.data() + r0 * blocks;
           part.rows = n;
           part.c = got.data() + r0 * cols;
-          panel({part, scratch.data()->bytes, true});
+          panel.run({part, scratch.data()->bytes, true});
         }
         SCOPED_TRACE(cols);
         expect_exact_product(format, qa, rows, w, cols, k, got);
