@@ -1,6 +1,9 @@
 // ggml's block formats, one pair of functions per layout. The arithmetic is ggml's to the
 // rounding: f32 products and sums in its order, never fused (CMakeLists.txt compiles this
-// file with -ffp-contract=off), scales rounded to f16 to nearest even.
+// file with -ffp-contract=off), scales rounded to f16 to nearest even. The eight formats
+// stay in one file of about 600 lines, as in ggml's ggml-quants.c: they share the f16
+// rounding, the block loops and the reference searches of the K formats, and a reader
+// checking one against ggml finds them side by side.
 #include "ops/quantized_blocks.h"
 
 #include <algorithm>
