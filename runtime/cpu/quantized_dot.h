@@ -17,12 +17,14 @@
 namespace kiln::runtime::cpu {
 
 // 32 activations as da * q[i]: da = max |a| / 127, q rounded to nearest (|q| <= 127). One
-// cache line each (the panels stream them).
+// cache line each (the panels stream them). No default values: a product's blocks are
+// allocated without zeroing, and quantize_activations writes every field (ActivationBlock{}
+// is all zeros).
 struct alignas(64) ActivationBlock {
-  int8_t q[32] = {};
-  float d = 0;                        // da
-  float dsum = 0;                     // da * sum(q), for the formats with a per-chunk minimum
-  int32_t sum_low = 0, sum_high = 0;  // sum(q) over values 0-15 and 16-31
+  int8_t q[32];
+  float d;                    // da
+  float dsum;                 // da * sum(q), for the formats with a per-chunk minimum
+  int32_t sum_low, sum_high;  // sum(q) over values 0-15 and 16-31
 };
 
 // Rounds a row of k values (k a multiple of 32) into k / 32 blocks: in AVX2 where the CPU has
@@ -58,6 +60,7 @@ struct PanelTile {
   DotTile tile;    // cols <= PanelKernel::columns
   uint8_t* panel;  // scratch of PanelKernel::bytes(k) bytes, 64-byte aligned
   bool decoded;    // the panel holds tile's columns already (from a call with rows = 0)
+  const float* bias = nullptr;  // tile.cols values added to each row's products, or null
 };
 struct PanelKernel {
   void (*run)(const PanelTile& tile) = nullptr;  // null where the CPU has no VNNI

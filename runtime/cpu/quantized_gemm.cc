@@ -1,10 +1,12 @@
 #include "runtime/cpu/quantized_gemm.h"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "base/thread_pool.h"
 #include "runtime/cpu/quantized_dot.h"
+#include "runtime/cpu/simd_math.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -46,10 +48,24 @@ const float* row_values(const GemmOperand& a, int64_t row, int64_t k, std::vecto
   return scratch.data();
 }
 
+// The epilogue on the block of C a task has just computed (rows r0 to r0 + rows, columns j0
+// to j0 + cols), while it is in the core's cache; with `add_bias` its bias first (the panel
+// kernels add it as they store).
+void finish_block(const GemmEpilogue& epilogue, bool add_bias, float* c, int64_t ldc, int64_t r0,
+                  int64_t rows, int64_t j0, int64_t cols) {
+  for (int64_t r = r0; r < r0 + rows; ++r) {
+    float* values = c + r * ldc + j0;
+    if (add_bias && epilogue.bias != nullptr) {
+      simd_add(values, epilogue.bias + j0, values, static_cast<size_t>(cols));
+    }
+    if (epilogue.finish) epilogue.finish(values, r, j0, cols);
+  }
+}
+
 // The product on the direct tile kernel: tasks of kRowsPerTask rows by kColumnsPerTask
 // columns, reading the weight's blocks where they lie.
 void run_tiles(int64_t m, const QuantizedMatrix& w, const ActivationBlock* activations, float* c,
-               int64_t ldc) {
+               int64_t ldc, const GemmEpilogue& epilogue) {
   const int64_t n = w.n, k = w.k, blocks = k / 32;
   const DotTileKernel kernel = dot_tile_kernel();
   const int64_t row_tasks = (m + kRowsPerTask - 1) / kRowsPerTask;
@@ -70,20 +86,7 @@ void run_tiles(int64_t m, const QuantizedMatrix& w, const ActivationBlock* activ
                    c + r0 * ldc + j0,
                    ldc};
       kernel(tile);
-    }
-  });
-}
-
-// Bias and the rest of the epilogue, row by row.
-void finish(int64_t m, int64_t n, float* c, int64_t ldc, const GemmEpilogue& epilogue) {
-  if (epilogue.bias == nullptr && !epilogue.finish) return;
-  base::parallel_for(m, std::max<int64_t>(1, 16384 / n), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      float* row = c + r * ldc;
-      if (epilogue.bias != nullptr) {
-        for (int64_t j = 0; j < n; ++j) row[j] += epilogue.bias[j];
-      }
-      if (epilogue.finish) epilogue.finish(row, r, 0, n);
+      finish_block(epilogue, true, c, ldc, r0, tile.rows, j0, tile.cols);
     }
   });
 }
@@ -95,12 +98,12 @@ void quantized_gemm(int64_t m, const GemmOperand& a, const QuantizedMatrix& w, f
   const int64_t k = w.k, n = w.n, blocks = k / 32;
   if (m == 0 || n == 0) return;
   // A's rows rounded to 8-bit blocks, once for every column.
-  std::vector<ActivationBlock> activations(static_cast<size_t>(m * blocks));
+  std::unique_ptr<ActivationBlock[]> activations(new ActivationBlock[m * blocks]);
   base::parallel_for(
       m, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)), [&](int64_t r0, int64_t r1) {
         std::vector<float> scratch;
         for (int64_t r = r0; r < r1; ++r) {
-          quantize_activations(row_values(a, r, k, scratch), k, activations.data() + r * blocks);
+          quantize_activations(row_values(a, r, k, scratch), k, activations.get() + r * blocks);
         }
       });
   if (const PanelKernel panel = panel_kernel(); panel.run != nullptr && m >= kPanelRows) {
@@ -125,7 +128,7 @@ void quantized_gemm(int64_t m, const GemmOperand& a, const QuantizedMatrix& w, f
         auto tile = [&](int64_t p, int64_t r0, int64_t rows) {
           const int64_t j0 = width * p;
           return DotTile{w.format,
-                         activations.data() + r0 * blocks,
+                         activations.get() + r0 * blocks,
                          blocks,
                          static_cast<int>(rows),
                          w.data + j0 * w.row_bytes,
@@ -141,15 +144,17 @@ void quantized_gemm(int64_t m, const GemmOperand& a, const QuantizedMatrix& w, f
         for (int64_t r0 = 0; r0 < m; r0 += kPanelRowBlock) {
           const int64_t rows = std::min(kPanelRowBlock, m - r0);
           for (int64_t p = first; p < last; ++p) {
-            panel.run({tile(p, r0, rows), decoded[(p - first) * lines].bytes, true});
+            const float* bias = epilogue.bias != nullptr ? epilogue.bias + width * p : nullptr;
+            panel.run({tile(p, r0, rows), decoded[(p - first) * lines].bytes, true, bias});
           }
+          const int64_t j0 = first * width;
+          finish_block(epilogue, false, c, ldc, r0, rows, j0, std::min(n, last * width) - j0);
         }
       }
     });
   } else {
-    run_tiles(m, w, activations.data(), c, ldc);
+    run_tiles(m, w, activations.get(), c, ldc, epilogue);
   }
-  finish(m, n, c, ldc, epilogue);
 }
 
 }  // namespace kiln::runtime::cpu

@@ -36,17 +36,18 @@ std::vector<Kernel> kernels_here() {
   return out;
 }
 
-// c [rows, cols] against the rounded activations' product with the dequantized weight, in
-// double: within f32 rounding of the sum of the terms' magnitudes.
+// c [rows, cols] against the rounded activations' product with the dequantized weight (plus
+// bias[j] in column j, where given), in double: within f32 rounding of the sum of the terms'
+// magnitudes.
 void expect_exact_product(DType format, const std::vector<ActivationBlock>& qa, int rows,
                           const std::vector<uint8_t>& w, int cols, int64_t k,
-                          const std::vector<float>& c) {
+                          const std::vector<float>& c, const std::vector<float>& bias = {}) {
   const int64_t blocks = k / 32;
   std::vector<float> wf(static_cast<size_t>(cols * k));
   ops::dequantize_row(format, w.data(), wf.data(), cols * k);
   for (int r = 0; r < rows; ++r) {
     for (int j = 0; j < cols; ++j) {
-      double exact = 0, magnitude = 0;
+      double exact = bias.empty() ? 0.0 : bias[j], magnitude = std::fabs(exact);
       for (int64_t i = 0; i < k; ++i) {
         const ActivationBlock& b = qa[r * blocks + i / 32];
         const double term = static_cast<double>(b.d) * b.q[i % 32] * wf[j * k + i];
@@ -98,6 +99,9 @@ TEST(QuantizedDot, ThePanelKernelsGiveTheSameProduct) {
       SCOPED_TRACE(dtype_name(format));
       const int64_t k = 2 * block_values(format), blocks = k / 32;
       for (const int cols : {panel.columns, panel.columns - 5, 3}) {
+        // A bias for the whole panel and for the 3 columns: added as they are stored.
+        const std::vector<float> bias =
+            cols == panel.columns - 5 ? std::vector<float>{} : testing::random_floats(cols, rng);
         const int rows = 13;  // runs of 4 and 9 rows: whole blocks of 8 and 4 rows, and single ones
         const std::vector<uint8_t> w = random_rows(format, cols, k, rng);
         std::vector<float> a = testing::random_floats(static_cast<size_t>(rows * k), rng);
@@ -116,10 +120,10 @@ TEST(QuantizedDot, ThePanelKernelsGiveTheSameProduct) {
           part.a = qa.data() + r0 * blocks;
           part.rows = n;
           part.c = got.data() + r0 * cols;
-          panel.run({part, scratch.data()->bytes, true});
+          panel.run({part, scratch.data()->bytes, true, bias.empty() ? nullptr : bias.data()});
         }
         SCOPED_TRACE(cols);
-        expect_exact_product(format, qa, rows, w, cols, k, got);
+        expect_exact_product(format, qa, rows, w, cols, k, got, bias);
       }
     }
   }
