@@ -23,10 +23,12 @@ void quantize_activations(const float* a, int64_t k, ActivationBlock* out);
 namespace avx512_vnni {
 void dot_tile(const DotTile& t);
 void panel_tile(const PanelTile& t);
+int panel_columns();
 }  // namespace avx512_vnni
 namespace avx_vnni {
 void dot_tile(const DotTile& t);
 void panel_tile(const PanelTile& t);
+int panel_columns();
 }  // namespace avx_vnni
 #endif
 
@@ -236,14 +238,15 @@ DotTileKernel dot_tile_avx_vnni() {
 
 PanelKernel panel_kernel_avx512_vnni() {
 #if defined(__x86_64__)
-  if (dot_tile_avx512_vnni() != nullptr) return {avx512_vnni::panel_tile, 16};
+  if (dot_tile_avx512_vnni() != nullptr)
+    return {avx512_vnni::panel_tile, avx512_vnni::panel_columns()};
 #endif
   return {};
 }
 
 PanelKernel panel_kernel_avx_vnni() {
 #if defined(__x86_64__)
-  if (dot_tile_avx_vnni() != nullptr) return {avx_vnni::panel_tile, 8};
+  if (dot_tile_avx_vnni() != nullptr) return {avx_vnni::panel_tile, avx_vnni::panel_columns()};
 #endif
   return {};
 }

@@ -53,6 +53,7 @@ const float* row_values(const GemmOperand& a, int64_t row, int64_t k, std::vecto
 // kernels add it as they store).
 void finish_block(const GemmEpilogue& epilogue, bool add_bias, float* c, int64_t ldc, int64_t r0,
                   int64_t rows, int64_t j0, int64_t cols) {
+  if (!(add_bias && epilogue.bias != nullptr) && !epilogue.finish) return;
   for (int64_t r = r0; r < r0 + rows; ++r) {
     float* values = c + r * ldc + j0;
     if (add_bias && epilogue.bias != nullptr) {
