@@ -49,16 +49,14 @@ const float* row_values(const GemmOperand& a, int64_t row, int64_t k, std::vecto
 }
 
 // The epilogue on the block of C a task has just computed (rows r0 to r0 + rows, columns j0
-// to j0 + cols), while it is in the core's cache; with `add_bias` its bias first (the panel
-// kernels add it as they store).
-void finish_block(const GemmEpilogue& epilogue, bool add_bias, float* c, int64_t ldc, int64_t r0,
-                  int64_t rows, int64_t j0, int64_t cols) {
-  if (!(add_bias && epilogue.bias != nullptr) && !epilogue.finish) return;
+// to j0 + cols), while it is in the core's cache: `bias` (the epilogue's, or null where the
+// panel kernels added it as they stored), then the epilogue's finish.
+void finish_block(const float* bias, const GemmEpilogue& epilogue, float* c, int64_t ldc,
+                  int64_t r0, int64_t rows, int64_t j0, int64_t cols) {
+  if (bias == nullptr && !epilogue.finish) return;
   for (int64_t r = r0; r < r0 + rows; ++r) {
     float* values = c + r * ldc + j0;
-    if (add_bias && epilogue.bias != nullptr) {
-      simd_add(values, epilogue.bias + j0, values, static_cast<size_t>(cols));
-    }
+    if (bias != nullptr) simd_add(values, bias + j0, values, static_cast<size_t>(cols));
     if (epilogue.finish) epilogue.finish(values, r, j0, cols);
   }
 }
@@ -87,7 +85,7 @@ void run_tiles(int64_t m, const QuantizedMatrix& w, const ActivationBlock* activ
                    c + r0 * ldc + j0,
                    ldc};
       kernel(tile);
-      finish_block(epilogue, true, c, ldc, r0, tile.rows, j0, tile.cols);
+      finish_block(epilogue.bias, epilogue, c, ldc, r0, tile.rows, j0, tile.cols);
     }
   });
 }
@@ -149,7 +147,7 @@ void quantized_gemm(int64_t m, const GemmOperand& a, const QuantizedMatrix& w, f
             panel.run({tile(p, r0, rows), decoded[(p - first) * lines].bytes, true, bias});
           }
           const int64_t j0 = first * width;
-          finish_block(epilogue, false, c, ldc, r0, rows, j0, std::min(n, last * width) - j0);
+          finish_block(nullptr, epilogue, c, ldc, r0, rows, j0, std::min(n, last * width) - j0);
         }
       }
     });
