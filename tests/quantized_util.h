@@ -3,6 +3,8 @@
 #ifndef KILN_TESTS_QUANTIZED_UTIL_H_
 #define KILN_TESTS_QUANTIZED_UTIL_H_
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -52,6 +54,23 @@ inline Tensor random_block_tensor(DType format, std::vector<int64_t> shape, std:
   std::memcpy(data, blocks.data(), blocks.size());
   return Tensor::from_blob(data, std::move(shape), format,
                            [](void* p) { delete[] static_cast<uint8_t*>(p); });
+}
+
+// How far a quantized product may be from the exact product of x and the dequantized weight
+// w (k values each; docs/contracts.md): each activation block of 32 rounded to 8 bits moves
+// the result by at most max|x| / 254 times the block's sum of |w|, plus f32 accumulation.
+inline double quantized_product_bound(const float* x, const float* w, int64_t k) {
+  double bound = 0, magnitude = 0;
+  for (int64_t b = 0; b < k; b += 32) {
+    double amax = 0, wsum = 0;
+    for (int64_t i = b; i < b + 32; ++i) {
+      amax = std::max(amax, std::fabs(static_cast<double>(x[i])));
+      wsum += std::fabs(static_cast<double>(w[i]));
+      magnitude += std::fabs(static_cast<double>(x[i]) * w[i]);
+    }
+    bound += amax / 254.0 * wsum;
+  }
+  return bound + 1e-5 * magnitude + 1e-30;
 }
 
 }  // namespace kiln::testing

@@ -208,6 +208,15 @@ __device__ __forceinline__ void mma_f16_16816(float c[4], const unsigned a[4], c
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 #endif
+// The dot product of four unsigned bytes of `a` with four signed bytes of `b`, plus c
+// (dp4a.u32.s32: one IDP.4A instruction since sm_61), for the quantized matrix products.
+#ifdef KILN_CUDA_HOST_EMULATION
+__device__ __forceinline__ int dp4a_u8_s8(unsigned a, unsigned b, int c) { return kiln_emulation::dp4a_u8_s8(a, b, c); }
+#else
+__device__ __forceinline__ int dp4a_u8_s8(unsigned a, unsigned b, int c) {
+  int d; asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c)); return d;
+}
+#endif
 // Feeding the tensor cores (sm_80 and later), at shared-memory byte addresses
 // (shared_address). cp_async_16 copies 16 bytes from global to shared memory without a
 // register round trip, reading the first `src_bytes` (0 to 16) and zero-filling the rest, so

@@ -31,11 +31,16 @@ std::string entry_name(const jit::KernelProgram& program, bool wide);
 
 // Whether a matmul runs on tensor cores: both operands f16 or both bf16, neither a vector.
 bool matmul_uses_tensor_cores(const jit::KernelProgram& program);
-// Whether a matmul is tiled through shared memory (tensor cores, or f32 on CUDA cores): its
+// Whether a matmul multiplies f32 activations with a block-quantized [N, K] weight (a plain
+// load, two dims) by integer dot products (render_quantized_matmul.cc): it is tiled, and
+// splits K like the tensor-core matmul.
+bool matmul_reads_quantized_weight(const jit::KernelProgram& program);
+// Whether a matmul is tiled through shared memory (tensor cores, quantized, or f32): its
 // grid then has a block per output tile (matmul_tile_count). Others use a thread per output.
 bool matmul_is_tiled(const jit::KernelProgram& program);
 // The output tiles of a tiled matmul of shape `mm`, which its kernel loops over: 64x64 (f32);
-// on tensor cores 128x128, or 16x128 when M <= 16.
+// on tensor cores 128x128, or 16x128 when M <= 16; quantized 64x32, or 8x32 for 8 rows or
+// fewer.
 int64_t matmul_tile_count(const jit::KernelProgram& program, const jit::MatmulShape& mm);
 
 // Whether a (arg-)reduction keeps the last axis of its operand, so the kernel puts

@@ -58,6 +58,12 @@ std::string vector_rows_condition(const jit::KernelProgram& program, int axis, i
 // Matmuls: tiled through shared memory (tensor cores or f32), or a thread per output.
 std::string render_matmul(const KernelWriter& writer);
 
+// Matmuls with a block-quantized weight: tiles of 64 (or 8) rows by 32 columns, the weight's
+// blocks staged in shared memory and multiplied with 8-bit activations by dp4a; and their
+// tile count.
+std::string render_quantized_matmul(const KernelWriter& writer);
+int64_t quantized_matmul_tile_count(const jit::MatmulShape& mm);
+
 // Concat: a thread per group of output elements (16-byte vectors when aligned).
 std::string render_concat(const KernelWriter& writer);
 

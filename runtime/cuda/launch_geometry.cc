@@ -80,16 +80,19 @@ LaunchSchedule two_phase_split(const jit::KernelLaunch& launch, const LaunchStep
   return schedule;
 }
 
-// A tensor-core matmul whose tiles give fewer than 4 blocks per SM (decode: M = 1 gives
-// N / 128 tiles of 16x128) splits its k-steps into chunks over gridDim.y, at least 4 steps
-// (128 deep) each and at most 64: phase 1 writes each chunk's f32 partial tile to
-// scratch, phase 2 sums them in chunk order (the same bits every run) and runs the
-// epilogue, a thread per output. False, and nothing set, when K is too short to split.
-bool split_k(const jit::KernelLaunch& launch, int64_t tiles, int64_t target, int64_t cap,
-             const LaunchStep& step, LaunchSchedule& schedule) {
+// A tensor-core or quantized matmul whose tiles give fewer than 4 blocks per SM (decode:
+// M = 1 gives N / 128 tiles of 16x128) splits its k-steps into chunks over gridDim.y, at
+// least 128 deep (4 steps of 32) on tensor cores or 512 (2 steps of 256) quantized, and at
+// most 64 chunks: phase 1 writes each chunk's f32 partial tile to scratch, phase 2 sums them
+// in chunk order (the same bits every run) and runs the epilogue, a thread per output.
+// False, and nothing set, when K is too short to split.
+bool split_k(const jit::KernelProgram& program, const jit::KernelLaunch& launch, int64_t tiles,
+             int64_t target, int64_t cap, const LaunchStep& step, LaunchSchedule& schedule) {
   const jit::MatmulShape mm = jit::matmul_shape(launch);
-  const int64_t steps = (mm.k + 31) / 32;
-  int64_t chunks = std::min({(target + tiles - 1) / tiles, steps / 4, int64_t{64}});
+  const bool quantized = matmul_reads_quantized_weight(program);
+  const int64_t depth = quantized ? 256 : 32, least = quantized ? 2 : 4;  // as the kernels step
+  const int64_t steps = (mm.k + depth - 1) / depth;
+  int64_t chunks = std::min({(target + tiles - 1) / tiles, steps / least, int64_t{64}});
   if (chunks < 2) return false;
   const int64_t per_chunk = (steps + chunks - 1) / chunks;   // as the kernel cuts them
   chunks = (steps + per_chunk - 1) / per_chunk;              // none left empty
@@ -114,8 +117,9 @@ LaunchSchedule schedule_launches(const jit::KernelProgram& program, const jit::K
     schedule.steps.push_back(step);
     return schedule;
   }
-  if (allow_split && matmul_uses_tensor_cores(program) && items < target) {
-    if (split_k(launch, items, target, cap, step, schedule)) return schedule;
+  if (allow_split && items < target &&
+      (matmul_uses_tensor_cores(program) || matmul_reads_quantized_weight(program))) {
+    if (split_k(program, launch, items, target, cap, step, schedule)) return schedule;
   }
   const int64_t extent = is_reduction(program) ? jit::reduced_extent(launch) : 0;
   if (!allow_split || !is_reduction(program) || items >= target || extent < 4096) {

@@ -398,7 +398,7 @@ bool matmul_uses_tensor_cores(const jit::KernelProgram& program) {
 }
 
 bool matmul_is_tiled(const jit::KernelProgram& program) {
-  if (matmul_uses_tensor_cores(program)) return true;
+  if (matmul_uses_tensor_cores(program) || matmul_reads_quantized_weight(program)) return true;
   if (program.anchor != AnchorKind::kMatmul || program.space_ranks[1] < 2 ||
       program.space_ranks[2] < 2)
     return false;
@@ -407,6 +407,7 @@ bool matmul_is_tiled(const jit::KernelProgram& program) {
 }
 
 int64_t matmul_tile_count(const jit::KernelProgram& program, const jit::MatmulShape& mm) {
+  if (matmul_reads_quantized_weight(program)) return quantized_matmul_tile_count(mm);
   if (!matmul_uses_tensor_cores(program)) {
     return mm.batches * ((mm.m + 63) / 64) * ((mm.n + 63) / 64);
   }
@@ -414,10 +415,12 @@ int64_t matmul_tile_count(const jit::KernelProgram& program, const jit::MatmulSh
   return mm.batches * ((mm.m + rows - 1) / rows) * ((mm.n + 127) / 128);
 }
 
-// Tiled when matmul_is_tiled; otherwise one thread per output element: a dot product over the
+// Quantized (a block-quantized weight), tiled when matmul_is_tiled; otherwise one thread per
+// output element: a dot product over the
 // shared dimension.
 std::string render_matmul(const KernelWriter& writer) {
   const KernelProgram& program = writer.program();
+  if (matmul_reads_quantized_weight(program)) return render_quantized_matmul(writer);
   if (matmul_uses_tensor_cores(program)) return tensor_core_matmul(writer);
   if (matmul_is_tiled(program)) return tiled_matmul_f32(writer);
   std::string s;

@@ -561,50 +561,106 @@ TEST_F(CudaEmulationTest, NarrowOuterReductionsComputeWhatTheCpuComputes) {
 namespace kiln {
 namespace {
 
-// Quantized weights in CUDA kernels (every block format): a matmul with the transposed
-// weight, a linear layer with its epilogue, an embedding gather and a matrix-vector product,
-// each decoding the blocks element by element (runtime/cuda/block_decoders.h). The CPU
-// computes these with 8-bit activations, so the oracle here is the reference evaluator: the
-// dequantized weight's product in double, which the emulation matches to f32 rounding. (A
-// decoder off by one step of a block's scale moves its products by far more.)
+// Quantized weights in CUDA kernels (every block format). A matmul with the transposed weight
+// runs the quantized kernel (render_quantized_matmul.cc): activations rounded to 8-bit blocks
+// as on the CPU, integer dot products, so each result must lie within the accuracy contract
+// of docs/contracts.md around the exact product with the dequantized weight, computed here in
+// double from the dequantized values. The shapes take every path: 8-row tiles (5 rows, and a
+// matrix-vector product), 64-row tiles (70 rows: two, the second partial), a last chunk
+// shorter than 256 values, K split over blocks (the split variants), a bias with gelu fused,
+// and the untransposed weight, which the kernel decodes value by value in f32 (as the
+// embedding gather does), checked against the reference evaluator to f32 rounding. A decoder
+// off by one step of a block's scale moves the products far outside either bound.
 class CudaEmulationQuantized : public testing::ScratchDirTest {};
+
+// One plan of the test: y = gelu(x w^T + b) * 2 when `epilogue`, else x w^T, rows x n,
+// checked against the contract's bound; or (`exact`) a result the kernels compute from the
+// decoded values in f32, checked against the reference evaluator.
+struct QuantizedCase {
+  Tensor result;
+  bool exact = false;
+  std::vector<float> x, w;  // x [rows, k], the dequantized w [n, k]
+  int64_t rows = 0, n = 0, k = 0;
+  bool epilogue = false;
+};
+
+// The largest error the contract allows at output (r, j) of `c`: the product's bound, times
+// gelu's steepest slope (1.13) and 2 after the epilogue.
+double allowed(const QuantizedCase& c, int64_t r, int64_t j) {
+  const double bound = testing::quantized_product_bound(&c.x[r * c.k], &c.w[j * c.k], c.k);
+  return c.epilogue ? 2 * 1.13 * bound + 1e-6 : bound;
+}
+
+// Every element of `got` against `c`.
+void expect_quantized_case(const QuantizedCase& c, const base::Buffer& got, size_t plan) {
+  const std::vector<float> want = testing::reference_tensor(c.result).to_vector<float>();
+  ASSERT_EQ(got.nbytes(), static_cast<int64_t>(want.size() * 4)) << "plan " << plan;
+  const float* y = got.as<float>();
+  if (c.exact) {
+    // f32 sums against double ones: within f32 rounding of the largest value (sums cancel).
+    float magnitude = 0;
+    for (float w : want) magnitude = std::max(magnitude, std::fabs(w));
+    for (size_t e = 0; e < want.size(); ++e) {
+      ASSERT_NEAR(y[e], want[e], 2e-5 * (1 + magnitude)) << "plan " << plan << " element " << e;
+    }
+    return;
+  }
+  for (int64_t r = 0; r < c.rows; ++r) {
+    for (int64_t j = 0; j < c.n; ++j) {
+      ASSERT_NEAR(y[r * c.n + j], want[r * c.n + j], allowed(c, r, j))
+          << "plan " << plan << ", row " << r << ", column " << j;
+    }
+  }
+}
 
 TEST_F(CudaEmulationQuantized, QuantizedWeightsComputeTheReferenceProduct) {
   std::mt19937_64 rng(testing::test_seed());
   SCOPED_TRACE(testing::test_seed());
   testing::EmulatedPlans plans;
-  std::vector<Tensor> results;
-  auto add = [&](const Tensor& t) {
-    plans.add(t);
-    results.push_back(t);
+  std::vector<QuantizedCase> cases;  // one per plan
+  auto add = [&](QuantizedCase c) {
+    plans.add(c.result);
+    cases.push_back(std::move(c));
   };
   for (DType format : kBlockDTypes) {
-    const int64_t k = 2 * block_values(format);
-    const Tensor w = testing::random_block_tensor(format, {24, k}, rng);
-    const Tensor x = Tensor::from_vector(testing::random_floats(5 * k, rng), {5, k});
-    const Tensor b = Tensor::from_vector(testing::random_floats(24, rng), {24});
-    add(matmul(x, w.transpose(0, 1)));
-    add(gelu(linear(x, w, b)) * 2.0);
-    add(matmul(x.slice(0, 2, 3).reshape({k}), w.transpose(0, 1)));
-    add(embedding(w, Tensor::from_vector(std::vector<int32_t>{5, 0, 23, 5}, {4})) + 1.0);
+    const int64_t bv = block_values(format), n = 40;
+    // Long enough for 4 chunks of 256 (so split in two), the 32-formats' last one partial.
+    const int64_t short_k = 2 * bv, long_k = bv == 32 ? 800 : 1024;
+    for (const int64_t k : {short_k, long_k}) {
+      const Tensor w = testing::random_block_tensor(format, {n, k}, rng);
+      const std::vector<float> wf = w.astype(DType::F32).to_vector<float>();
+      const Tensor bias = Tensor::from_vector(testing::random_floats(n, rng), {n});
+      auto product = [&](int64_t rows, bool epilogue) {
+        std::vector<float> x = testing::random_floats(rows * k, rng);
+        const Tensor xt = Tensor::from_vector(
+            x, rows == 1 ? std::vector<int64_t>{k} : std::vector<int64_t>{rows, k});
+        const Tensor y = epilogue ? gelu(linear(xt, w, bias)) * 2.0 : matmul(xt, w.transpose(0, 1));
+        add({y, false, std::move(x), wf, rows, n, k, epilogue});
+      };
+      product(1, false);
+      product(5, k == short_k);
+      product(70, k == long_k);
+      if (k == short_k) {
+        add({embedding(w, Tensor::from_vector(std::vector<int32_t>{5, 0, 39, 5}, {4})) + 1.0,
+             true});
+      }
+    }
+    // The weight as [k, n'], not transposed: k is not contiguous, so it is decoded.
+    const Tensor w = testing::random_block_tensor(format, {48, bv}, rng);
+    add({matmul(Tensor::from_vector(testing::random_floats(3 * 48, rng), {3, 48}), w), true});
   }
   absl::StatusOr<testing::EmulatedKernels> kernels =
       testing::EmulatedKernels::build(plans.modules, dir_.string());
   ASSERT_TRUE(kernels.ok()) << kernels.status();
   for (const testing::EmulationVariant& v : testing::emulation_variants()) {
     SCOPED_TRACE(v.name());
-    for (size_t c = 0; c < results.size(); ++c) {
-      const std::vector<std::shared_ptr<base::Buffer>> out = plans.run(*kernels, c, v);
-      const std::vector<float> want = testing::reference_tensor(results[c]).to_vector<float>();
-      ASSERT_EQ(out[0]->nbytes(), static_cast<int64_t>(want.size() * 4)) << "case " << c;
-      // f32 sums of up to 512 products against double ones: within f32 rounding of the
-      // case's largest value (sums cancel, so an element's own size is no measure).
-      float magnitude = 0;
-      for (float w : want) magnitude = std::max(magnitude, std::fabs(w));
-      for (size_t e = 0; e < want.size(); ++e) {
-        ASSERT_NEAR(out[0]->as<float>()[e], want[e], 2e-5 * (1 + magnitude))
-            << "case " << c << " element " << e;
-      }
+    for (size_t p = 0; p < cases.size(); ++p) {
+      const int64_t copies = kernels->counters().cp_async_copies;
+      const std::vector<std::shared_ptr<base::Buffer>> out = plans.run(*kernels, p, v);
+      // The quantized kernel stages the weight by cp.async; the decoding paths copy nothing.
+      EXPECT_EQ(kernels->counters().cp_async_copies > copies, !cases[p].exact) << "plan " << p;
+      expect_quantized_case(cases[p], *out[0], p);
+      if (HasFatalFailure()) return;
     }
   }
 }

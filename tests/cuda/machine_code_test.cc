@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <random>
 #include <regex>
 #include <set>
 #include <string>
@@ -30,6 +31,7 @@
 #include "kiln/nn.h"
 #include "runtime/cuda/cuda_renderer.h"
 #include "runtime/cuda/nvrtc_compiler.h"
+#include "tests/quantized_util.h"
 #include "tests/test_util.h"
 
 namespace kiln {
@@ -679,6 +681,44 @@ TEST(MachineCode, SixteenBitMatmulsStageWithCpAsyncAndLdmatrixOnSm80AndSm90) {
                     c.resources.registers, c.resources.shared_bytes, hmma, ldgsts, ldsm,
                     loops.c_str());
       }
+    }
+  }
+}
+
+// The quantized matmul of every block format (linear with a bias and gelu fused, as a
+// transformer's projections run) compiled for sm_90, two of them for sm_80 too: the weight's bytes
+// staged by 16-byte cp.async (LDGSTS.E.BYPASS.128), the products by dp4a (IDP.4A), no spills and no
+// FP64. Prints each one's registers, shared memory and instruction counts (docs/cuda.md).
+TEST(MachineCode, QuantizedMatmulsStageWeightsWithSixteenByteCopiesAndMultiplyByDp4a) {
+  KILN_REQUIRE_SUITE();
+  const std::string cuobjdump = find_cuobjdump();
+  std::mt19937_64 rng(1);
+  Tensor x = Tensor::randn({64, 256}, 1).eval(), bias = Tensor::randn({64}, 2).eval();
+  for (DType format : kBlockDTypes) {
+    const Tensor w = testing::random_block_tensor(format, {64, 256}, rng);
+    std::shared_ptr<const jit::KernelProgram> p =
+        program_of(gelu(linear(x, w, bias)), jit::AnchorKind::kMatmul, "");
+    ASSERT_NE(p, nullptr) << dtype_name(format);
+    // Every format for sm_90; the code does not depend on the arch, so two formats for sm_80.
+    for (int arch : {80, 90}) {
+      if (arch == 80 && format != DType::Q4_0 && format != DType::Q4_K) continue;
+      const std::string label = absl::StrCat("linear ", dtype_name(format), " sm_", arch);
+      const Compiled c = compile_and_disassemble(label, *p, cuobjdump, arch);
+      const int idp = count_opcodes(c, "IDP.4A"), copies = count_opcodes(c, "LDGSTS");
+      int wide_copies = 0, fp64 = 0;
+      for (const Instruction& i : c.instructions) {
+        wide_copies += starts_with(i.opcode, "LDGSTS") && access_bytes(i.opcode) == 16;
+        fp64 += is_fp64(i.opcode) ? 1 : 0;
+      }
+      EXPECT_GT(idp, 0) << label;
+      EXPECT_GT(wide_copies, 0) << label << "\n" << c.sass;
+      EXPECT_EQ(wide_copies, copies) << label << ": every weight copy moves 16 bytes";
+      EXPECT_EQ(fp64, 0) << label;
+      EXPECT_EQ(c.resources.spill_store_bytes, 0) << label << "\n" << c.ptxas_log;
+      EXPECT_EQ(c.resources.spill_load_bytes, 0) << label << "\n" << c.ptxas_log;
+      std::printf("%-20s %d registers, %d B smem, IDP.4A %d, LDGSTS.128 %d, %zu instructions\n",
+                  label.c_str(), c.resources.registers, c.resources.shared_bytes, idp, wide_copies,
+                  c.instructions.size());
     }
   }
 }

@@ -310,6 +310,14 @@ inline void mma_16816(float c[4], const unsigned a[4], const unsigned b[2], bool
   for (int i = 0; i < 4; ++i) c[i] = d[i];
 }
 
+// dp4a.u32.s32: four unsigned bytes of a times four signed bytes of b, plus c.
+inline int dp4a_u8_s8(unsigned a, unsigned b, int c) {
+  for (int i = 0; i < 4; ++i) {
+    c += static_cast<int>((a >> (8 * i)) & 0xFF) * static_cast<int8_t>((b >> (8 * i)) & 0xFF);
+  }
+  return c;
+}
+
 // cp.async.cg.shared.global [dst], [src], 16, src_bytes: both addresses 16-byte aligned;
 // the first src_bytes bytes come from src, the rest of the 16 are zeros. Queued until a
 // wait_group completes its group.

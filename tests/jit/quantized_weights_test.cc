@@ -17,22 +17,7 @@
 namespace kiln {
 namespace {
 
-// How far a quantized product may be from the exact product of x and the dequantized weight
-// (docs/contracts.md): each activation block of 32 rounded to 8 bits moves the result by at
-// most max|x| / 254 times the block's sum of |w|, plus f32 accumulation.
-double allowed_error(const float* x, const float* w, int64_t k) {
-  double bound = 0, magnitude = 0;
-  for (int64_t b = 0; b < k; b += 32) {
-    double amax = 0, wsum = 0;
-    for (int64_t i = b; i < b + 32; ++i) {
-      amax = std::max(amax, std::fabs(static_cast<double>(x[i])));
-      wsum += std::fabs(static_cast<double>(w[i]));
-      magnitude += std::fabs(static_cast<double>(x[i]) * w[i]);
-    }
-    bound += amax / 254.0 * wsum;
-  }
-  return bound + 1e-5 * magnitude + 1e-30;
-}
+using testing::quantized_product_bound;
 
 // y [rows, n] against x [rows, k] times w [n, k] transposed (exact, in double).
 void expect_product(const Tensor& y, const std::vector<float>& x, const std::vector<float>& w,
@@ -43,7 +28,7 @@ void expect_product(const Tensor& y, const std::vector<float>& x, const std::vec
     for (int64_t j = 0; j < n; ++j) {
       double exact = 0;
       for (int64_t i = 0; i < k; ++i) exact += static_cast<double>(x[r * k + i]) * w[j * k + i];
-      const double tolerance = allowed_error(&x[r * k], &w[j * k], k);
+      const double tolerance = quantized_product_bound(&x[r * k], &w[j * k], k);
       ASSERT_LE(std::fabs(got[r * n + j] - exact), tolerance)
           << "row " << r << " column " << j << ": " << got[r * n + j] << " vs " << exact;
     }
@@ -80,7 +65,7 @@ TEST_P(QuantizedWeights, MatmulLinearAndEmbeddingReadTheDequantizedWeight) {
   const std::vector<float> want = testing::reference_tensor(fused).to_vector<float>();
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t j = 0; j < n; ++j) {
-      const double tolerance = 1.2 * allowed_error(&x[r * k], &wf[j * k], k) + 1e-6;
+      const double tolerance = 1.2 * quantized_product_bound(&x[r * k], &wf[j * k], k) + 1e-6;
       ASSERT_NEAR(got[r * n + j], want[r * n + j], tolerance) << r << ", " << j;
     }
   }
@@ -131,7 +116,7 @@ TEST_P(QuantizedWeights, RowViewsKeepTheirBlocks) {
   for (int64_t r = 0; r < 2; ++r) {
     for (int64_t j = 0; j < 7; ++j) {
       EXPECT_NEAR(some[r * 7 + j], all[r * 40 + 5 + j],
-                  allowed_error(&x[r * k], &wf[(5 + j) * k], k));
+                  quantized_product_bound(&x[r * k], &wf[(5 + j) * k], k));
     }
   }
 }
