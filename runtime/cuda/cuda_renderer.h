@@ -29,7 +29,8 @@ std::string render_cuda(const jit::KernelProgram& program, IndexWidths widths = 
 // "<name>_i32" or "<name>_i64".
 std::string entry_name(const jit::KernelProgram& program, bool wide);
 
-// Whether a matmul runs on tensor cores: both operands f16 or both bf16, neither a vector.
+// Whether a matmul runs on tensor cores: both operands f16, both bf16, or both 8-bit floats
+// (staged as f16), neither a vector.
 bool matmul_uses_tensor_cores(const jit::KernelProgram& program);
 // Whether a matmul multiplies f32 activations with a block-quantized [N, K] weight (a plain
 // load, two dims) by integer dot products (render_quantized_matmul.cc): it is tiled, and

@@ -90,6 +90,10 @@ std::string tiled_matmul_f32(const KernelWriter& writer) {
 
 // ---- 16-bit matmuls on tensor cores ----
 //
+// (And 8-bit float ones: e4m3 and e5m2 values are staged as f16, exactly, and multiplied by
+// the f16 mma. On sm_90 that is what mma.sync with e4m3 operands compiles to as well
+// (F2FP.F16.E4M3.UNPACK_B, then HMMA); Hopper's own fp8 rate needs wgmma.)
+//
 // A block computes a kRows x 128 output tile: kRows = 128 (8 warps as 2 down x 4 across,
 // each a 64x32 warp tile: 4x4 mma.sync m16n8k16 per 16-deep k slice) or, when M <= 16
 // (decode, GEMV), kRows = 16 (8 warps across, each 16x16), so a one-row product does not
@@ -120,10 +124,12 @@ constexpr int kPaddedK = 40;   // a k-contiguous tile row: 32 elements + 8 of pa
 constexpr int kPaddedN = 136;  // an n-contiguous B tile row: 128 elements + 8 of padding
 
 // Operand `operand` (0: A, 1: B) when it is a plain load of a 16-bit input: its tiles can be
-// copied to shared memory as they are stored. Null when a prologue computes it.
+// copied to shared memory as they are stored. Null when a prologue computes it, or when it
+// is an 8-bit float, converted to f16 as it is staged.
 const jit::Instr* plain_load(const KernelProgram& program, int operand) {
   const jit::Instr& in = program.instrs[program.anchor_operands[operand]];
-  if (in.kind != jit::InstrKind::kLoad || program.input_dtypes[in.input] != in.dtype) {
+  if (in.kind != jit::InstrKind::kLoad || program.input_dtypes[in.input] != in.dtype ||
+      dtype_size(in.dtype) != 2) {
     return nullptr;
   }
   return &in;
@@ -394,7 +400,9 @@ bool matmul_uses_tensor_cores(const jit::KernelProgram& program) {
     return false;
   const DType a = program.instrs[program.anchor_operands[0]].dtype,
               b = program.instrs[program.anchor_operands[1]].dtype;
-  return a == b && (a == DType::F16 || a == DType::BF16);
+  auto fp8 = [](DType dt) { return dt == DType::F8E4M3 || dt == DType::F8E5M2; };
+  // 8-bit floats are staged as f16, which holds every e4m3 and e5m2 value exactly.
+  return (a == b && (a == DType::F16 || a == DType::BF16)) || (fp8(a) && fp8(b));
 }
 
 bool matmul_is_tiled(const jit::KernelProgram& program) {

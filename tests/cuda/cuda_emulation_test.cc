@@ -300,6 +300,57 @@ TEST_F(CudaEmulationTest, TensorCoreMatmulsComputeWhatTheCpuComputes) {
   EXPECT_GT(counters_.ldmatrix_loads, 0);
 }
 
+// 8-bit float matmuls on the tensor cores (docs/cuda.md): e4m3 and e5m2 operands staged as
+// f16 element by element (no cp.async: they are not 16-bit), both B layouts, a partial last
+// k-step, a fused bias and relu, a decode step with K split over blocks. The values are
+// small multiples of 1/8 (e4m3) or 1/4 (e5m2), so every f32 sum is exact on both devices
+// and the rounded 8-bit results must be the CPU's, bit for bit.
+TEST_F(CudaEmulationTest, EightBitFloatMatmulsRunOnTensorCores) {
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE(testing::test_seed());
+  testing::EmulatedPlans plans;
+  std::vector<Tensor> results;
+  for (DType dt : {DType::F8E4M3, DType::F8E5M2}) {
+    const int steps = dt == DType::F8E4M3 ? 16 : 7;  // integers each format holds exactly
+    const float unit = dt == DType::F8E4M3 ? 0.125f : 0.25f;
+    auto input = [&](std::vector<int64_t> shape) {
+      std::uniform_int_distribution<int> step(-steps, steps);
+      std::vector<float> v(static_cast<size_t>(testing::count(shape)));
+      for (float& x : v) x = static_cast<float>(step(rng)) * unit;
+      return Tensor::from_vector(v, std::move(shape)).astype(dt).eval();
+    };
+    const Tensor x = input({130, 72});
+    for (const Tensor& t :
+         {relu(linear(x, input({150, 72}), input({150}))), matmul(x, input({72, 40})),
+          linear(input({1, 512}), input({200, 512}), input({200}))}) {
+      plans.add(t);
+      results.push_back(t);
+      int tensor_core_kernels = 0;
+      for (const jit::PlannedKernel& k : plans.plans.back()->kernels) {
+        tensor_core_kernels += runtime::cuda::matmul_uses_tensor_cores(*k.program) ? 1 : 0;
+      }
+      EXPECT_EQ(tensor_core_kernels, 1) << dtype_name(dt) << " case " << results.size() - 1;
+    }
+  }
+  absl::StatusOr<testing::EmulatedKernels> kernels =
+      testing::EmulatedKernels::build(plans.modules, dir_.string());
+  ASSERT_TRUE(kernels.ok()) << kernels.status();
+  for (const testing::EmulationVariant& v : testing::emulation_variants()) {
+    SCOPED_TRACE(v.name());
+    for (size_t c = 0; c < results.size(); ++c) {
+      const std::vector<std::shared_ptr<base::Buffer>> out = plans.run(*kernels, c, v);
+      const std::vector<float> want = results[c].astype(DType::F32).to_vector<float>();
+      ASSERT_EQ(out[0]->nbytes(), static_cast<int64_t>(want.size())) << "case " << c;
+      for (size_t e = 0; e < want.size(); ++e) {
+        ASSERT_EQ(ops::load_double(*out[0], results[c].dtype(), static_cast<int64_t>(e)), want[e])
+            << "case " << c << " element " << e;
+      }
+    }
+  }
+  EXPECT_GT(kernels->counters().ldmatrix_loads, 0);
+  EXPECT_EQ(kernels->counters().cp_async_copies, 0);
+}
+
 // The tensor-core attention (docs/cuda.md): K and V tiles staged by 16-byte
 // cp.async (K of the next tile while P V of this one runs), K's fragments by ldmatrix, V's by
 // ldmatrix.trans, Q's by ldmatrix; per-element staging where the head dim is not a multiple

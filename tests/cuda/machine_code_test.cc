@@ -685,6 +685,38 @@ TEST(MachineCode, SixteenBitMatmulsStageWithCpAsyncAndLdmatrixOnSm80AndSm90) {
   }
 }
 
+// 8-bit float matmuls (e4m3 linear with a bias and relu, e5m2 a.b) on the tensor cores for
+// sm_90 (and e4m3 for sm_80): HMMA fed by ldmatrix from f16 tiles staged element by element,
+// no spills and no FP64.
+TEST(MachineCode, EightBitFloatMatmulsUseTensorCoresOnSm80AndSm90) {
+  KILN_REQUIRE_SUITE();
+  const std::string cuobjdump = find_cuobjdump();
+  auto input = [](std::vector<int64_t> shape, uint64_t seed, DType dt) {
+    return Tensor::randn(std::move(shape), seed).astype(dt).eval();
+  };
+  const std::vector<std::pair<std::string, Tensor>> kernels = {
+      {"linear+bias,relu f8e4m3",
+       relu(linear(input({64, 64}, 1, DType::F8E4M3), input({64, 64}, 2, DType::F8E4M3),
+                   input({64}, 3, DType::F8E4M3)))},
+      {"a.b f8e5m2", matmul(input({64, 64}, 4, DType::F8E5M2), input({64, 64}, 5, DType::F8E5M2))}};
+  for (const auto& [what, t] : kernels) {
+    std::shared_ptr<const jit::KernelProgram> p = program_of(t, jit::AnchorKind::kMatmul, "");
+    ASSERT_NE(p, nullptr) << what;
+    for (int arch : {80, 90}) {
+      if (arch == 80 && t.dtype() == DType::F8E5M2) continue;  // the same code as e4m3's there
+      const std::string label = absl::StrCat(what, " sm_", arch);
+      const Compiled c = compile_and_disassemble(label, *p, cuobjdump, arch);
+      int fp64 = 0;
+      for (const Instruction& i : c.instructions) fp64 += is_fp64(i.opcode) ? 1 : 0;
+      EXPECT_GT(count_opcodes(c, "HMMA"), 0) << label;
+      EXPECT_GT(count_opcodes(c, "LDSM"), 0) << label;
+      EXPECT_EQ(fp64, 0) << label;
+      EXPECT_EQ(c.resources.spill_store_bytes, 0) << label << "\n" << c.ptxas_log;
+      EXPECT_EQ(c.resources.spill_load_bytes, 0) << label << "\n" << c.ptxas_log;
+    }
+  }
+}
+
 // The quantized matmul of every block format (linear with a bias and gelu fused, as a
 // transformer's projections run) compiled for sm_90, two of them for sm_80 too: the weight's bytes
 // staged by 16-byte cp.async (LDGSTS.E.BYPASS.128), the products by dp4a (IDP.4A), no spills and no
