@@ -88,6 +88,19 @@ int main(int argc, char** argv) {
              median_ms([&] { kiln::relu(kiln::matmul(x, w) + b).eval(); }, reps), 0,
              2.0 * n * n * n);
     }
+    // A llama-style up projection with a block-quantized [5632, 2048] weight: a decode step
+    // (one row: the weight read once, GB/s of its blocks) and a prompt (512 rows, TFLOP/s).
+    // bench/gpu_torch_bench.py times the same products with the bf16 weight.
+    for (DType format : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+      const int64_t n = 5632, k = 2048, prompt = quick ? 128 : 512;
+      Tensor w = Tensor::randn({n, k}, 13).astype(format);
+      Tensor one = Tensor::randn({1, k}, 14).eval(), rows = Tensor::randn({prompt, k}, 15).eval();
+      const std::string f = kiln::dtype_name(format);
+      report("gemv " + f + " 5632x2048", median_ms([&] { kiln::linear(one, w).eval(); }, reps),
+             static_cast<double>(kiln::storage_bytes(format, n * k)));
+      report("gemm " + f + " 512x5632x2048", median_ms([&] { kiln::linear(rows, w).eval(); }, reps),
+             0, 2.0 * prompt * n * k);
+    }
     {  // host time per launched kernel on a plan hit: a 3-kernel program on tiny tensors
       Tensor x = Tensor::rand({64, 64}, 7).eval();
       auto small = [&] { (kiln::softmax(x) + kiln::sum(x, {1}, true)).eval(); };

@@ -83,6 +83,17 @@ def main():
     report("torch eager", "relu(x@w+b) bf16 4096^3", median_ms(lambda: torch.relu(a @ w + b)), flops=flops)
     report("torch.compile", "relu(x@w+b) bf16 4096^3", median_ms(lambda: mm(a, w, b)), flops=flops)
 
+    # The quantized products of gpu_bench (a [5632, 2048] weight) with the weight in bf16: what
+    # a user without a quantized kernel runs. GB/s counts the bf16 weight's bytes.
+    n, k, prompt = 5632, 2048, (128 if QUICK else 512)
+    weight = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+    one = torch.randn(1, k, device=dev, dtype=torch.bfloat16)
+    rows = torch.randn(prompt, k, device=dev, dtype=torch.bfloat16)
+    linear = torch.nn.functional.linear
+    report("torch eager", "gemv bf16 5632x2048", median_ms(lambda: linear(one, weight)), 2.0 * n * k)
+    report("torch eager", "gemm bf16 512x5632x2048", median_ms(lambda: linear(rows, weight)),
+           flops=2.0 * prompt * n * k)
+
 
 if __name__ == "__main__":
     main()
