@@ -135,11 +135,12 @@ const jit::Instr* plain_load(const KernelProgram& program, int operand) {
   return &in;
 }
 
-// Whether B's tile is stored k-contiguous ([n][k]): when B is a plain load through a strided
-// view, which is what a transposed weight is; n-contiguous ([k][n]) otherwise.
+// Whether B's tile is stored k-contiguous ([n][k]): when B is a load (of any width) through a
+// strided view, which is what a transposed weight is; n-contiguous ([k][n]) otherwise.
 bool b_is_k_contiguous(const KernelProgram& program) {
-  const jit::Instr* b = plain_load(program, 1);
-  return b != nullptr && program.view_patterns[b->view].access == jit::ViewAccess::kStrided;
+  const jit::Instr& b = program.instrs[program.anchor_operands[1]];
+  return b.kind == jit::InstrKind::kLoad && program.input_dtypes[b.input] == b.dtype &&
+         program.view_patterns[b.view].access == jit::ViewAccess::kStrided;
 }
 
 // The run-time test that `load` (over a space of rank `rank`) can be copied in 16-byte

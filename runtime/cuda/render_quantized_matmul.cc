@@ -41,8 +41,9 @@ constexpr int kTileColumns = 32;   // weight rows per tile: a warp's lanes
 
 // 16-byte units a column's chunk of bytes occupies in shared memory: its bytes, plus up to 14
 // before them (a column starts at an even byte, copied from the 16-byte boundary below),
-// rounded up to an odd count so that 8 lanes reading 16 bytes each from 8 columns hit
-// distinct banks.
+// rounded up to an odd count. The 32 lanes read the same field of 32 columns; with a slot of
+// an odd number of units those reads spread over 8 banks (4 lanes to a bank), with an even
+// number over 4 or fewer.
 int slot_units(DType format) {
   const int64_t bytes = storage_bytes(format, kChunkValues);
   const int units = static_cast<int>((14 + bytes + 15) / 16);
@@ -117,8 +118,8 @@ std::string decoded_products(const KernelWriter& writer) {
 }
 
 // A's chunk at k0 for the tile's rows, rounded to 8-bit blocks of 32 in shared memory: 8
-// threads per block, 4 values each (8 * kRows blocks, a multiple of the 256 threads'
-// count, so every warp's lanes all take part in the shuffles).
+// threads per block, 4 values each (64 * kRows work items, a multiple of the 256 threads,
+// so every warp's lanes all take part in the shuffles).
 std::string quantize_activations(const KernelWriter& writer) {
   return absl::StrCat(
       "        for (int e = threadIdx.x; e < kRows * 64; e += blockDim.x) {\n",
@@ -141,7 +142,7 @@ std::string quantize_activations(const KernelWriter& writer) {
       "          unsigned word = 0;\n          int sum = 0;\n",
       "          for (int t = 0; t < 4; ++t) {\n",
       "            const float scaled = tiny ? x[t] / amax * 127.0f : x[t] * inverse;\n",
-      "            int q = (int)rintf(scaled);\n",
+      "            int q = scaled == scaled ? (int)rintf(scaled) : 0;  // NaN: the scale is NaN\n",
       "            q = q > 127 ? 127 : q < -127 ? -127 : q;\n",
       "            word |= (unsigned)(q & 0xFF) << (8 * t);\n            sum += q;\n          }\n",
       "          for (int o = 1; o < 4; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);\n",
@@ -254,10 +255,11 @@ std::string render_quantized_matmul(const KernelWriter& writer) {
       "  const I k_begin = first_step * ", kChunkValues, ", k_stop = k_begin + steps * ",
       kChunkValues, ";\n  const I k_end = k_stop < depth ? k_stop : depth;\n",
       split_phase_two(writer),
-      "  // Blocks read in place: k contiguous, columns and the view's start on block "
-      "boundaries,\n  // the buffer 16-byte aligned (cp.async).\n",
-      "  const bool in_place = (depth <= 1 || a.stride[", view, "][0] == 1) && a.stride[", view,
-      "][1] % kBlockValues == 0 && a.offset[", view,
+      "  // Blocks read in place: k contiguous and whole blocks (a view of the transposed weight\n",
+      "  // may cut k), columns and the view's start on block boundaries, the buffer 16-byte\n",
+      "  // aligned (cp.async).\n",
+      "  const bool in_place = depth % kBlockValues == 0 && (depth == 0 || a.stride[", view,
+      "][0] == 1) && a.stride[", view, "][1] % kBlockValues == 0 && a.offset[", view,
       "] % kBlockValues == 0 && ((unsigned long long)a.in[", w.input, "] & 15) == 0;\n",
       decoded_products(writer), "  const unsigned char* const weight = (const unsigned char*)a.in[",
       w.input, "];\n",

@@ -301,7 +301,8 @@ TEST_F(CudaEmulationTest, TensorCoreMatmulsComputeWhatTheCpuComputes) {
 }
 
 // 8-bit float matmuls on the tensor cores (docs/cuda.md): e4m3 and e5m2 operands staged as
-// f16 element by element (no cp.async: they are not 16-bit), both B layouts, a partial last
+// f16 element by element (no cp.async: they are not 16-bit), both B layouts ([k][n], and a
+// transposed weight's [n][k]), a partial last
 // k-step, a fused bias and relu, a decode step with K split over blocks. The values are
 // small multiples of 1/8 (e4m3) or 1/4 (e5m2), so every f32 sum is exact on both devices
 // and the rounded 8-bit results must be the CPU's, bit for bit.
@@ -619,9 +620,11 @@ namespace {
 // double from the dequantized values. The shapes take every path: 8-row tiles (5 rows, and a
 // matrix-vector product), 64-row tiles (70 rows: two, the second partial), a last chunk
 // shorter than 256 values, K split over blocks (the split variants), a bias with gelu fused,
-// and the untransposed weight, which the kernel decodes value by value in f32 (as the
-// embedding gather does), checked against the reference evaluator to f32 rounding. A decoder
-// off by one step of a block's scale moves the products far outside either bound.
+// a rank-3 A, a view that slices k at block boundaries, more tiles than blocks, and a NaN
+// activation. The untransposed weight and a k-slice that cuts a block are decoded value by
+// value in f32 (as the embedding gather does), checked against the reference evaluator to
+// f32 rounding. A decoder off by one step of a block's scale moves the products far outside
+// either bound.
 class CudaEmulationQuantized : public testing::ScratchDirTest {};
 
 // One plan of the test: y = gelu(x w^T + b) * 2 when `epilogue`, else x w^T, rows x n,
@@ -658,10 +661,24 @@ void expect_quantized_case(const QuantizedCase& c, const base::Buffer& got, size
   }
   for (int64_t r = 0; r < c.rows; ++r) {
     for (int64_t j = 0; j < c.n; ++j) {
-      ASSERT_NEAR(y[r * c.n + j], want[r * c.n + j], allowed(c, r, j))
+      const float wanted = want[r * c.n + j], value = y[r * c.n + j];
+      if (std::isnan(wanted)) {  // a row with a NaN activation is NaN, as on the CPU
+        ASSERT_TRUE(std::isnan(value)) << "plan " << plan << ", row " << r << ", column " << j;
+        continue;
+      }
+      ASSERT_NEAR(value, wanted, allowed(c, r, j))
           << "plan " << plan << ", row " << r << ", column " << j;
     }
   }
+}
+
+// Columns [from, from + count) of each row of the [rows, k] matrix `m`.
+std::vector<float> columns(const std::vector<float>& m, int64_t k, int64_t from, int64_t count) {
+  std::vector<float> out;
+  for (size_t r = 0; r < m.size() / static_cast<size_t>(k); ++r) {
+    out.insert(out.end(), m.begin() + r * k + from, m.begin() + r * k + from + count);
+  }
+  return out;
 }
 
 TEST_F(CudaEmulationQuantized, QuantizedWeightsComputeTheReferenceProduct) {
@@ -696,9 +713,45 @@ TEST_F(CudaEmulationQuantized, QuantizedWeightsComputeTheReferenceProduct) {
              true});
       }
     }
-    // The weight as [k, n'], not transposed: k is not contiguous, so it is decoded.
-    const Tensor w = testing::random_block_tensor(format, {48, bv}, rng);
-    add({matmul(Tensor::from_vector(testing::random_floats(3 * 48, rng), {3, 48}), w), true});
+    // Views of the transposed weight that slice k: from a block boundary over whole blocks
+    // (read in place), and one that cuts a block (a 32-block, or a super-block at 32
+    // values), which the kernel decodes value by value. A of rank 3 (6 rows).
+    {
+      const int64_t k = 4 * bv, n = 24;
+      const Tensor w = testing::random_block_tensor(format, {n, k}, rng);
+      const std::vector<float> wf = w.astype(DType::F32).to_vector<float>();
+      std::vector<float> x = testing::random_floats(6 * 2 * bv, rng);
+      const Tensor xt = Tensor::from_vector(x, {2, 3, 2 * bv});
+      add({matmul(xt, w.transpose(0, 1).slice(0, bv, 3 * bv)), false, std::move(x),
+           columns(wf, k, bv, 2 * bv), 6, n, 2 * bv, false});
+      const int64_t cut = bv == 32 ? 40 : 288;
+      add({matmul(Tensor::from_vector(testing::random_floats(3 * cut, rng), {3, cut}),
+                  w.transpose(0, 1).slice(0, 0, cut)),
+           true});
+    }
+    // The weight as [k, n'], not transposed: k is not contiguous, so it is decoded; with
+    // K = 1024 split in two as well.
+    for (const int64_t k : {int64_t{48}, int64_t{1024}}) {
+      const Tensor w = testing::random_block_tensor(format, {k, bv}, rng);
+      add({matmul(Tensor::from_vector(testing::random_floats(3 * k, rng), {3, k}), w), true});
+    }
+  }
+  // More tiles than the grid has blocks (the emulation's 2 SMs give 64): 66 tiles of 32
+  // columns, each block looping over two.
+  for (DType format : {DType::Q4_0, DType::Q6_K}) {
+    const int64_t bv = block_values(format), n = 2100;
+    const Tensor w = testing::random_block_tensor(format, {n, bv}, rng);
+    std::vector<float> x = testing::random_floats(3 * bv, rng);
+    const Tensor y = matmul(Tensor::from_vector(x, {3, bv}), w.transpose(0, 1));
+    add({y, false, std::move(x), w.astype(DType::F32).to_vector<float>(), 3, n, bv, false});
+  }
+  // A NaN in one row of A: that row's results are NaN, the others are not.
+  {
+    const Tensor w = testing::random_block_tensor(DType::Q8_0, {24, 64}, rng);
+    std::vector<float> x = testing::random_floats(4 * 64, rng);
+    x[2 * 64 + 17] = std::numeric_limits<float>::quiet_NaN();
+    const Tensor y = matmul(Tensor::from_vector(x, {4, 64}), w.transpose(0, 1));
+    add({y, false, std::move(x), w.astype(DType::F32).to_vector<float>(), 4, 24, 64, false});
   }
   absl::StatusOr<testing::EmulatedKernels> kernels =
       testing::EmulatedKernels::build(plans.modules, dir_.string());
