@@ -96,13 +96,21 @@ void quantized_gemm(int64_t m, const GemmOperand& a, const QuantizedMatrix& w, f
                     int64_t ldc, const GemmEpilogue& epilogue) {
   const int64_t k = w.k, n = w.n, blocks = k / 32;
   if (m == 0 || n == 0) return;
-  // A's rows rounded to 8-bit blocks, once for every column.
-  std::unique_ptr<ActivationBlock[]> activations(new ActivationBlock[m * blocks]);
+  // A's rows rounded to 8-bit blocks, once for every column. The buffer is the calling
+  // thread's and kept between products: a fresh one of a megabyte or more comes from mmap,
+  // and its page faults cost small products a good part of their time.
+  thread_local std::unique_ptr<ActivationBlock[]> kept_activations;
+  thread_local int64_t kept_blocks = 0;
+  if (kept_blocks < m * blocks) {
+    kept_activations.reset(new ActivationBlock[m * blocks]);
+    kept_blocks = m * blocks;
+  }
+  ActivationBlock* const activations = kept_activations.get();
   base::parallel_for(
       m, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)), [&](int64_t r0, int64_t r1) {
         std::vector<float> scratch;
         for (int64_t r = r0; r < r1; ++r) {
-          quantize_activations(row_values(a, r, k, scratch), k, activations.get() + r * blocks);
+          quantize_activations(row_values(a, r, k, scratch), k, activations + r * blocks);
         }
       });
   if (const PanelKernel panel = panel_kernel(); panel.run != nullptr && m >= kPanelRows) {
@@ -121,13 +129,17 @@ void quantized_gemm(int64_t m, const GemmOperand& a, const QuantizedMatrix& w, f
         uint8_t bytes[64];
       };
       const int64_t lines = panel.bytes(k) / 64;
-      std::vector<Line> decoded(static_cast<size_t>(per_task * lines));
+      // Each worker's panels, kept between products (as the activations above).
+      thread_local std::vector<Line> decoded;
+      if (decoded.size() < static_cast<size_t>(per_task * lines)) {
+        decoded.resize(static_cast<size_t>(per_task * lines));
+      }
       for (int64_t g = g0; g < g1; ++g) {
         const int64_t first = g * per_task, last = std::min(panels, first + per_task);
         auto tile = [&](int64_t p, int64_t r0, int64_t rows) {
           const int64_t j0 = width * p;
           return DotTile{w.format,
-                         activations.get() + r0 * blocks,
+                         activations + r0 * blocks,
                          blocks,
                          static_cast<int>(rows),
                          w.data + j0 * w.row_bytes,
@@ -152,7 +164,7 @@ void quantized_gemm(int64_t m, const GemmOperand& a, const QuantizedMatrix& w, f
       }
     });
   } else {
-    run_tiles(m, w, activations.get(), c, ldc, epilogue);
+    run_tiles(m, w, activations, c, ldc, epilogue);
   }
 }
 
