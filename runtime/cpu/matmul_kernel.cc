@@ -264,8 +264,12 @@ std::optional<InPlaceMatrix> quantized_weight(const KernelProgram& program,
 // Batch matrix `at` (an element offset) of quantized weight b as quantized_gemm reads it.
 QuantizedMatrix quantized_matrix(const InPlaceMatrix& b, int64_t at, int64_t k, int64_t n) {
   const int64_t values = block_values(b.dtype);
-  return {b.dtype, b.buffer->as<uint8_t>() + storage_bytes(b.dtype, at),
-          storage_bytes(b.dtype, n > 1 ? b.col_stride : values), n, k};
+  return {b.dtype,
+          b.buffer->as<uint8_t>() + storage_bytes(b.dtype, at),
+          storage_bytes(b.dtype, n > 1 ? b.col_stride : values),
+          n,
+          k,
+          b.buffer->version()};
 }
 
 // The f32 matmul and its epilogue. Small matrices in many batches (attention heads) go a

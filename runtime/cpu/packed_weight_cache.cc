@@ -41,7 +41,7 @@ int64_t default_budget() {
 struct KeyHash {
   size_t operator()(const PackedWeightKey& k) const {
     return absl::HashOf(k.data, k.version, k.rows, k.cols, k.row_stride, k.col_stride, k.element,
-                        k.panel_width);
+                        k.panel_width, k.quantized_format);
   }
 };
 

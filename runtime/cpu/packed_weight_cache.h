@@ -1,5 +1,6 @@
-// The CPU GEMM's cache of packed B matrices (weights). Packing reorders B into the panels
-// the GEMM's inner kernel streams; for a weight read on every call (a layer's linear), doing
+// The CPU GEMM's cache of packed B matrices (weights), and of the quantized product's
+// decoded panels of a block-quantized weight. Packing reorders B into the panels the GEMM's
+// inner kernel streams; for a weight read on every call (a layer's linear), doing
 // that once and keeping it saves a full pass over the weight per call, which is most of the
 // cost of a small-batch matmul. A matrix is kept the second time its contents are seen
 // (same buffer version, same view), so intermediates, which are new each run, never fill
@@ -27,6 +28,8 @@ struct PackedWeightKey {
   int64_t rows = 0, cols = 0, row_stride = 0, col_stride = 0;
   GemmElement element = GemmElement::kF32;
   int64_t panel_width = 0;
+  // A block-quantized weight's decoded panels (quantized_gemm.cc): its DType, else -1.
+  int quantized_format = -1;
   bool operator==(const PackedWeightKey&) const = default;
 };
 

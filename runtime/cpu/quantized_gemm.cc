@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "runtime/cpu/packed_weight_cache.h"
 #include "runtime/cpu/quantized_dot.h"
 #include "runtime/cpu/simd_math.h"
 
@@ -23,6 +24,15 @@ constexpr int64_t kPanelRows = 16;
 // through them at a time (their activations stay in cache across the panels).
 constexpr int64_t kPanelColumnsPerTask = 64;
 constexpr int64_t kPanelRowBlock = 32;
+// Below this many rows a product keeps its weight's decoded panels between calls (see
+// run_panels): with 16 rows the decoding is about a third of the panel kernel's time; from
+// here on the rows amortize it, and the panels (1.5 bytes a value, 2.7 times a Q4 weight)
+// would cost memory for little.
+constexpr int64_t kKeptPanelRows = 64;
+
+struct alignas(64) PanelLine {
+  uint8_t bytes[64];
+};
 
 // Row `row` of A as f32 values (converted into `scratch` unless A holds contiguous f32).
 const float* row_values(const GemmOperand& a, int64_t row, int64_t k, std::vector<float>& scratch) {
@@ -90,6 +100,89 @@ void run_tiles(int64_t m, const QuantizedMatrix& w, const ActivationBlock* activ
   });
 }
 
+// The product on the panel kernel. Tasks are groups of panels: each decodes its panels
+// once, then runs blocks of rows through all of them while the rows' activations are in
+// cache. Each task reads every row's activations once: the fewer tasks, the fewer reads,
+// but each worker needs a few for balance.
+//
+// A product of fewer than kKeptPanelRows rows of a weight whose contents it has seen before
+// keeps the decoded panels (packed_weight_cache.h, as the f32 GEMM keeps its packed weights):
+// the second time it decodes them into a copy it offers the cache, from the third on it
+// uses that copy as it is.
+void run_panels(int64_t m, const QuantizedMatrix& w, const ActivationBlock* activations, float* c,
+                int64_t ldc, const GemmEpilogue& epilogue, const PanelKernel& panel) {
+  const int64_t k = w.k, n = w.n, blocks = k / 32;
+  const int64_t width = panel.columns;
+  const int64_t panels = (n + width - 1) / width, lines = panel.bytes(k) / 64;
+  const int64_t per_task =
+      std::clamp<int64_t>(panels / (2 * base::worker_count()), kPanelColumnsPerTask / width,
+                          4 * kPanelColumnsPerTask / width);
+  const int64_t groups = (panels + per_task - 1) / per_task;
+  PackedWeightKey key;
+  PackedMatrix kept;
+  std::shared_ptr<PackedFloats> fresh;
+  if (w.version != 0 && m < kKeptPanelRows) {
+    key = {w.data,
+           w.version,
+           k,
+           n,
+           w.row_bytes,
+           0,
+           GemmElement::kF32,
+           panel.columns,
+           static_cast<int>(w.format)};
+    bool keep = false;
+    kept = find_packed_weight(key, &keep);
+    if (kept == nullptr && keep) fresh = std::make_shared<PackedFloats>(panels * lines * 16);
+  }
+  // Every panel's bytes in one array (kept or fresh), else none: each task's own scratch.
+  // (The kernel only reads a panel it is told is decoded: the const_cast writes nothing.)
+  uint8_t* const all_panels =
+      kept != nullptr    ? const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>(kept->data()))
+      : fresh != nullptr ? reinterpret_cast<uint8_t*>(fresh->data())
+                         : nullptr;
+  base::parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
+    // Each worker's scratch, kept between products (as the activations).
+    thread_local std::vector<PanelLine> scratch;
+    if (all_panels == nullptr && scratch.size() < static_cast<size_t>(per_task * lines)) {
+      scratch.resize(static_cast<size_t>(per_task * lines));
+    }
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t first = g * per_task, last = std::min(panels, first + per_task);
+      auto bytes = [&](int64_t p) {
+        return all_panels != nullptr ? all_panels + p * lines * 64
+                                     : scratch[(p - first) * lines].bytes;
+      };
+      auto tile = [&](int64_t p, int64_t r0, int64_t rows) {
+        const int64_t j0 = width * p;
+        return DotTile{w.format,
+                       activations + r0 * blocks,
+                       blocks,
+                       static_cast<int>(rows),
+                       w.data + j0 * w.row_bytes,
+                       w.row_bytes,
+                       static_cast<int>(std::min(width, n - j0)),
+                       k,
+                       c + r0 * ldc + j0,
+                       ldc};
+      };
+      if (kept == nullptr) {
+        for (int64_t p = first; p < last; ++p) panel.run({tile(p, 0, 0), bytes(p), false});
+      }
+      for (int64_t r0 = 0; r0 < m; r0 += kPanelRowBlock) {
+        const int64_t rows = std::min(kPanelRowBlock, m - r0);
+        for (int64_t p = first; p < last; ++p) {
+          const float* bias = epilogue.bias != nullptr ? epilogue.bias + width * p : nullptr;
+          panel.run({tile(p, r0, rows), bytes(p), true, bias});
+        }
+        const int64_t j0 = first * width;
+        finish_block(nullptr, epilogue, c, ldc, r0, rows, j0, std::min(n, last * width) - j0);
+      }
+    }
+  });
+  if (fresh != nullptr) keep_packed_weight(key, std::move(fresh));
+}
+
 }  // namespace
 
 void quantized_gemm(int64_t m, const GemmOperand& a, const QuantizedMatrix& w, float* c,
@@ -114,55 +207,7 @@ void quantized_gemm(int64_t m, const GemmOperand& a, const QuantizedMatrix& w, f
         }
       });
   if (const PanelKernel panel = panel_kernel(); panel.run != nullptr && m >= kPanelRows) {
-    // Tasks are groups of panels: each decodes its panels once, then runs blocks of rows
-    // through all of them while the rows' activations are in cache.
-    // Each task reads every row's activations once: the fewer tasks, the fewer reads, but
-    // each worker needs a few for balance.
-    const int64_t width = panel.columns;
-    const int64_t panels = (n + width - 1) / width;
-    const int64_t per_task =
-        std::clamp<int64_t>(panels / (2 * base::worker_count()), kPanelColumnsPerTask / width,
-                            4 * kPanelColumnsPerTask / width);
-    const int64_t groups = (panels + per_task - 1) / per_task;
-    base::parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
-      struct alignas(64) Line {
-        uint8_t bytes[64];
-      };
-      const int64_t lines = panel.bytes(k) / 64;
-      // Each worker's panels, kept between products (as the activations above).
-      thread_local std::vector<Line> decoded;
-      if (decoded.size() < static_cast<size_t>(per_task * lines)) {
-        decoded.resize(static_cast<size_t>(per_task * lines));
-      }
-      for (int64_t g = g0; g < g1; ++g) {
-        const int64_t first = g * per_task, last = std::min(panels, first + per_task);
-        auto tile = [&](int64_t p, int64_t r0, int64_t rows) {
-          const int64_t j0 = width * p;
-          return DotTile{w.format,
-                         activations + r0 * blocks,
-                         blocks,
-                         static_cast<int>(rows),
-                         w.data + j0 * w.row_bytes,
-                         w.row_bytes,
-                         static_cast<int>(std::min(width, n - j0)),
-                         k,
-                         c + r0 * ldc + j0,
-                         ldc};
-        };
-        for (int64_t p = first; p < last; ++p) {
-          panel.run({tile(p, 0, 0), decoded[(p - first) * lines].bytes, false});
-        }
-        for (int64_t r0 = 0; r0 < m; r0 += kPanelRowBlock) {
-          const int64_t rows = std::min(kPanelRowBlock, m - r0);
-          for (int64_t p = first; p < last; ++p) {
-            const float* bias = epilogue.bias != nullptr ? epilogue.bias + width * p : nullptr;
-            panel.run({tile(p, r0, rows), decoded[(p - first) * lines].bytes, true, bias});
-          }
-          const int64_t j0 = first * width;
-          finish_block(nullptr, epilogue, c, ldc, r0, rows, j0, std::min(n, last * width) - j0);
-        }
-      }
-    });
+    run_panels(m, w, activations, c, ldc, epilogue, panel);
   } else {
     run_tiles(m, w, activations, c, ldc, epilogue);
   }

@@ -20,6 +20,9 @@ struct QuantizedMatrix {
   const uint8_t* data = nullptr;
   int64_t row_bytes = 0;
   int64_t n = 0, k = 0;
+  // The contents' version (Buffer::version) of the buffer the weight lies in, or 0: with
+  // one, a product of few rows keeps the weight's decoded panels (packed_weight_cache.h).
+  uint64_t version = 0;
 };
 
 // C (m × n, row stride ldc) = A (m × k, f32, bf16 or f16) · Wᵀ, then `epilogue` (gemm.h),

@@ -1,6 +1,7 @@
 // The CPU GEMM's packed weights through the public API: a budget the user sets, evictions
 // counted in stats(), and packed copies that live exactly as long as their weight's
-// contents. Every product is checked against the reference evaluator.
+// contents. Every product is checked against the reference evaluator (a quantized weight's
+// against the exact product, within the accuracy contract).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,8 @@
 
 #include "kiln/kiln.h"
 #include "runtime/cpu/gemm.h"
+#include "runtime/cpu/quantized_dot.h"
+#include "tests/quantized_util.h"
 #include "tests/reference_util.h"
 #include "tests/test_util.h"
 
@@ -118,6 +121,48 @@ TEST_F(PackedWeightTest, PackedCopiesLiveAsLongAsTheirWeight) {
   check_linear(x, v);  // the new values, against the reference
   check_linear(x, v);
   EXPECT_EQ(packed_weight_stats().entries, 1);
+}
+
+// A block-quantized weight's decoded panels are kept like a packed f32 weight, for products
+// of 16 to 63 rows (where the panel kernel runs and its decoding is a large share): the
+// second call decodes into a copy that is kept, the third uses it, every call gives the same
+// bits within the accuracy contract, 64 rows and more keep nothing, and dropping the weight
+// drops its panels. Without VNNI (no panel kernel) nothing is kept.
+TEST_F(PackedWeightTest, QuantizedWeightsKeepTheirDecodedPanelsForFewRows) {
+  const bool panels = runtime::cpu::panel_kernel().run != nullptr;
+  for (DType format : {DType::Q8_0, DType::Q4_K}) {
+    SCOPED_TRACE(dtype_name(format));
+    runtime::cpu::clear_packed_weights();
+    const int64_t n = 40, k = 512;
+    Tensor w = testing::random_block_tensor(format, {n, k}, rng_);
+    const std::vector<float> wf = w.astype(DType::F32).to_vector<float>();
+    for (const int64_t rows : {int64_t{20}, int64_t{80}}) {
+      const std::vector<float> x = testing::random_floats(rows * k, rng_);
+      const Tensor xt = Tensor::from_vector(x, {rows, k}).eval();
+      const int64_t before = packed_weight_stats().entries;
+      std::vector<float> first;
+      for (int call = 0; call < 3; ++call) {
+        const std::vector<float> y = linear(xt, w).to_vector<float>();
+        if (call == 0) {
+          first = y;
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < n; ++j) {
+              double exact = 0;
+              for (int64_t i = 0; i < k; ++i) exact += double{x[r * k + i]} * wf[j * k + i];
+              ASSERT_NEAR(y[r * n + j], exact,
+                          testing::quantized_product_bound(&x[r * k], &wf[j * k], k));
+            }
+          }
+        } else {
+          ASSERT_EQ(y, first) << "call " << call << ", " << rows << " rows";
+        }
+      }
+      EXPECT_EQ(packed_weight_stats().entries - before, panels && rows < 64 ? 1 : 0)
+          << rows << " rows";
+    }
+    w = Tensor();
+    EXPECT_EQ(packed_weight_stats().entries, 0) << "the weight is gone, so are its panels";
+  }
 }
 
 }  // namespace
