@@ -63,6 +63,8 @@ Int saturate_to(double v) {
   // Compare in double against bounds that are exactly representable: the minimum and one
   // past the maximum (2^63 for int64, whose maximum a double does not hold).
   constexpr double kLow = static_cast<double>(std::numeric_limits<Int>::min());
+  // max / 2 + 1 is 2^(bits - 2) exactly: the integer division is meant.
+  // NOLINTNEXTLINE(bugprone-integer-division)
   constexpr double kHigh = static_cast<double>(std::numeric_limits<Int>::max() / 2 + 1) * 2.0;
   if (v <= kLow) return std::numeric_limits<Int>::min();
   if (v >= kHigh) return std::numeric_limits<Int>::max();

@@ -44,7 +44,8 @@ struct Stats {
   int64_t bytes_allocated = 0;   // bytes of buffers allocated for results
   int64_t compiled_records = 0;  // compiled-function calls that recorded the function
   int64_t compiled_replays = 0;  // compiled-function calls that replayed a recorded plan
-  // Packed weights (the CPU GEMM's reordered copies of a matmul's B) dropped because the
+  // Packed weights (the CPU GEMM's reordered copies of a matmul's B, and the decoded panels
+  // of a block-quantized weight in products of fewer than 64 rows) dropped because the
   // packed-weight budget was full; each one is packed again at its next use. Weights that
   // fit the budget are packed once and live as long as their tensor.
   int64_t packed_weight_evictions = 0;
