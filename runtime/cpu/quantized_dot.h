@@ -73,7 +73,8 @@ PanelKernel panel_kernel();  // for this CPU
 PanelKernel panel_kernel_avx512_vnni();
 PanelKernel panel_kernel_avx_vnni();
 
-// The kernel for this CPU: AVX-512 VNNI (256-bit), AVX-VNNI, AVX2, else portable C++.
+// The kernel for this CPU: AVX-512 VNNI (mostly 256-bit vectors), AVX-VNNI, AVX2, else
+// portable C++.
 DotTileKernel dot_tile_kernel();
 // Each kernel by name, for tests that check one against another; null when the CPU (or the
 // build) lacks its instructions.

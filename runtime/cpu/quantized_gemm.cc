@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kiln/debug.h"
 #include "runtime/cpu/packed_weight_cache.h"
 #include "runtime/cpu/quantized_dot.h"
 #include "runtime/cpu/simd_math.h"
@@ -133,7 +134,11 @@ void run_panels(int64_t m, const QuantizedMatrix& w, const ActivationBlock* acti
            static_cast<int>(w.format)};
     bool keep = false;
     kept = find_packed_weight(key, &keep);
-    if (kept == nullptr && keep) fresh = std::make_shared<PackedFloats>(panels * lines * 16);
+    // Not when the cache would refuse them (past its budget): a copy made every call for
+    // nothing would cost more than the scratch.
+    if (kept == nullptr && keep && panels * lines * 64 <= packed_weight_budget()) {
+      fresh = std::make_shared<PackedFloats>(panels * lines * 16);
+    }
   }
   // Every panel's bytes in one array (kept or fresh), else none: each task's own scratch.
   // (The kernel only reads a panel it is told is decoded: the const_cast writes nothing.)

@@ -139,7 +139,7 @@ TEST_F(PackedWeightTest, QuantizedWeightsKeepTheirDecodedPanelsForFewRows) {
     for (const int64_t rows : {int64_t{20}, int64_t{80}}) {
       const std::vector<float> x = testing::random_floats(rows * k, rng_);
       const Tensor xt = Tensor::from_vector(x, {rows, k}).eval();
-      const int64_t before = packed_weight_stats().entries;
+      const int64_t before = packed_weight_stats().entries, hits = packed_weight_stats().hits;
       std::vector<float> first;
       for (int call = 0; call < 3; ++call) {
         const std::vector<float> y = linear(xt, w).to_vector<float>();
@@ -157,12 +157,20 @@ TEST_F(PackedWeightTest, QuantizedWeightsKeepTheirDecodedPanelsForFewRows) {
           ASSERT_EQ(y, first) << "call " << call << ", " << rows << " rows";
         }
       }
-      EXPECT_EQ(packed_weight_stats().entries - before, panels && rows < 64 ? 1 : 0)
-          << rows << " rows";
+      const int64_t kept = panels && rows < 64 ? 1 : 0;
+      EXPECT_EQ(packed_weight_stats().entries - before, kept) << rows << " rows";
+      EXPECT_EQ(packed_weight_stats().hits - hits, kept) << rows << " rows: the third call's";
     }
     w = Tensor();
     EXPECT_EQ(packed_weight_stats().entries, 0) << "the weight is gone, so are its panels";
   }
+  // Panels larger than the budget are never kept (and not copied on every call).
+  set_packed_weight_budget(1024);
+  const Tensor w = testing::random_block_tensor(DType::Q8_0, {64, 512}, rng_);
+  const Tensor x = Tensor::from_vector(testing::random_floats(20 * 512, rng_), {20, 512}).eval();
+  const std::vector<float> first = linear(x, w).to_vector<float>();
+  for (int call = 1; call < 3; ++call) EXPECT_EQ(linear(x, w).to_vector<float>(), first);
+  EXPECT_EQ(packed_weight_stats().entries, 0);
 }
 
 }  // namespace
