@@ -84,6 +84,41 @@ TEST(QuantizedDot, EveryKernelGivesTheDequantizedProductWithTheRoundedActivation
   }
 }
 
+// A K format's row that ends inside a super-block (a view of the first 288 values of rows of
+// 512): the one-row product takes its per-chunk path there (whole super-blocks take the
+// 512-bit one with AVX-512 VNNI), against the same exact product.
+TEST(QuantizedDot, OneRowOfAKFormatMayEndInsideASuperBlock) {
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE(testing::test_seed());
+  const int64_t full = 512, k = 288, blocks = k / 32;
+  const int cols = 3;
+  for (DType format : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    SCOPED_TRACE(dtype_name(format));
+    const std::vector<uint8_t> w = random_rows(format, cols, full, rng);
+    std::vector<float> wf(static_cast<size_t>(cols * full));
+    ops::dequantize_row(format, w.data(), wf.data(), cols * full);
+    const std::vector<float> a = testing::random_floats(k, rng);
+    std::vector<ActivationBlock> qa(static_cast<size_t>(blocks));
+    quantize_activations(a.data(), k, qa.data());
+    for (const Kernel& kernel : kernels_here()) {
+      SCOPED_TRACE(kernel.name);
+      std::vector<float> c(cols, std::numeric_limits<float>::quiet_NaN());
+      kernel.run({format, qa.data(), blocks, 1, w.data(), storage_bytes(format, full), cols, k,
+                  c.data(), cols});
+      for (int j = 0; j < cols; ++j) {
+        double exact = 0, magnitude = 0;
+        for (int64_t i = 0; i < k; ++i) {
+          const double term =
+              static_cast<double>(qa[i / 32].d) * qa[i / 32].q[i % 32] * wf[j * full + i];
+          exact += term;
+          magnitude += std::fabs(term);
+        }
+        ASSERT_NEAR(c[j], exact, 2e-6 * magnitude + 1e-30) << "column " << j;
+      }
+    }
+  }
+}
+
 // The panel kernels (columns in vector lanes), where this CPU has them: the same product, for
 // whole panels (16 or 8 columns) and partial ones, decoded once and run over blocks of rows.
 TEST(QuantizedDot, ThePanelKernelsGiveTheSameProduct) {
