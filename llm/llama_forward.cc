@@ -1,0 +1,107 @@
+#include "llm/llama_forward.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kiln/kiln.h"
+
+namespace kiln::llm {
+namespace {
+
+// Attention reads the cache up to a multiple of this many positions (masking the ones not
+// written yet), so that the decode steps of one stretch share their shapes and their plans:
+// a new plan every kAttentionStride tokens, where reading exactly the filled length would
+// build one per token, and reading the whole capacity would read it all on every step.
+constexpr int64_t kAttentionStride = 256;
+
+// cos and sin of RoPE's angles for positions start ... start + tokens - 1, [tokens, 1,
+// head_dim / 2, 1]: pair i turns by position * base^(-2i / head_dim). Computed in double on
+// the host, where the angles of late positions (thousands of radians) keep their precision.
+void rope_tables(const ModelConfig& c, int64_t start, int64_t tokens, Tensor& cos_t,
+                 Tensor& sin_t) {
+  const int64_t half = c.head_dim / 2;
+  std::vector<float> cos_v(static_cast<size_t>(tokens * half)), sin_v(cos_v.size());
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle =
+          static_cast<double>(start + t) *
+          std::pow(c.rope_base, -2.0 * static_cast<double>(i) / static_cast<double>(c.head_dim));
+      cos_v[static_cast<size_t>(t * half + i)] = static_cast<float>(std::cos(angle));
+      sin_v[static_cast<size_t>(t * half + i)] = static_cast<float>(std::sin(angle));
+    }
+  }
+  cos_t = Tensor::from_vector(cos_v, {tokens, 1, half, 1});
+  sin_t = Tensor::from_vector(sin_v, {tokens, 1, half, 1});
+}
+
+// x [1, T, n, head_dim] with each adjacent pair (2i, 2i + 1) turned by its position's angle:
+// the pairing of GGUF files, whose converter permutes the rows of W_q and W_k for it.
+Tensor rope_adjacent_pairs(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
+  const std::vector<int64_t>& shape = x.shape();
+  const Tensor pairs = x.reshape({shape[0], shape[1], shape[2], shape[3] / 2, 2});
+  const Tensor even = pairs.slice(4, 0, 1), odd = pairs.slice(4, 1, 2);
+  return concat({even * cos_t - odd * sin_t, even * sin_t + odd * cos_t}, 4).reshape(shape);
+}
+
+// [1, T, n * head_dim] -> [1, T, n, head_dim].
+Tensor split_heads(const Tensor& x, int64_t n, int64_t head_dim) {
+  return x.reshape({1, x.shape()[1], n, head_dim});
+}
+
+Tensor attention(const Model::Data& m, const LayerWeights& l, KvCache& cache, size_t layer,
+                 const Tensor& h, const Tensor& cos_t, const Tensor& sin_t, int64_t start) {
+  const ModelConfig& c = m.config;
+  const int64_t tokens = h.shape()[1];
+  const Tensor q =
+      rope_adjacent_pairs(split_heads(linear(h, l.wq), c.heads, c.head_dim), cos_t, sin_t)
+          .permute({0, 2, 1, 3});
+  const Tensor k =
+      rope_adjacent_pairs(split_heads(linear(h, l.wk), c.kv_heads, c.head_dim), cos_t, sin_t)
+          .permute({0, 2, 1, 3});
+  const Tensor v = split_heads(linear(h, l.wv), c.kv_heads, c.head_dim).permute({0, 2, 1, 3});
+  cache.keys[layer] = update_slice(cache.keys[layer], k, 2, start);
+  cache.values[layer] = update_slice(cache.values[layer], v, 2, start);
+  const int64_t span = std::min(cache.capacity, (start + tokens + kAttentionStride - 1) /
+                                                    kAttentionStride * kAttentionStride);
+  // Causal over the written positions: the query at start + i sees keys at <= start + i.
+  const Tensor query_pos =
+      (Tensor::arange(tokens, DType::I64) + static_cast<double>(start)).reshape({tokens, 1});
+  const Tensor key_pos = Tensor::arange(span, DType::I64).reshape({1, span});
+  const Tensor context = scaled_dot_product_attention(
+      q, cache.keys[layer].slice(2, 0, span), cache.values[layer].slice(2, 0, span),
+      key_pos <= query_pos);  // [1, heads, T, head_dim]
+  return linear(context.permute({0, 2, 1, 3}).reshape({1, tokens, c.dim}), l.wo);
+}
+
+}  // namespace
+
+KvCache empty_kv_cache(const Model::Data& m, int64_t capacity) {
+  KvCache cache;
+  cache.capacity = capacity;
+  const ModelConfig& c = m.config;
+  for (int64_t i = 0; i < c.layers; ++i) {
+    cache.keys.push_back(Tensor::zeros({1, c.kv_heads, capacity, c.head_dim}).eval());
+    cache.values.push_back(Tensor::zeros({1, c.kv_heads, capacity, c.head_dim}).eval());
+  }
+  return cache;
+}
+
+Tensor llama_forward(const Model::Data& m, KvCache& cache, const std::vector<int32_t>& ids,
+                     int64_t start) {
+  const ModelConfig& c = m.config;
+  const auto tokens = static_cast<int64_t>(ids.size());
+  Tensor cos_t, sin_t;
+  rope_tables(c, start, tokens, cos_t, sin_t);
+  Tensor x = embedding(m.embedding, Tensor::from_vector(ids, {1, tokens}));  // [1, T, dim]
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const LayerWeights& l = m.layers[i];
+    x = x +
+        attention(m, l, cache, i, rms_norm(x, l.attention_norm, c.norm_eps), cos_t, sin_t, start);
+    const Tensor h = rms_norm(x, l.mlp_norm, c.norm_eps);
+    x = x + linear(silu(linear(h, l.w_gate)) * linear(h, l.w_up), l.w_down);
+  }
+  const Tensor last = x.slice(1, tokens - 1, tokens);
+  return linear(rms_norm(last, m.output_norm, c.norm_eps), m.output).reshape({c.vocab});
+}
+
+}  // namespace kiln::llm

@@ -1,0 +1,47 @@
+// What a loaded model is: its configuration from the GGUF metadata and its weights as the
+// file stores them. Shared, read-only, by every Session of the model.
+#ifndef KILN_LLM_MODEL_DATA_H_
+#define KILN_LLM_MODEL_DATA_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/llm.h"
+#include "kiln/tensor.h"
+
+namespace kiln::llm {
+
+// The numbers a forward needs, read from `<architecture>.*` metadata keys (docs/llm.md).
+struct ModelConfig {
+  std::string architecture;
+  int64_t layers = 0;
+  int64_t dim = 0;       // embedding_length: the residual stream's width
+  int64_t heads = 0;     // attention.head_count: query heads
+  int64_t kv_heads = 0;  // attention.head_count_kv: each serves heads / kv_heads query heads
+  int64_t head_dim = 0;  // dim / heads
+  int64_t hidden = 0;    // feed_forward_length: the gated MLP's width
+  int64_t vocab = 0;     // token_embd's rows
+  int64_t context = 0;   // context_length
+  double rope_base = 10000.0;
+  double norm_eps = 1e-5;
+};
+
+// One transformer block's weights; projections are [out, in] as GGUF stores them.
+struct LayerWeights {
+  Tensor attention_norm, wq, wk, wv, wo;
+  Tensor mlp_norm, w_gate, w_up, w_down;
+};
+
+struct Model::Data {
+  ModelConfig config;
+  Device device;
+  Tensor embedding;  // [vocab, dim]
+  std::vector<LayerWeights> layers;
+  Tensor output_norm;
+  Tensor output;  // [vocab, dim]: the embedding itself when the file ties them
+};
+
+}  // namespace kiln::llm
+
+#endif  // KILN_LLM_MODEL_DATA_H_

@@ -1,0 +1,303 @@
+// kiln::llm against tools/llm_reference.py, a float64 numpy forward written from the published
+// architecture: a small Llama with random f32 weights that Kiln writes as GGUF, and
+// SmolLM2-135M-Instruct as llama.cpp ships it (Q4_1, fetched once by scripts/fetch-smollm2.sh).
+#include "kiln/llm.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/io.h"
+#include "kiln/kiln.h"
+#include "nlohmann/json.hpp"
+#include "tests/llm/small_llama.h"
+#include "tests/test_util.h"
+
+namespace kiln {
+namespace {
+
+using llm::Model;
+using llm::Session;
+using Type = GgufValue::Type;
+
+struct Reference {
+  std::vector<double> logits;  // the last prompt position's
+  std::vector<int32_t> greedy;
+  std::vector<double> margins;  // each greedy pick's lead over the runner-up
+};
+
+class LlmTest : public testing::ScratchDirTest {
+ protected:
+  // tools/llm_reference.py on `model` after `ids`, with `greedy` tokens of continuation.
+  Reference reference(const std::string& model, const std::vector<int32_t>& ids, int greedy) {
+    std::string id_list;
+    for (int32_t id : ids) id_list += (id_list.empty() ? "" : ",") + std::to_string(id);
+    const std::string script =
+        "import runpy, sys\nsys.argv = ['llm_reference.py', '" + model + "', '--ids', '" + id_list +
+        "', '--greedy', '" + std::to_string(greedy) + "', '--out', 'ref.npy']\n" +
+        "runpy.run_path('" + KILN_SOURCE_DIR + "/tools/llm_reference.py', run_name='__main__')\n";
+    const testing::Result r = testing::run_python_tools(script, path(""));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    Reference ref;
+    ref.logits = load_npy(path("ref.npy")).to_vector<double>();
+    const auto json = nlohmann::json::parse(r.output.substr(r.output.rfind('{')));
+    ref.greedy = json["greedy"].get<std::vector<int32_t>>();
+    ref.margins = json["margins"].get<std::vector<double>>();
+    return ref;
+  }
+
+  std::string write_small_llama(const std::string& name, bool tied) {
+    save_gguf(path(name), testing::small_llama(tied));
+    return path(name);
+  }
+};
+
+template <class T>
+double max_abs_difference(const std::vector<T>& got, const std::vector<double>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    const double d = std::abs(static_cast<double>(got[i]) - want[i]);
+    worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+  }
+  return worst;
+}
+
+std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
+
+// With f32 weights Kiln's products are f32 GEMMs: the logits agree with float64 to f32
+// rounding through the layers; a greedy continuation of twelve tokens agrees token for token.
+TEST_F(LlmTest, SmallLlamaMatchesTheFloat64Reference) {
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied embedding" : "own output matrix");
+    const std::string file = write_small_llama("small.gguf", tied);
+    const std::vector<int32_t> prompt{1, 17, 93, 4, 4, 60, 31};
+    const Reference ref = reference(file, prompt, 12);
+    const Model model = Model::load(file);
+    EXPECT_EQ(model.architecture(), "llama");
+    EXPECT_EQ(model.vocab_size(), 96);
+    EXPECT_EQ(model.context_length(), 512);
+    Session session(model, 32);
+    Tensor logits = session.prefill(prompt);
+    EXPECT_LT(max_abs_difference(values(logits), ref.logits), 2e-4);
+    for (size_t i = 0; i < ref.greedy.size(); ++i) {
+      const int32_t next = session.sample(logits, {});
+      ASSERT_EQ(next, ref.greedy[i]) << "token " << i << ", reference margin " << ref.margins[i];
+      logits = session.step(next);
+    }
+    EXPECT_EQ(session.position(), static_cast<int64_t>(prompt.size() + ref.greedy.size()));
+  }
+}
+
+// The cache carries a prompt across calls: prefilled in pieces, or token by token, the last
+// position's logits are those of one prefill of the whole prompt (which runs in chunks of
+// 256 tokens, and whose attention reads the cache in stretches of 256 positions).
+TEST_F(LlmTest, PrefillInPiecesAndStepsGiveTheLogitsOfOnePrefill) {
+  const Model model = Model::load(write_small_llama("small.gguf", false));
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 300; ++i) prompt.push_back((i * 37 + 5) % 96);
+  Session whole(model, 320);
+  const std::vector<float> want = values(whole.prefill(prompt));
+  const std::vector<double> want_d(want.begin(), want.end());
+  Session pieces(model, 320);
+  (void)pieces.prefill({prompt.begin(), prompt.begin() + 25});
+  EXPECT_LT(max_abs_difference(values(pieces.prefill({prompt.begin() + 25, prompt.end()})), want_d),
+            1e-4);
+  Session steps(model, 320);
+  (void)steps.prefill({prompt.begin(), prompt.end() - 1});
+  EXPECT_LT(max_abs_difference(values(steps.step(prompt.back())), want_d), 1e-4);
+  // reset() starts again: the same prompt gives the same logits.
+  whole.reset();
+  EXPECT_EQ(whole.position(), 0);
+  EXPECT_LT(max_abs_difference(values(whole.prefill(prompt)), want_d), 1e-6);
+}
+
+// Logits [96] that are log(weights) on the first ids and -inf on the rest.
+Tensor logits_of(const std::vector<double>& weights) {
+  std::vector<float> l(96, -INFINITY);
+  for (size_t i = 0; i < weights.size(); ++i) l[i] = static_cast<float>(std::log(weights[i]));
+  return Tensor::from_vector(l, {96});
+}
+
+TEST_F(LlmTest, SamplingFollowsItsRules) {
+  const Model model = Model::load(write_small_llama("small.gguf", false));
+  Session session(model, 8);
+  // Greedy: the first of the largest logits; NaN never wins.
+  std::vector<float> l(96, 0.0f);
+  l[5] = l[9] = 2.0f;
+  l[7] = NAN;
+  EXPECT_EQ(session.sample(Tensor::from_vector(l, {96}), {}), 5);
+  // Draws at temperature 1 from probabilities 1/6, 2/6, 3/6: the counts of 6000 draws lie
+  // within 5 standard deviations of 1000, 2000 and 3000.
+  llm::Sampling s;
+  s.temperature = 1;
+  s.seed = 42;
+  std::vector<int> counts(96, 0);
+  for (int i = 0; i < 6000; ++i)
+    ++counts[static_cast<size_t>(session.sample(logits_of({1, 2, 3}), s))];
+  for (int id = 0; id < 3; ++id) {
+    const double p = (id + 1) / 6.0, sd = std::sqrt(6000 * p * (1 - p));
+    EXPECT_NEAR(counts[static_cast<size_t>(id)], 6000 * p, 5 * sd) << id;
+  }
+  EXPECT_EQ(counts[0] + counts[1] + counts[2], 6000);
+  // top_k 1 and a top_p the most likely token reaches alone both leave one candidate; top_p
+  // 0.6 leaves two, never the third.
+  s.top_k = 1;
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(session.sample(logits_of({1, 2, 3}), s), 2);
+  s.top_k = 0;
+  s.top_p = 0.5;
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(session.sample(logits_of({1, 2, 3}), s), 2);
+  s.top_p = 0.6;
+  std::vector<int> kept(3, 0);
+  for (int i = 0; i < 300; ++i)
+    ++kept[static_cast<size_t>(session.sample(logits_of({1, 2, 3}), s))];
+  EXPECT_EQ(kept[0], 0);
+  EXPECT_GT(kept[1], 50);
+  EXPECT_GT(kept[2], 100);
+  // The same seed draws the same tokens in a new Session (or after reset); another seed not.
+  s.top_p = 1;
+  auto draws = [&](Session& one, uint64_t seed) {
+    s.seed = seed;
+    std::vector<int32_t> out;
+    for (int i = 0; i < 40; ++i) out.push_back(one.sample(logits_of({1, 1, 1, 1, 1, 1, 1, 1}), s));
+    return out;
+  };
+  Session a(model, 8), b(model, 8);
+  const std::vector<int32_t> first = draws(a, 7);
+  EXPECT_EQ(draws(b, 7), first);
+  a.reset();
+  EXPECT_EQ(draws(a, 7), first);
+  EXPECT_NE(draws(b, 8), first);
+  // The repeat penalty divides the logit of an id already run: 1.0 / 1.25 < 0.9.
+  Session penalized(model, 8);
+  (void)penalized.prefill({3});
+  std::vector<float> close(96, 0.0f);
+  close[3] = 1.0f;
+  close[4] = 0.9f;
+  llm::Sampling greedy;
+  EXPECT_EQ(penalized.sample(Tensor::from_vector(close, {96}), greedy), 3);
+  greedy.repeat_penalty = 1.25;
+  EXPECT_EQ(penalized.sample(Tensor::from_vector(close, {96}), greedy), 4);
+}
+
+TEST_F(LlmTest, BadModelsAndBadCallsAreErrorsNamingWhatIsWrong) {
+  const std::string file = write_small_llama("small.gguf", false);
+  const GgufFile f = load_gguf(file);
+  auto variant = [&](const std::string& name, auto change) {
+    GgufFile copy = f;
+    change(copy);
+    save_gguf(path(name), copy);
+    return path(name);
+  };
+  testing::expect_error(
+      [&] {
+        Model::load(variant("arch.gguf", [](GgufFile& g) {
+          g.metadata["general.architecture"] = GgufValue::string("mamba");
+        }));
+      },
+      {"architecture 'mamba'", "not supported"});
+  testing::expect_error(
+      [&] {
+        Model::load(
+            variant("key.gguf", [](GgufFile& g) { g.metadata.erase("llama.block_count"); }));
+      },
+      {"no 'llama.block_count'"});
+  testing::expect_error(
+      [&] {
+        Model::load(
+            variant("tensor.gguf", [](GgufFile& g) { g.tensors.erase("blk.1.ffn_up.weight"); }));
+      },
+      {"'blk.1.ffn_up.weight' is missing", "[48, 32]"});
+  testing::expect_error(
+      [&] {
+        Model::load(variant("shape.gguf", [](GgufFile& g) {
+          g.tensors["blk.0.attn_k.weight"] = Tensor::zeros({32, 32});
+        }));
+      },
+      {"'blk.0.attn_k.weight' has shape [32, 32]", "expected [16, 32]"});
+  testing::expect_error(
+      [&] {
+        Model::load(variant("extra.gguf", [](GgufFile& g) {
+          g.tensors["blk.0.attn_q.bias"] = Tensor::zeros({32});
+        }));
+      },
+      {"'blk.0.attn_q.bias' is not used", "not supported"});
+  testing::expect_error(
+      [&] {
+        Model::load(variant("scaling.gguf", [](GgufFile& g) {
+          g.metadata["llama.rope.scaling.type"] = GgufValue::string("linear");
+        }));
+      },
+      {"'llama.rope.scaling.type'", "not supported"});
+  testing::expect_error(
+      [&] {
+        Model::load(variant("heads.gguf", [](GgufFile& g) {
+          g.metadata["llama.attention.head_count_kv"] = GgufValue::integer(Type::kU32, 3);
+        }));
+      },
+      {"head_count_kv' is 3", "divisor of head_count 4"});
+
+  const Model model = Model::load(file);
+  Session session(model, 8);
+  (void)session.prefill({1, 2, 3});
+  testing::expect_error([&] { session.prefill({1, 96}); }, {"token id 96", "[0, 96)"});
+  testing::expect_error(
+      [&] {
+        session.prefill({1, 2, 3, 4, 5, 6});
+      },
+      {"6 tokens after 3", "8 positions"});
+  testing::expect_error([&] { session.prefill({}); }, {"no token ids"});
+  testing::expect_error([] { Session(Model::load(KILN_SOURCE_DIR "/README.md")); }, {"README.md"});
+  // The refused calls left the Session as it was.
+  EXPECT_EQ(session.position(), 3);
+  Session again(model, 8);
+  (void)again.prefill({1, 2, 3});
+  EXPECT_EQ(values(session.step(7)), values(again.step(7)));
+  testing::expect_error([&] { session.sample(Tensor::zeros({5}), {}); }, {"expected [96]"});
+  llm::Sampling bad;
+  bad.top_p = 0;
+  testing::expect_error([&] { session.sample(Tensor::zeros({96}), bad); }, {"top_p 0"});
+}
+
+TEST_F(LlmTest, SmolLM2MatchesTheFloat64Reference) {
+  std::string failure;
+  const std::string dir = testing::fetch_model("fetch-smollm2.sh", &failure);
+  ASSERT_FALSE(dir.empty()) << failure;
+  const std::string file = dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const Model model = Model::load(file);
+  EXPECT_EQ(model.vocab_size(), 49152);
+  EXPECT_EQ(model.context_length(), 8192);
+  // "1, 2, 3, 4, 5, 6, 7," (a confident continuation), "The capital of France is Paris. The
+  // capital of Germany is", and "Monday, Tuesday, Wednesday, Thursday,", after BOS (id 1).
+  const std::vector<std::vector<int32_t>> prompts{
+      {1, 33, 28, 216, 34, 28, 216, 35, 28, 216, 36, 28, 216, 37, 28, 216, 38, 28, 216, 39, 28},
+      {1, 504, 3575, 282, 4649, 314, 7042, 30, 378, 3575, 282, 4521, 314},
+      {1, 32210, 28, 14801, 28, 15083, 28, 14963, 28}};
+  int checked_tokens = 0;
+  for (const std::vector<int32_t>& prompt : prompts) {
+    const Reference ref = reference(file, prompt, 6);
+    Session session(model, 64);
+    Tensor logits = session.prefill(prompt);
+    const auto [lo, hi] = std::minmax_element(ref.logits.begin(), ref.logits.end());
+    const double tolerance = 0.05 * (*hi - *lo);
+    const double error = max_abs_difference(values(logits), ref.logits);
+    SCOPED_TRACE("prompt of " + std::to_string(prompt.size()) + " tokens: Kiln off by " +
+                 std::to_string(error) + ", tolerance " + std::to_string(tolerance));
+    EXPECT_LT(error, tolerance);
+    for (size_t i = 0; i < ref.greedy.size() && ref.margins[i] > 2 * tolerance; ++i) {
+      const int32_t next = session.sample(logits, {});
+      ASSERT_EQ(next, ref.greedy[i]) << "token " << i << ", reference margin " << ref.margins[i];
+      logits = session.step(next);
+      ++checked_tokens;
+    }
+  }
+  EXPECT_GE(checked_tokens, 4);  // the counting prompt's next numbers, at least
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,58 @@
+// A small Llama-architecture GGUF model with random f32 weights, for the kiln::llm tests.
+#ifndef KILN_TESTS_LLM_SMALL_LLAMA_H_
+#define KILN_TESTS_LLM_SMALL_LLAMA_H_
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "kiln/io.h"
+#include "kiln/kiln.h"
+
+namespace kiln::testing {
+
+// A small Llama with random f32 weights (rows of W_q and W_k in GGUF's pairing, as any
+// converted file has them), for save_gguf. vocab 96, width 32, 4 query heads on 2 key/value
+// heads, MLP width 48, 2 layers, a context of 512.
+inline GgufFile small_llama(bool tied) {
+  const int64_t vocab = 96, dim = 32, heads = 4, kv_heads = 2, hidden = 48, layers = 2;
+  GgufFile f;
+  f.metadata["general.architecture"] = GgufValue::string("llama");
+  auto u32 = [](int64_t v) { return GgufValue::integer(GgufValue::Type::kU32, v); };
+  f.metadata["llama.block_count"] = u32(layers);
+  f.metadata["llama.embedding_length"] = u32(dim);
+  f.metadata["llama.attention.head_count"] = u32(heads);
+  f.metadata["llama.attention.head_count_kv"] = u32(kv_heads);
+  f.metadata["llama.feed_forward_length"] = u32(hidden);
+  f.metadata["llama.context_length"] = u32(512);
+  f.metadata["llama.rope.dimension_count"] = u32(dim / heads);
+  f.metadata["llama.rope.freq_base"] = GgufValue::floating(GgufValue::Type::kF32, 500.0);
+  f.metadata["llama.attention.layer_norm_rms_epsilon"] =
+      GgufValue::floating(GgufValue::Type::kF32, 1e-5);
+  uint64_t seed = 11;
+  auto matrix = [&](int64_t out, int64_t in) {
+    return (Tensor::randn({out, in}, seed++) * (1.0 / std::sqrt(static_cast<double>(in)))).eval();
+  };
+  auto norm = [&] { return (Tensor::rand({dim}, seed++) * 0.5 + 0.75).eval(); };
+  const int64_t kv = kv_heads * dim / heads;
+  f.tensors["token_embd.weight"] = Tensor::randn({vocab, dim}, seed++).eval();
+  if (!tied) f.tensors["output.weight"] = matrix(vocab, dim);
+  f.tensors["output_norm.weight"] = norm();
+  for (int64_t i = 0; i < layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    f.tensors[p + "attn_norm.weight"] = norm();
+    f.tensors[p + "attn_q.weight"] = matrix(dim, dim);
+    f.tensors[p + "attn_k.weight"] = matrix(kv, dim);
+    f.tensors[p + "attn_v.weight"] = matrix(kv, dim);
+    f.tensors[p + "attn_output.weight"] = matrix(dim, dim);
+    f.tensors[p + "ffn_norm.weight"] = norm();
+    f.tensors[p + "ffn_gate.weight"] = matrix(hidden, dim);
+    f.tensors[p + "ffn_up.weight"] = matrix(hidden, dim);
+    f.tensors[p + "ffn_down.weight"] = matrix(dim, hidden);
+  }
+  return f;
+}
+
+}  // namespace kiln::testing
+
+#endif  // KILN_TESTS_LLM_SMALL_LLAMA_H_

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""A float64 forward of a Llama-architecture GGUF model in numpy: the tests' reference logits.
+
+Written from the published architecture (Touvron et al. 2023; ggml's LLM_ARCH_LLAMA graph),
+independently of Kiln. The gguf package reads the file and dequantizes every weight; all
+arithmetic after that is float64:
+
+    x = token_embd[ids]
+    per layer:  x += W_o · attention(rope(W_q · n), rope(W_k · n), W_v · n),  n = rms_norm(x)
+                x += W_down · (silu(W_gate · n) * (W_up · n)),              n = rms_norm(x)
+    logits = output · rms_norm(x)        (output is token_embd when the file has none)
+
+GGUF files store W_q and W_k with their rows permuted (llama.cpp's converter does it), so
+RoPE turns adjacent pairs (2i, 2i + 1) by position · freq_base^(-2i / rope_dim).
+
+    llm_reference.py MODEL.gguf --ids 1,2,3 [--greedy N] [--out logits.npy] [--round-activations]
+
+--round-activations rounds the input of every product with a block-quantized weight as
+Kiln's contract says its CPU kernels do (docs/contracts.md: 8 bits in blocks of 32 along k,
+scale max|a| / 127, to nearest): the forward Kiln computes, in float64, which tells the
+error that rounding alone causes apart from any other.
+
+prints a JSON object: "greedy", the N tokens a greedy continuation picks (each the argmax of
+the logits after the ids and the tokens before it), and "margins", each pick's lead over the
+runner-up. --out writes the logits [vocab] of the last prompt position as float64 .npy.
+"""
+
+import argparse
+import json
+
+import numpy as np
+from gguf import GGUFReader, quants
+
+
+class Model:
+    def __init__(self, path, round_activations=False):
+        reader = GGUFReader(path)
+        self.round_activations = round_activations
+        self.quantized = {t.name for t in reader.tensors
+                          if t.tensor_type.name not in ("F32", "F16", "BF16", "F64")}
+        self.meta = {k: f.contents() for k, f in reader.fields.items() if not k.startswith("tokenizer.")}
+        arch = self.meta["general.architecture"]
+        if arch != "llama":
+            raise SystemExit(f"llm_reference.py: architecture {arch!r} is not llama")
+        key = lambda name: self.meta[f"llama.{name}"]
+        self.layers = int(key("block_count"))
+        self.heads = int(key("attention.head_count"))
+        self.kv_heads = int(key("attention.head_count_kv"))
+        self.eps = float(key("attention.layer_norm_rms_epsilon"))
+        self.base = float(self.meta.get("llama.rope.freq_base", 10000.0))
+        self.weights = {}
+        for t in reader.tensors:
+            values = quants.dequantize(np.asarray(t.data), t.tensor_type)
+            shape = [int(d) for d in reversed(list(t.shape))]
+            self.weights[t.name] = values.astype(np.float64).reshape(shape)
+        self.dim = self.weights["token_embd.weight"].shape[1]
+        self.head_dim = self.dim // self.heads
+        self.rope_dim = int(self.meta.get("llama.rope.dimension_count", self.head_dim))
+
+    def w(self, name):
+        return self.weights[name]
+
+    def product(self, x, name):
+        """x @ W.T, with x rounded as Kiln rounds it when asked and W is block-quantized."""
+        if self.round_activations and name in self.quantized:
+            blocks = x.reshape(*x.shape[:-1], -1, 32)
+            scale = np.abs(blocks).max(axis=-1, keepdims=True) / 127
+            safe = np.where(scale > 0, scale, 1)
+            x = (np.round(blocks / safe) * scale).reshape(x.shape)
+        return x @ self.w(name).T
+
+    def rms_norm(self, x, weight):
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * weight
+
+    def rope(self, x):
+        """x [T, heads, head_dim] at positions 0 .. T-1: adjacent pairs of the first rope_dim."""
+        tokens = x.shape[0]
+        half = self.rope_dim // 2
+        freq = self.base ** (-2.0 * np.arange(half) / self.rope_dim)
+        angle = np.arange(tokens)[:, None] * freq[None, :]  # [T, half]
+        cos, sin = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]
+        out = x.copy()
+        even, odd = x[..., 0:self.rope_dim:2], x[..., 1:self.rope_dim:2]
+        out[..., 0:self.rope_dim:2] = even * cos - odd * sin
+        out[..., 1:self.rope_dim:2] = even * sin + odd * cos
+        return out
+
+    def attention(self, n, layer):
+        tokens = n.shape[0]
+        p = f"blk.{layer}."
+        q = self.product(n, p + "attn_q.weight").reshape(tokens, self.heads, self.head_dim)
+        k = self.product(n, p + "attn_k.weight").reshape(tokens, self.kv_heads, self.head_dim)
+        v = self.product(n, p + "attn_v.weight").reshape(tokens, self.kv_heads, self.head_dim)
+        q, k = self.rope(q), self.rope(k)
+        group = self.heads // self.kv_heads
+        future = np.triu(np.ones((tokens, tokens), dtype=bool), 1)
+        context = np.empty((tokens, self.heads, self.head_dim))
+        for h in range(self.heads):
+            scores = q[:, h] @ k[:, h // group].T / np.sqrt(self.head_dim)
+            scores[future] = -np.inf
+            scores = np.exp(scores - scores.max(axis=1, keepdims=True))
+            context[:, h] = (scores / scores.sum(axis=1, keepdims=True)) @ v[:, h // group]
+        return self.product(context.reshape(tokens, self.dim), p + "attn_output.weight")
+
+    def mlp(self, n, layer):
+        p = f"blk.{layer}."
+        gate = self.product(n, p + "ffn_gate.weight")
+        up = self.product(n, p + "ffn_up.weight")
+        return self.product(gate / (1.0 + np.exp(-gate)) * up, p + "ffn_down.weight")
+
+    def logits(self, ids):
+        """Logits [T, vocab] of every position."""
+        x = self.w("token_embd.weight")[np.asarray(ids)]
+        for layer in range(self.layers):
+            x = x + self.attention(self.rms_norm(x, self.w(f"blk.{layer}.attn_norm.weight")), layer)
+            x = x + self.mlp(self.rms_norm(x, self.w(f"blk.{layer}.ffn_norm.weight")), layer)
+        output = "output.weight" if "output.weight" in self.weights else "token_embd.weight"
+        return self.product(self.rms_norm(x, self.w("output_norm.weight")), output)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model")
+    parser.add_argument("--ids", required=True, help="comma-separated token ids")
+    parser.add_argument("--greedy", type=int, default=0)
+    parser.add_argument("--out")
+    parser.add_argument("--round-activations", action="store_true")
+    args = parser.parse_args()
+    model = Model(args.model, args.round_activations)
+    ids = [int(i) for i in args.ids.split(",")]
+    last = model.logits(ids)[-1]
+    if args.out:
+        np.save(args.out, last)
+    greedy, margins = [], []
+    logits = last
+    for _ in range(args.greedy):
+        top2 = np.sort(logits)[-2:]
+        greedy.append(int(np.argmax(logits)))
+        margins.append(float(top2[1] - top2[0]))
+        logits = model.logits(ids + greedy)[-1]
+    print(json.dumps({"greedy": greedy, "margins": margins}))
+
+
+if __name__ == "__main__":
+    main()
