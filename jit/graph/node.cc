@@ -7,7 +7,10 @@ namespace kiln::detail {
 void Node::realize(std::shared_ptr<base::Buffer> data) {
   buffer = std::move(data);
   pending_bound.store(0, std::memory_order_relaxed);
-  realized_.store(true, std::memory_order_release);  // published with its buffer
+  // Published with its buffer; a node is realized once, and stops being pending then.
+  if (!realized_.exchange(true, std::memory_order_acq_rel)) {
+    pending_nodes().fetch_sub(1, std::memory_order_relaxed);
+  }
   std::vector<std::shared_ptr<Node>> dropped;
   dropped.swap(inputs);
   // `dropped` is released here, through the iterative destructor below.
@@ -23,8 +26,14 @@ std::atomic<int64_t>& Node::live_nodes() {
   return count;
 }
 
+std::atomic<int64_t>& Node::pending_nodes() {
+  static std::atomic<int64_t> count{0};
+  return count;
+}
+
 Node::~Node() {
   live_nodes().fetch_sub(1, std::memory_order_relaxed);
+  if (!realized()) pending_nodes().fetch_sub(1, std::memory_order_relaxed);
   std::vector<std::shared_ptr<Node>> stack;
   stack.swap(inputs);
   while (!stack.empty()) {

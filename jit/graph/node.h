@@ -51,7 +51,10 @@ struct Node {
   // Becomes a leaf holding `data`: the recipe and the references to inputs are dropped.
   void realize(std::shared_ptr<base::Buffer> data);
 
-  Node() { live_nodes().fetch_add(1, std::memory_order_relaxed); }
+  Node() {
+    live_nodes().fetch_add(1, std::memory_order_relaxed);
+    pending_nodes().fetch_add(1, std::memory_order_relaxed);
+  }
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
   // Releases long input chains iteratively, so dropping a million-node trace cannot
@@ -60,6 +63,9 @@ struct Node {
 
   // How many nodes exist right now, in the whole process (for leak and growth checks).
   static std::atomic<int64_t>& live_nodes();
+  // How many nodes are pending (not realized) right now, in the whole process. No pending
+  // graph is larger, so while this stays under the trace cap no graph needs counting.
+  static std::atomic<int64_t>& pending_nodes();
 
  private:
   std::atomic<bool> realized_{false};

@@ -40,10 +40,14 @@ Device common_device(ops::OpKind op, const std::vector<Tensor>& inputs) {
 std::atomic<TraceCapSync> trace_cap_sync{nullptr};
 
 // Keeps pending graphs bounded: pending_bound overcounts shared subgraphs, so only when it
-// passes the cap is the exact size counted (and the bound tightened to it).
+// passes the cap, and the process holds more pending nodes than the cap, is the exact size
+// counted (and the bound tightened to it). The second test matters for a model's step,
+// where a residual stream feeds every layer twice: its bound multiplies with each layer,
+// and a walk of the whole graph at every few ops made recording quadratic.
 void enforce_trace_cap(const std::shared_ptr<Node>& node) {
   const int64_t cap = max_trace_nodes();
   if (node->pending_bound.load(std::memory_order_relaxed) <= cap) return;
+  if (Node::pending_nodes().load(std::memory_order_relaxed) <= cap) return;
   int64_t exact = count_pending_nodes(node.get(), cap);
   if (exact > cap) {
     TraceCapSync sync = trace_cap_sync.load(std::memory_order_acquire);
