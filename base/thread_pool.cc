@@ -148,9 +148,16 @@ class ThreadPool {
   std::atomic<int> sleepers_{0};     // workers waiting on wake_
 };
 
+int default_worker_count();
+
+std::atomic<int>& requested_worker_count() {
+  static std::atomic<int> n{0};  // 0: none set
+  return n;
+}
+
 ThreadPool& pool() {
   // Never destroyed: workers may still be parked in it while the process exits.
-  static ThreadPool* p = new ThreadPool(worker_count() - 1);
+  static ThreadPool* p = new ThreadPool(std::max(worker_count(), default_worker_count()) - 1);
   return *p;
 }
 
@@ -200,8 +207,18 @@ int default_worker_count() {
 }  // namespace
 
 int worker_count() {
+  if (const int set = requested_worker_count().load(std::memory_order_relaxed); set > 0) {
+    return set;
+  }
   static const int n = default_worker_count();
   return n;
+}
+
+void set_worker_count(int n) {
+  if (n < 1 || n > 1024) {
+    throw Error(absl::StrCat("[set_num_threads] ", n, " threads: expected 1 to 1024"));
+  }
+  requested_worker_count().store(n, std::memory_order_relaxed);
 }
 
 void parallel_for(int64_t count, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {

@@ -17,8 +17,13 @@ namespace kiln::base {
 // fn(begin, end) for every chunk, the calling thread taking a share.
 void parallel_for(int64_t count, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
-// The number of threads parallel_for uses (the cores, the calling thread included).
+// The number of threads parallel_for uses (the calling thread included): set_worker_count's,
+// else KILN_NUM_THREADS, else the cores this process may use.
 int worker_count();
+// Sets worker_count from now on (n >= 1). The pool starts its threads once, at first use, for
+// the larger of this and the default count; a count above that splits work into more chunks
+// than there are threads.
+void set_worker_count(int n);
 
 }  // namespace kiln::base
 

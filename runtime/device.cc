@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/thread_pool.h"
 #include "jit/backend/backend.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"
@@ -41,6 +42,9 @@ void set_default_device(Device d) {
   std::lock_guard<std::mutex> lock(device_mutex);
   chosen_device = d;
 }
+
+void set_num_threads(int n) { base::set_worker_count(n); }
+int num_threads() { return base::worker_count(); }
 
 namespace jit {
 

@@ -225,6 +225,13 @@ std::string device_name(Device d);  // "cpu", "cuda:0"
 Device default_device();
 void set_default_device(Device d);
 
+// The threads the CPU device divides a kernel among, the calling thread included:
+// KILN_NUM_THREADS, else the cores this process may use, until set_num_threads sets another
+// count (1 to 1024; anything else is a kiln::Error). It applies to kernels launched after the
+// call, on every thread.
+void set_num_threads(int n);
+int num_threads();
+
 }  // namespace kiln
 
 #endif  // KILN_DTYPE_H_
