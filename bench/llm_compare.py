@@ -7,7 +7,9 @@ llama.cpp comes from the PyPI wheel cyllama (a prebuilt llama.cpp), a comparison
     PYTHONPATH=/tmp/kq python3 bench/llm_compare.py MODEL.gguf --kiln build/bench/llm_bench
 
 For 1 and 2 threads: decode tokens/s after a 16-token prompt, and prefill tokens/s for
-prompts of 128 and 512 tokens (the same ids for both), medians of --reps runs.
+prompts of 128 and 512 tokens (the same ids for both), medians of --reps runs. The two run
+one after the other --rounds times, and the table gives the median of the rounds: on a
+shared machine the rate drifts over minutes, and alternating shares the drift out.
 """
 
 import argparse
@@ -80,15 +82,21 @@ def main():
     parser.add_argument("model")
     parser.add_argument("--kiln", default="build/bench/llm_bench")
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     llama.disable_logging()
     print("| threads | | decode tok/s | prefill 128 tok/s | prefill 512 tok/s |")
     print("|---|---|---|---|---|")
+    keys = ("decode", "prefill 128", "prefill 512")
     for threads in (1, 2):
-        for name, rates in (("llama.cpp", llama_cpp_rates(args.model, threads, args.reps)),
-                            ("Kiln", kiln_rates(args.kiln, args.model, threads, args.reps))):
-            print(f"| {threads} | {name} | {rates['decode']:.1f} | {rates['prefill 128']:.0f} | "
-                  f"{rates['prefill 512']:.0f} |", flush=True)
+        rounds = {"llama.cpp": [], "Kiln": []}
+        for _ in range(args.rounds):
+            rounds["llama.cpp"].append(llama_cpp_rates(args.model, threads, args.reps))
+            rounds["Kiln"].append(kiln_rates(args.kiln, args.model, threads, args.reps))
+        for name, runs in rounds.items():
+            median = {k: statistics.median(r[k] for r in runs) for k in keys}
+            print(f"| {threads} | {name} | {median['decode']:.1f} | {median['prefill 128']:.0f} | "
+                  f"{median['prefill 512']:.0f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -10,37 +10,68 @@ namespace {
 
 // Attention reads the cache up to a multiple of this many positions (masking the ones not
 // written yet), so that the decode steps of one stretch share their shapes and their plans:
-// a new plan every kAttentionStride tokens, where reading exactly the filled length would
-// build one per token, and reading the whole capacity would read it all on every step.
-constexpr int64_t kAttentionStride = 256;
+// a new plan every kAttentionStride tokens (cached: once per stretch in a process), where reading
+// exactly the filled length would build one per token, and reading the whole capacity would read it
+// all on every step.
+constexpr int64_t kAttentionStride = 64;
 
-// cos and sin of RoPE's angles for positions start ... start + tokens - 1, [tokens, 1,
-// head_dim / 2, 1]: pair i turns by position * base^(-2i / head_dim). Computed in double on
-// the host, where the angles of late positions (thousands of radians) keep their precision.
+// RoPE's factors for positions start ... start + tokens - 1, [tokens, 1, head_dim]: pair i
+// turns by angle = position * base^(-2i / head_dim), so that (even, odd) becomes
+// (even cos - odd sin, odd cos + even sin). `cos_t` holds (cos, cos) and `sin_t` (-sin, sin)
+// for each pair. Computed in double on the host, where the angles of late positions
+// (thousands of radians) keep their precision.
 void rope_tables(const ModelConfig& c, int64_t start, int64_t tokens, Tensor& cos_t,
                  Tensor& sin_t) {
   const int64_t half = c.head_dim / 2;
-  std::vector<float> cos_v(static_cast<size_t>(tokens * half)), sin_v(cos_v.size());
+  std::vector<float> cos_v(static_cast<size_t>(tokens * c.head_dim)), sin_v(cos_v.size());
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t i = 0; i < half; ++i) {
       const double angle =
           static_cast<double>(start + t) *
           std::pow(c.rope_base, -2.0 * static_cast<double>(i) / static_cast<double>(c.head_dim));
-      cos_v[static_cast<size_t>(t * half + i)] = static_cast<float>(std::cos(angle));
-      sin_v[static_cast<size_t>(t * half + i)] = static_cast<float>(std::sin(angle));
+      const auto at = static_cast<size_t>(t * c.head_dim + 2 * i);
+      cos_v[at] = cos_v[at + 1] = static_cast<float>(std::cos(angle));
+      sin_v[at + 1] = static_cast<float>(std::sin(angle));
+      sin_v[at] = -sin_v[at + 1];
     }
   }
-  cos_t = Tensor::from_vector(cos_v, {tokens, 1, half, 1});
-  sin_t = Tensor::from_vector(sin_v, {tokens, 1, half, 1});
+  cos_t = Tensor::from_vector(cos_v, {tokens, 1, c.head_dim});
+  sin_t = Tensor::from_vector(sin_v, {tokens, 1, c.head_dim});
+}
+
+// 1, 0, 3, 2, ...: each dim's partner in its pair, [head_dim].
+Tensor pair_partners(int64_t head_dim) {
+  std::vector<int32_t> partner(static_cast<size_t>(head_dim));
+  for (int32_t i = 0; i < static_cast<int32_t>(head_dim); ++i) {
+    partner[static_cast<size_t>(i)] = i ^ 1;
+  }
+  return Tensor::from_vector(partner, {head_dim});
 }
 
 // x [1, T, n, head_dim] with each adjacent pair (2i, 2i + 1) turned by its position's angle:
 // the pairing of GGUF files, whose converter permutes the rows of W_q and W_k for it.
-Tensor rope_adjacent_pairs(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t) {
-  const std::vector<int64_t>& shape = x.shape();
-  const Tensor pairs = x.reshape({shape[0], shape[1], shape[2], shape[3] / 2, 2});
-  const Tensor even = pairs.slice(4, 0, 1), odd = pairs.slice(4, 1, 2);
-  return concat({even * cos_t - odd * sin_t, even * sin_t + odd * cos_t}, 4).reshape(shape);
+// x * (cos, cos) + partner(x) * (-sin, sin), the partners gathered along the last axis: the
+// planner fuses the whole turn into the kernel that reads it (attention, the cache write),
+// where a reversed view of the pairs reshaped back to heads would store each product.
+Tensor rope_adjacent_pairs(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t,
+                           const Tensor& partners) {
+  return x * cos_t + take(x, partners, 3) * sin_t;
+}
+
+// Which of `span` cached positions each of the queries at start ... start + tokens - 1 sees:
+// those at or before its own. A decode step's one query gets a row of 0 and -inf added to
+// its scores, made on the host: a bias the same for every query row, which the attention
+// kernel adds once per row of keys instead of evaluating a mask per score. A chunk of
+// several queries compares positions.
+Tensor causal_mask(int64_t start, int64_t tokens, int64_t span) {
+  if (tokens == 1) {
+    std::vector<float> bias(static_cast<size_t>(span), -INFINITY);
+    std::fill(bias.begin(), bias.begin() + start + 1, 0.0f);
+    return Tensor::from_vector(bias, {1, span});
+  }
+  const Tensor query_pos =
+      (Tensor::arange(tokens, DType::I64) + static_cast<double>(start)).reshape({tokens, 1});
+  return Tensor::arange(span, DType::I64).reshape({1, span}) <= query_pos;
 }
 
 // [1, T, n * head_dim] -> [1, T, n, head_dim].
@@ -52,24 +83,21 @@ Tensor attention(const Model::Data& m, const LayerWeights& l, KvCache& cache, si
                  const Tensor& h, const Tensor& cos_t, const Tensor& sin_t, int64_t start) {
   const ModelConfig& c = m.config;
   const int64_t tokens = h.shape()[1];
+  const Tensor partners = pair_partners(c.head_dim);
   const Tensor q =
-      rope_adjacent_pairs(split_heads(linear(h, l.wq), c.heads, c.head_dim), cos_t, sin_t)
+      rope_adjacent_pairs(split_heads(linear(h, l.wq), c.heads, c.head_dim), cos_t, sin_t, partners)
           .permute({0, 2, 1, 3});
-  const Tensor k =
-      rope_adjacent_pairs(split_heads(linear(h, l.wk), c.kv_heads, c.head_dim), cos_t, sin_t)
-          .permute({0, 2, 1, 3});
+  const Tensor k = rope_adjacent_pairs(split_heads(linear(h, l.wk), c.kv_heads, c.head_dim), cos_t,
+                                       sin_t, partners)
+                       .permute({0, 2, 1, 3});
   const Tensor v = split_heads(linear(h, l.wv), c.kv_heads, c.head_dim).permute({0, 2, 1, 3});
   cache.keys[layer] = update_slice(cache.keys[layer], k, 2, start);
   cache.values[layer] = update_slice(cache.values[layer], v, 2, start);
   const int64_t span = std::min(cache.capacity, (start + tokens + kAttentionStride - 1) /
                                                     kAttentionStride * kAttentionStride);
-  // Causal over the written positions: the query at start + i sees keys at <= start + i.
-  const Tensor query_pos =
-      (Tensor::arange(tokens, DType::I64) + static_cast<double>(start)).reshape({tokens, 1});
-  const Tensor key_pos = Tensor::arange(span, DType::I64).reshape({1, span});
   const Tensor context = scaled_dot_product_attention(
       q, cache.keys[layer].slice(2, 0, span), cache.values[layer].slice(2, 0, span),
-      key_pos <= query_pos);  // [1, heads, T, head_dim]
+      causal_mask(start, tokens, span));  // [1, heads, T, head_dim]
   return linear(context.permute({0, 2, 1, 3}).reshape({1, tokens, c.dim}), l.wo);
 }
 

@@ -1,20 +1,76 @@
-// Model::load: a GGUF file's configuration and weights (llm/model_config.h).
+// Model::load: a GGUF file's configuration and weights (llm/model_config.h), its tokenizer
+// and chat template.
 #include <memory>
 #include <string>
+#include <string_view>
 
+#include "kiln/error.h"
 #include "kiln/io.h"
 #include "kiln/llm.h"
 #include "llm/model_config.h"
 #include "llm/model_data.h"
 
 namespace kiln::llm {
+namespace {
+
+// The tokens that end an assistant's turn: EOS and the end-of-turn markers of the common
+// chat formats, where the vocabulary has them as control tokens.
+std::vector<int32_t> end_of_turn_ids(const Tokenizer& t) {
+  std::vector<int32_t> ids;
+  if (t.eos() >= 0) ids.push_back(t.eos());
+  for (const char* text : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>"}) {
+    const int32_t id = t.token_id(text);
+    if (id >= 0 && t.is_control(id) && id != t.eos()) ids.push_back(id);
+  }
+  return ids;
+}
+
+}  // namespace
 
 Model Model::load(const std::string& gguf_path, Device device) {
   GgufFile file = load_gguf(gguf_path, device);
   const ModelConfig config = read_config(file, gguf_path);
   auto data = std::make_shared<Data>(read_weights(file, config, gguf_path));
   data->device = device;
+  if (file.metadata.count("tokenizer.ggml.tokens")) {
+    data->tokenizer = Tokenizer::from_gguf(file);
+    data->end_of_turn = end_of_turn_ids(*data->tokenizer);
+  }
+  if (auto it = file.metadata.find("tokenizer.chat_template"); it != file.metadata.end()) {
+    data->chat_template = it->second.as_string();
+  }
   return Model(std::move(data));
+}
+
+const Tokenizer& Model::tokenizer() const {
+  if (!data_->tokenizer) {
+    throw Error("[llm::Model::tokenizer] the file has no tokenizer (tokenizer.ggml.tokens)");
+  }
+  return *data_->tokenizer;
+}
+
+std::string Model::chat_prompt(std::string_view user_message) const {
+  const std::string& t = data_->chat_template;
+  if (t.find("<|im_start|>") == std::string::npos) {
+    throw Error(t.empty() ? "[llm::Model::chat_prompt] the file has no tokenizer.chat_template"
+                          : "[llm::Model::chat_prompt] the chat template is not ChatML "
+                            "(<|im_start|>), the one format Kiln applies");
+  }
+  // ChatML. The template's own default system turn, when it writes one, is its literal
+  // text from "<|im_start|>system\n" to the next "<|im_end|>".
+  std::string prompt;
+  const std::string system = "<|im_start|>system\n";
+  if (size_t at = t.find(system); at != std::string::npos) {
+    const size_t end = t.find("<|im_end|>", at);
+    const std::string turn = end == std::string::npos ? "" : t.substr(at, end - at);
+    // Literal text only: a turn spliced from the messages ("' + message['content']") is
+    // the template's code, not a default.
+    if (!turn.empty() && turn.find_first_of("'\"{}") == std::string::npos) {
+      prompt = turn + "<|im_end|>\n";
+    }
+  }
+  return prompt + "<|im_start|>user\n" + std::string(user_message) +
+         "<|im_end|>\n<|im_start|>assistant\n";
 }
 
 std::string Model::architecture() const { return data_->config.architecture; }

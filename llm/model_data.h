@@ -4,11 +4,13 @@
 #define KILN_LLM_MODEL_DATA_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kiln/llm.h"
 #include "kiln/tensor.h"
+#include "kiln/tokenizer.h"
 
 namespace kiln::llm {
 
@@ -39,7 +41,10 @@ struct Model::Data {
   Tensor embedding;  // [vocab, dim]
   std::vector<LayerWeights> layers;
   Tensor output_norm;
-  Tensor output;  // [vocab, dim]: the embedding itself when the file ties them
+  Tensor output;                       // [vocab, dim]: the embedding itself when the file ties them
+  std::optional<Tokenizer> tokenizer;  // none when the file has no tokenizer.ggml.tokens
+  std::string chat_template;           // tokenizer.chat_template, or empty
+  std::vector<int32_t> end_of_turn;    // ids that end a generated turn
 };
 
 }  // namespace kiln::llm

@@ -1,5 +1,6 @@
 // Session: a KV cache and the position it is filled to; prefill runs the forward in chunks.
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@ struct Session::State {
   int64_t position = 0;
   std::vector<int32_t> history;  // every id run so far, for the repeat penalty
   uint64_t draws = 0;
+  Generation last;
 };
 
 Session::Session(const Model& model, int64_t max_tokens) : state_(std::make_unique<State>()) {
@@ -93,6 +95,51 @@ int32_t Session::sample(const Tensor& logits, const Sampling& sampling) {
   return pick_token(logits.astype(DType::F32).to_vector<float>(), sampling, s.history, s.draws++);
 }
 
+std::string Session::generate(std::string_view prompt, int max_new_tokens, const Sampling& s,
+                              const std::function<bool(std::string_view piece)>& on_piece) {
+  using Clock = std::chrono::steady_clock;
+  const Model::Data& model = *state_->model;
+  if (!model.tokenizer) {
+    throw Error("[llm::Session::generate] the model's file has no tokenizer");
+  }
+  const Tokenizer& tokenizer = *model.tokenizer;
+  std::vector<int32_t> ids = tokenizer.encode(prompt);
+  if (tokenizer.add_bos() && tokenizer.bos() >= 0 && state_->position == 0) {
+    ids.insert(ids.begin(), tokenizer.bos());
+  }
+  Generation g;
+  g.prompt_tokens = static_cast<int64_t>(ids.size());
+  const Clock::time_point start = Clock::now();
+  Tensor logits = prefill(ids);
+  const Clock::time_point prefilled = Clock::now();
+  g.prefill_seconds = std::chrono::duration<double>(prefilled - start).count();
+  Tokenizer::Decoder decoder(tokenizer);
+  std::string text;
+  bool listening = true;  // until on_piece returns false
+  auto emit = [&](const std::string& piece) {
+    text += piece;
+    if (listening && on_piece && !piece.empty()) listening = on_piece(piece);
+    return listening;
+  };
+  for (int i = 0; i < max_new_tokens; ++i) {
+    const int32_t id = sample(logits, s);
+    ++g.new_tokens;
+    if (std::find(model.end_of_turn.begin(), model.end_of_turn.end(), id) !=
+        model.end_of_turn.end()) {
+      break;
+    }
+    if (!emit(decoder.push(id))) break;
+    if (i + 1 == max_new_tokens || position() == max_tokens()) break;
+    logits = step(id);
+  }
+  emit(decoder.flush());
+  g.decode_seconds = std::chrono::duration<double>(Clock::now() - prefilled).count();
+  state_->last = g;
+  return text;
+}
+
+Session::Generation Session::last_generation() const { return state_->last; }
+
 int64_t Session::position() const { return state_->position; }
 int64_t Session::max_tokens() const { return state_->cache.capacity; }
 
@@ -102,6 +149,7 @@ void Session::reset() {
   s.position = 0;
   s.history.clear();
   s.draws = 0;
+  s.last = {};
 }
 
 }  // namespace kiln::llm

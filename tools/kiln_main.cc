@@ -6,6 +6,8 @@
 //                                          with NVRTC to cubins, or run NVRTC's front end
 //                                          alone on each (syntax)
 //   kiln info                               devices, NVRTC, SIMD target, cache location
+//   kiln generate --model M.gguf --prompt TEXT [...]   text from a language model
+//                                          (tools/generate_command.h lists the flags)
 // Exits 0 on success; on bad input prints one line "kiln: <reason>" and exits 1 (2 for usage).
 #include <algorithm>
 #include <chrono>
@@ -31,6 +33,7 @@
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "runtime/cuda/parallel_compile.h"  // KernelSource
+#include "tools/generate_command.h"
 #include "tools/syntax_batches.h"
 
 namespace {
@@ -40,7 +43,8 @@ int usage() {
                "usage: kiln replay TRACE.json --inputs DIR --out DIR [--device cpu|cuda]\n"
                "       kiln dump TRACE.json [--format text|json|dot]\n"
                "       kiln compile-cuda DIR [--arch 80,90] [--check cubin|syntax] [--every N]\n"
-               "       kiln info\n");
+               "       kiln info\n"
+               "       kiln generate --model M.gguf --prompt TEXT [--max-tokens N] ...\n");
   return 2;
 }
 
@@ -185,8 +189,9 @@ int main(int argc, char** argv) {
   if (argc < 3) return usage();
   const std::string command = argv[1];
   std::map<std::string, std::string> flags;
-  if (!parse_flags(argc, argv, 3, flags)) return usage();
+  if (command != "generate" && !parse_flags(argc, argv, 3, flags)) return usage();
   try {
+    if (command == "generate") return kiln::tools::generate_command(argc - 1, argv + 1);
     if (command == "replay") return replay(argv[2], flags);
     if (command == "dump") return dump(argv[2], flags);
     if (command == "compile-cuda") return compile_cuda(argv[2], flags);

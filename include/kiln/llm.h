@@ -13,11 +13,14 @@
 #define KILN_LLM_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/tensor.h"
+#include "kiln/tokenizer.h"
 
 namespace kiln::llm {
 
@@ -42,6 +45,13 @@ class Model {
   std::string architecture() const;  // general.architecture: "llama"
   int64_t vocab_size() const;
   int64_t context_length() const;  // the positions the model was trained for
+  // The file's tokenizer (tokenizer.ggml.*); a kiln::Error when the file has none.
+  const Tokenizer& tokenizer() const;
+  // One user message in the model's chat template (tokenizer.chat_template), the assistant's
+  // turn opened: ChatML templates (<|im_start|>) are recognized, with the default system
+  // message the template writes when none is given. Another template, or none, is a
+  // kiln::Error.
+  std::string chat_prompt(std::string_view user_message) const;
 
   struct Data;  // the configuration and the weights (llm/model_data.h)
 
@@ -69,6 +79,22 @@ class Session {
   Tensor step(int32_t id);  // prefill({id})
   // Picks a token from logits [vocab] (the repeat penalty looks at every id run so far).
   int32_t sample(const Tensor& logits, const Sampling& s);
+
+  // Encodes prompt (BOS first when the model asks for it and the cache is empty), prefills
+  // it, then samples and runs up to max_new_tokens tokens. It stops early at an end-of-turn
+  // token (the tokenizer's EOS, <|im_end|>, <|eot_id|>, <end_of_turn>, <|endoftext|>),
+  // when on_piece returns false, or when the cache is full. on_piece gets the text as it
+  // comes, in whole UTF-8 characters; the result is all of it. End-of-turn tokens are not
+  // part of the text.
+  std::string generate(std::string_view prompt, int max_new_tokens, const Sampling& s,
+                       const std::function<bool(std::string_view piece)>& on_piece = {});
+  // What the last generate did: its prompt's tokens and prefill time, then the tokens it
+  // sampled and the time from the first sample to the last.
+  struct Generation {
+    int64_t prompt_tokens = 0, new_tokens = 0;
+    double prefill_seconds = 0, decode_seconds = 0;
+  };
+  Generation last_generation() const;
 
   int64_t position() const;  // tokens in the cache
   int64_t max_tokens() const;

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <regex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/io.h"
@@ -297,6 +299,116 @@ TEST_F(LlmTest, SmolLM2MatchesTheFloat64Reference) {
     }
   }
   EXPECT_GE(checked_tokens, 4);  // the counting prompt's next numbers, at least
+}
+
+// SmolLM2 with its own tokenizer: generate streams the greedy continuation the float64
+// reference picks (decoded by the tokenizer), in whole characters, and stops when asked.
+TEST_F(LlmTest, GenerateStreamsTheGreedyContinuation) {
+  std::string failure;
+  const std::string dir = testing::fetch_model("fetch-smollm2.sh", &failure);
+  ASSERT_FALSE(dir.empty()) << failure;
+  const std::string file = dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const Model model = Model::load(file);
+  const Tokenizer& tokenizer = model.tokenizer();
+  const std::string prompt = "1, 2, 3, 4, 5, 6, 7,";
+  std::vector<int32_t> ids = tokenizer.encode(prompt);
+  if (tokenizer.add_bos()) ids.insert(ids.begin(), tokenizer.bos());
+  const Reference ref = reference(file, ids, 5);
+  Session session(model, 64);
+  std::string streamed;
+  const std::string text = session.generate(prompt, 5, {}, [&](std::string_view piece) {
+    streamed += piece;
+    return true;
+  });
+  EXPECT_EQ(text, tokenizer.decode(ref.greedy));
+  EXPECT_EQ(streamed, text);
+  const Session::Generation g = session.last_generation();
+  EXPECT_EQ(g.prompt_tokens, static_cast<int64_t>(ids.size()));
+  EXPECT_EQ(g.new_tokens, 5);
+  EXPECT_GT(g.prefill_seconds, 0);
+  // A listener that says stop after its first piece gets no other.
+  Session stopped(model, 64);
+  int pieces = 0;
+  const std::string first = stopped.generate(prompt, 5, {}, [&](std::string_view) {
+    ++pieces;
+    return false;
+  });
+  EXPECT_EQ(pieces, 1);
+  EXPECT_EQ(first, tokenizer.decode({ref.greedy[0]}));
+}
+
+// The chat template's ChatML with its default system turn, as the template itself writes it
+// (tokenizer.chat_template); the answer ends at <|im_end|>, which is not part of the text.
+TEST_F(LlmTest, ChatPromptsFollowTheTemplateAndAnswersEndAtTheEndOfTurn) {
+  std::string failure;
+  const std::string dir = testing::fetch_model("fetch-smollm2.sh", &failure);
+  ASSERT_FALSE(dir.empty()) << failure;
+  const Model model = Model::load(dir + "/SmolLM2-135M-Instruct.Q4_1.gguf");
+  EXPECT_EQ(model.chat_prompt("Hi"),
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+            "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  Session session(model, 256);
+  const std::string answer = session.generate(model.chat_prompt("Say hello."), 64, {});
+  const Session::Generation g = session.last_generation();
+  EXPECT_LT(g.new_tokens, 64) << answer;
+  EXPECT_EQ(answer.find("<|im_end|>"), std::string::npos) << answer;
+  // Its last sample was the end of the turn, which the cache does not hold.
+  EXPECT_EQ(session.position(), g.prompt_tokens + g.new_tokens - 1);
+  // A file without a template, or a tokenizer, says so.
+  const Model small = Model::load(write_small_llama("small.gguf", false));
+  testing::expect_error([&] { (void)small.chat_prompt("Hi"); }, {"no tokenizer.chat_template"});
+  testing::expect_error([&] { (void)small.tokenizer(); }, {"no tokenizer"});
+}
+
+// The CPU device's thread count, set from C++; computing on one thread gives a prefill the
+// same logits as on two, within the f32 sums' reordering.
+TEST_F(LlmTest, TheThreadCountIsSetFromCpp) {
+  const int before = num_threads();
+  const Model model = Model::load(write_small_llama("small.gguf", false));
+  set_num_threads(1);
+  EXPECT_EQ(num_threads(), 1);
+  Session one(model, 16);
+  const std::vector<float> a = values(one.prefill({1, 2, 3, 4}));
+  set_num_threads(2);
+  EXPECT_EQ(num_threads(), 2);
+  Session two(model, 16);
+  const std::vector<float> b = values(two.prefill({1, 2, 3, 4}));
+  set_num_threads(before);
+  EXPECT_LT(max_abs_difference(b, std::vector<double>(a.begin(), a.end())), 1e-5);
+  testing::expect_error([] { set_num_threads(0); }, {"[set_num_threads]", "0 threads"});
+  testing::expect_error([] { set_num_threads(5000); }, {"1 to 1024"});
+  EXPECT_EQ(num_threads(), before);
+}
+
+// `kiln generate` streams the text and ends with its one line of numbers; --logits-out writes
+// the prompt's logits, those of a Session's prefill.
+TEST_F(LlmTest, TheGenerateCommandStreamsTextAndReportsItsRates) {
+  std::string failure;
+  const std::string dir = testing::fetch_model("fetch-smollm2.sh", &failure);
+  ASSERT_FALSE(dir.empty()) << failure;
+  const std::string file = dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const testing::Result r =
+      testing::run(std::string(KILN_TOOL_PATH) + " generate --model " + file +
+                   " --prompt '1, 2, 3, 4, 5, 6, 7,' --max-tokens 4 --threads 2 --logits-out " +
+                   path("logits.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Model model = Model::load(file);
+  const Tokenizer& tokenizer = model.tokenizer();
+  Session session(model, 32);
+  const std::string want = session.generate("1, 2, 3, 4, 5, 6, 7,", 4, {});
+  EXPECT_EQ(r.output.substr(0, want.size()), want) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("\nprefill: 20 tokens, [0-9.]+ ms; decode: "
+                                                     "4 tokens, [0-9.]+ tok/s\n$")))
+      << r.output;
+  Session again(model, 32);
+  const std::vector<float> logits = values(again.prefill(tokenizer.encode("1, 2, 3, 4, 5, 6, 7,")));
+  EXPECT_EQ(load_npy(path("logits.npy")).to_vector<float>(), logits);
+  // A usage error exits 2; a bad file 1, with the reason on one line.
+  EXPECT_EQ(testing::run(std::string(KILN_TOOL_PATH) + " generate --prompt x").exit_code, 2);
+  const testing::Result bad =
+      testing::run(std::string(KILN_TOOL_PATH) + " generate --model /nonexistent.gguf --prompt x");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.output.find("kiln: "), std::string::npos) << bad.output;
 }
 
 }  // namespace

@@ -1,0 +1,668 @@
+#include "kiln/tokenizer.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "kiln/error.h"
+#include "kiln/io.h"
+
+namespace kiln {
+namespace {
+
+// ---- Unicode classes and UTF-8 ----
+
+enum : uint8_t { kLetter = 1, kNumber = 2, kPunctuation = 4, kWhitespace = 8 };
+
+struct CategoryRange {
+  char32_t first, last;
+  uint8_t flags;
+};
+constexpr CategoryRange kCategories[] = {
+#include "llm/unicode_categories.inc"
+};
+
+uint8_t categories(char32_t c) {
+  const auto* end = std::end(kCategories);
+  const auto* it = std::upper_bound(std::begin(kCategories), end, c,
+                                    [](char32_t c, const CategoryRange& r) { return c < r.first; });
+  if (it == std::begin(kCategories)) return 0;
+  --it;
+  return c <= it->last ? it->flags : 0;
+}
+
+constexpr char32_t kReplacement = 0xFFFD;
+
+bool is_continuation(unsigned char b) { return (b & 0xC0) == 0x80; }
+
+// Bytes in a sequence that starts with lead byte `b`: 1 to 4, 0 for a byte that cannot start
+// one. Read as llama.cpp reads it: C0 and C1 start (overlong) two-byte sequences.
+int sequence_length(unsigned char b) {
+  if (b < 0x80) return 1;
+  if (b < 0xC0) return 0;
+  if (b < 0xE0) return 2;
+  if (b < 0xF0) return 3;
+  return b < 0xF8 ? 4 : 0;
+}
+
+// The code points of `text` as llama.cpp decodes them: a byte that does not start a complete
+// sequence (a stray continuation byte, F8 to FF, a sequence cut short) becomes U+FFFD, and
+// decoding goes on from the next byte. Like llama.cpp, overlong forms and surrogates are taken
+// at face value; a value past U+10FFFF (which llama.cpp cannot encode again) is malformed too.
+std::u32string decode_utf8(std::string_view text) {
+  std::u32string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    const int n = sequence_length(b);
+    bool ok = n > 0 && i + n <= text.size();
+    char32_t c = n == 1 ? b : b & (0x7F >> n);
+    for (int k = 1; ok && k < n; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      ok = is_continuation(next);
+      c = (c << 6) | (next & 0x3F);
+    }
+    ok = ok && c <= 0x10FFFF;
+    out.push_back(ok ? c : kReplacement);
+    i += ok ? n : 1;
+  }
+  return out;
+}
+
+void append_utf8(char32_t c, std::string& out) {
+  if (c < 0x80) {
+    out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    out += static_cast<char>(0xC0 | (c >> 6));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    out += static_cast<char>(0xE0 | (c >> 12));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (c >> 18));
+    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  }
+}
+
+// ---- GPT-2's byte-level alphabet ----
+
+// GPT-2 spells every byte with a printable character so that its vocabulary holds no spaces or
+// control bytes: the printable bytes of Latin-1 (! to ~, ¡ to ¬, ® to ÿ) stand for
+// themselves, and the other 68 bytes, in order, for U+0100 onwards (space is U+0120 "Ġ").
+bool byte_stands_for_itself(int b) {
+  return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
+
+struct ByteAlphabet {
+  std::array<char32_t, 256> chars;   // the character spelling each byte
+  std::array<int16_t, 0x144> bytes;  // the byte each character below U+0144 spells, or -1
+};
+
+ByteAlphabet make_byte_alphabet() {
+  ByteAlphabet a;
+  a.bytes.fill(-1);
+  char32_t next = 0x100;
+  for (int b = 0; b < 256; ++b) {
+    a.chars[b] = byte_stands_for_itself(b) ? b : next++;
+    a.bytes[a.chars[b]] = static_cast<int16_t>(b);
+  }
+  return a;
+}
+
+const ByteAlphabet& byte_alphabet() {
+  static const ByteAlphabet alphabet = make_byte_alphabet();
+  return alphabet;
+}
+
+// The byte that character `c` of a token spells; -1 when it spells none.
+int byte_of_char(char32_t c) { return c < 0x144 ? byte_alphabet().bytes[c] : -1; }
+
+// ---- Pre-tokenizers ----
+
+enum class PreTokenizer { kSmolLM, kGpt2, kDefault };
+
+// One step of a pre-tokenizer. Each cuts every piece further, keeping the text between its
+// matches as pieces too (llama.cpp's unicode_regex_split).
+enum class Split {
+  kEachNumber,       // \p{N}: every digit a piece of its own
+  kGpt2,             // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+  kPunctuationRuns,  // [\p{P}\$\+<=>\^~\|]+
+  kNumberRuns,       // \p{N}+
+  kDigitTriples,     // [0-9][0-9][0-9]
+};
+
+std::vector<Split> splits(PreTokenizer p) {
+  switch (p) {
+    case PreTokenizer::kSmolLM:
+      return {Split::kEachNumber, Split::kGpt2};
+    case PreTokenizer::kGpt2:
+      return {Split::kGpt2};
+    case PreTokenizer::kDefault:
+      return {Split::kPunctuationRuns, Split::kGpt2, Split::kNumberRuns, Split::kDigitTriples};
+  }
+  return {};
+}
+
+// The text being cut: its code points and their classes (the flags above).
+struct Text {
+  std::u32string chars;
+  std::vector<uint8_t> flags;
+};
+
+// GPT-2's regex reads each code point as one of four classes, in this order of precedence.
+enum class Gpt2Class { kLetter, kNumber, kSpace, kOther };
+
+Gpt2Class gpt2_class(uint8_t flags) {
+  if (flags & kLetter) return Gpt2Class::kLetter;
+  if (flags & kNumber) return Gpt2Class::kNumber;
+  if (flags & kWhitespace) return Gpt2Class::kSpace;
+  return Gpt2Class::kOther;
+}
+
+// The end of GPT-2's regex match at `i` in the piece that ends at `end`. The piece's end acts
+// as the end of the text, as in llama.cpp's hand-written matcher.
+size_t gpt2_match(const Text& t, size_t i, size_t end) {
+  const std::u32string& s = t.chars;
+  if (s[i] == '\'' && i + 1 < end) {  // 's|'t|'re|'ve|'m|'ll|'d, lowercase only
+    const char32_t a = s[i + 1], b = i + 2 < end ? s[i + 2] : 0;
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+  }
+  // ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+': an optional space, then a run of one class.
+  const size_t first = s[i] == ' ' ? i + 1 : i;
+  if (first < end && gpt2_class(t.flags[first]) != Gpt2Class::kSpace) {
+    const Gpt2Class c = gpt2_class(t.flags[first]);
+    size_t e = first + 1;
+    while (e < end && gpt2_class(t.flags[e]) == c) ++e;
+    return e;
+  }
+  // \s+(?!\S) leaves the last of several spaces to the word after them; \s+ takes the rest.
+  size_t e = i;
+  while (e < end && gpt2_class(t.flags[e]) == Gpt2Class::kSpace) ++e;
+  if (e - i > 1 && e < end) return e - 1;
+  return std::max(e, i + 1);
+}
+
+bool is_punctuation_run_char(char32_t c, uint8_t flags) {
+  return (flags & kPunctuation) || c == '$' || c == '+' || c == '<' || c == '=' || c == '>' ||
+         c == '^' || c == '~' || c == '|';
+}
+
+bool is_ascii_digit(char32_t c) { return c >= '0' && c <= '9'; }
+
+// The end of `split`'s match at `i` in the piece ending at `end`, or `i` when none starts
+// there.
+size_t match_at(Split split, const Text& t, size_t i, size_t end) {
+  const std::u32string& s = t.chars;
+  size_t e = i;
+  switch (split) {
+    case Split::kEachNumber:
+      return (t.flags[i] & kNumber) ? i + 1 : i;
+    case Split::kGpt2:
+      return gpt2_match(t, i, end);
+    case Split::kPunctuationRuns:
+      while (e < end && is_punctuation_run_char(s[e], t.flags[e])) ++e;
+      return e;
+    case Split::kNumberRuns:
+      while (e < end && (t.flags[e] & kNumber)) ++e;
+      return e;
+    case Split::kDigitTriples:
+      return i + 3 <= end && is_ascii_digit(s[i]) && is_ascii_digit(s[i + 1]) &&
+                     is_ascii_digit(s[i + 2])
+                 ? i + 3
+                 : i;
+  }
+  return i;
+}
+
+// Cuts each piece into the matches of `split`, leftmost first, and the text between them.
+std::vector<size_t> apply(Split split, const Text& t, const std::vector<size_t>& ends) {
+  std::vector<size_t> out;
+  size_t begin = 0;
+  for (size_t end : ends) {
+    size_t gap = begin;  // start of text not matched yet
+    for (size_t i = begin; i < end;) {
+      const size_t e = match_at(split, t, i, end);
+      if (e == i) {
+        ++i;
+        continue;
+      }
+      if (gap < i) out.push_back(i);
+      out.push_back(e);
+      gap = i = e;
+    }
+    if (gap < end) out.push_back(end);
+    begin = end;
+  }
+  return out;
+}
+
+// ---- Reading the metadata ----
+
+[[noreturn]] void fail(const std::string& message) { throw Error("[Tokenizer] " + message); }
+
+bool is_integer(GgufValue::Type t) {
+  using T = GgufValue::Type;
+  return t != T::kF32 && t != T::kF64 && t != T::kString && t != T::kArray && t != T::kBool;
+}
+
+const GgufValue* find(const GgufFile& file, const std::string& key) {
+  auto it = file.metadata.find(key);
+  return it == file.metadata.end() ? nullptr : &it->second;
+}
+
+const GgufValue& need(const GgufFile& file, const std::string& key, const std::string& expected) {
+  if (const GgufValue* v = find(file, key)) return *v;
+  fail("the metadata has no '" + key + "' (expected " + expected + ")");
+}
+
+void check_type(const GgufValue& v, const std::string& key, bool ok, const std::string& expected) {
+  if (ok) return;
+  std::string stored = gguf_type_name(v.type());
+  if (v.type() == GgufValue::Type::kArray) {
+    stored += " of " + std::string(gguf_type_name(v.element_type()));
+  }
+  fail("'" + key + "' is " + stored + ", expected " + expected);
+}
+
+std::string string_value(const GgufValue& v, const std::string& key) {
+  check_type(v, key, v.type() == GgufValue::Type::kString, "a string");
+  return v.as_string();
+}
+
+const std::vector<GgufValue>& string_array(const GgufValue& v, const std::string& key) {
+  check_type(v, key,
+             v.type() == GgufValue::Type::kArray && v.element_type() == GgufValue::Type::kString,
+             "an array of strings");
+  return v.as_array();
+}
+
+// tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
+constexpr int32_t kNormalType = 1, kUnknownType = 2, kControlType = 3, kUserDefinedType = 4,
+                  kByteType = 6;
+
+}  // namespace
+
+// ---- The tokenizer ----
+
+struct Tokenizer::Impl {
+  struct Merge {
+    int32_t rank;
+    int32_t id;  // of the merged token; -1 when the vocabulary lacks it
+  };
+
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  std::vector<std::string> bytes;                     // what each token decodes to
+  std::unordered_map<std::string_view, int32_t> ids;  // views of `tokens`, which never moves
+  std::array<int32_t, 256> byte_token{};              // the token spelling each byte alone, or -1
+  std::unordered_map<uint64_t, Merge> merges;         // by (left id, right id)
+  std::array<std::vector<int32_t>, 256> specials;     // by first byte, longest first
+  PreTokenizer pre = PreTokenizer::kDefault;
+  int32_t bos = -1, eos = -1;
+  bool add_bos = false;
+
+  static uint64_t pair_key(int32_t left, int32_t right) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
+           static_cast<uint32_t>(right);
+  }
+
+  void check_id(int32_t id, const char* what) const {
+    if (id < 0 || id >= static_cast<int64_t>(tokens.size())) {
+      fail(std::string(what) + ": id " + std::to_string(id) + " is outside the vocabulary [0, " +
+           std::to_string(tokens.size()) + ")");
+    }
+  }
+
+  // The special token that starts at text[i] (the longest of those that do), or -1.
+  int32_t special_at(std::string_view text, size_t i, bool parse_special) const {
+    for (int32_t id : specials[static_cast<unsigned char>(text[i])]) {
+      if (!parse_special && types[id] != kUserDefinedType) continue;
+      if (text.substr(i).starts_with(tokens[id])) return id;
+    }
+    return -1;
+  }
+
+  void encode_text(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
+};
+
+namespace {
+
+// A symbol of a word being merged: a token (or -1) spelling bytes [begin, end) of the word,
+// linked to its neighbours; a symbol merged into its left neighbour has begin == end.
+struct Symbol {
+  int32_t id;
+  int32_t prev, next;
+  uint32_t begin, end;
+};
+
+// A pair of adjacent symbols that a merge joins; stale once either symbol has changed.
+struct Candidate {
+  int32_t rank;
+  int32_t left;
+  int32_t left_id, right_id;
+  int32_t merged;
+  bool operator>(const Candidate& o) const {
+    return rank != o.rank ? rank > o.rank : left > o.left;
+  }
+};
+
+}  // namespace
+
+// Text without special tokens: pre-tokenized, then each piece merged on its own.
+void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& out) const {
+  if (text.empty()) return;
+  Text t;
+  t.chars = decode_utf8(text);
+  t.flags.resize(t.chars.size());
+  for (size_t i = 0; i < t.chars.size(); ++i) t.flags[i] = categories(t.chars[i]);
+  std::vector<size_t> ends{t.chars.size()};
+  for (Split split : splits(pre)) ends = apply(split, t, ends);
+  size_t begin = 0;
+  std::string piece;
+  for (size_t end : ends) {
+    piece.clear();
+    for (size_t i = begin; i < end; ++i) append_utf8(t.chars[i], piece);
+    encode_piece(piece, out);
+    begin = end;
+  }
+}
+
+// BPE over one piece: start from one symbol per byte, and join the adjacent pair with the
+// lowest merge rank (the leftmost among equals) until no merge applies.
+void Tokenizer::Impl::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
+  const int32_t n = static_cast<int32_t>(piece.size());
+  std::vector<Symbol> symbols(n);
+  for (int32_t i = 0; i < n; ++i) {
+    symbols[i] = {byte_token[static_cast<unsigned char>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1,
+                  static_cast<uint32_t>(i), static_cast<uint32_t>(i + 1)};
+  }
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
+  auto consider = [&](int32_t left) {
+    if (left < 0 || symbols[left].next < 0) return;
+    const Symbol &a = symbols[left], &b = symbols[a.next];
+    if (a.id < 0 || b.id < 0) return;
+    auto it = merges.find(pair_key(a.id, b.id));
+    if (it != merges.end()) queue.push({it->second.rank, left, a.id, b.id, it->second.id});
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) consider(i);
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    Symbol& a = symbols[c.left];
+    if (a.begin == a.end || a.id != c.left_id || a.next < 0) continue;
+    Symbol& b = symbols[a.next];
+    if (b.id != c.right_id) continue;
+    a.id = c.merged;
+    a.end = b.end;
+    b.begin = b.end;
+    a.next = b.next;
+    if (a.next >= 0) symbols[a.next].prev = c.left;
+    consider(a.prev);
+    consider(c.left);
+  }
+  for (int32_t i = n > 0 ? 0 : -1; i >= 0; i = symbols[i].next) {
+    const Symbol& s = symbols[i];
+    if (s.id >= 0) {
+      out.push_back(s.id);
+      continue;
+    }
+    // A symbol the vocabulary lacks (a merge's result, or a byte): its bytes, as llama.cpp
+    // gives (it keeps only the bytes whose character is ASCII; every byte that has a token is
+    // kept here).
+    for (uint32_t k = s.begin; k < s.end; ++k) {
+      const int32_t id = byte_token[static_cast<unsigned char>(piece[k])];
+      if (id >= 0) out.push_back(id);
+    }
+  }
+}
+
+namespace {
+
+PreTokenizer read_pre_tokenizer(const GgufFile& file) {
+  const GgufValue* v = find(file, "tokenizer.ggml.pre");
+  if (v == nullptr) return PreTokenizer::kDefault;  // llama.cpp's choice, with a warning
+  const std::string name = string_value(*v, "tokenizer.ggml.pre");
+  if (name == "smollm") return PreTokenizer::kSmolLM;
+  if (name == "gpt-2") return PreTokenizer::kGpt2;
+  if (name == "default") return PreTokenizer::kDefault;
+  fail("tokenizer.ggml.pre is '" + name +
+       "', a pre-tokenizer Kiln does not know (supported: smollm, gpt-2, default)");
+}
+
+void read_model(const GgufFile& file) {
+  const std::string key = "tokenizer.ggml.model";
+  const std::string model = string_value(need(file, key, "\"gpt2\""), key);
+  if (model == "llama") {
+    fail(key + " is 'llama' (SentencePiece), which Kiln does not support yet (supported: gpt2)");
+  }
+  if (model != "gpt2") fail(key + " is '" + model + "', expected 'gpt2' (byte-level BPE)");
+}
+
+void read_tokens(const GgufFile& file, Tokenizer::Impl& t) {
+  const std::string key = "tokenizer.ggml.tokens";
+  for (const GgufValue& v : string_array(need(file, key, "an array of strings"), key)) {
+    t.tokens.push_back(v.as_string());
+  }
+  for (size_t i = 0; i < t.tokens.size(); ++i) {
+    if (t.tokens[i].empty()) continue;  // matches no text
+    auto [it, fresh] = t.ids.emplace(t.tokens[i], static_cast<int32_t>(i));
+    if (!fresh) {
+      fail(key + " holds '" + t.tokens[i] + "' twice, at ids " + std::to_string(it->second) +
+           " and " + std::to_string(i));
+    }
+  }
+  t.types.assign(t.tokens.size(), kNormalType);  // when the file gives no types
+  const std::string types_key = "tokenizer.ggml.token_type";
+  if (const GgufValue* v = find(file, types_key)) {
+    check_type(*v, types_key, v->type() == GgufValue::Type::kArray && is_integer(v->element_type()),
+               "an array of integers");
+    const std::vector<GgufValue>& types = v->as_array();
+    if (types.size() < t.tokens.size()) {
+      fail(types_key + " has " + std::to_string(types.size()) +
+           " entries, expected one per token (" + std::to_string(t.tokens.size()) + ")");
+    }
+    for (size_t i = 0; i < t.tokens.size(); ++i) {
+      t.types[i] = static_cast<int32_t>(types[i].as_int());
+    }
+  }
+}
+
+int32_t token_of(const Tokenizer::Impl& t, std::string_view text) {
+  auto it = t.ids.find(text);
+  return it == t.ids.end() ? -1 : it->second;
+}
+
+[[noreturn]] void bad_merge(size_t rank, const std::string& line, const std::string& problem) {
+  fail("tokenizer.ggml.merges[" + std::to_string(rank) + "] '" + line + "' " + problem);
+}
+
+// Merge `line` ("left right") of rank `rank` becomes the pair of ids it joins. The first space
+// after the first byte separates the two, as llama.cpp reads them.
+void add_merge(Tokenizer::Impl& t, size_t rank, const std::string& line) {
+  const size_t space = line.find(' ', 1);
+  if (space == std::string::npos) bad_merge(rank, line, "has no space: expected \"left right\"");
+  const std::string_view left = std::string_view(line).substr(0, space);
+  const std::string_view right = std::string_view(line).substr(space + 1);
+  for (std::string_view part : {left, right}) {
+    if (token_of(t, part) < 0) {
+      bad_merge(rank, line, "names '" + std::string(part) + "', which is not a token");
+    }
+  }
+  std::string merged(left);
+  merged += right;
+  t.merges.emplace(Tokenizer::Impl::pair_key(token_of(t, left), token_of(t, right)),
+                   Tokenizer::Impl::Merge{static_cast<int32_t>(rank), token_of(t, merged)});
+}
+
+void read_merges(const GgufFile& file, Tokenizer::Impl& t) {
+  const std::string key = "tokenizer.ggml.merges";
+  const auto& merges = string_array(need(file, key, "an array of strings \"left right\""), key);
+  for (size_t rank = 0; rank < merges.size(); ++rank) add_merge(t, rank, merges[rank].as_string());
+}
+
+int32_t read_special_id(const GgufFile& file, const std::string& key, size_t vocab) {
+  const GgufValue* v = find(file, key);
+  if (v == nullptr) return -1;
+  check_type(*v, key, is_integer(v->type()), "an integer");
+  const int64_t id = v->as_int();
+  if (id < 0 || id >= static_cast<int64_t>(vocab)) {
+    fail(key + " is " + std::to_string(id) + ", expected an id below the vocabulary size " +
+         std::to_string(vocab));
+  }
+  return static_cast<int32_t>(id);
+}
+
+// The bytes a token of `type` spelled `text` stands for: control, user-defined and unknown tokens
+// their text, byte tokens "<0xXX>" their byte, normal tokens their characters read back through
+// GPT-2's alphabet (a character outside it stands for itself, where llama.cpp writes
+// "[UNK_BYTE_...]"). Unused and undefined tokens decode to nothing, as in llama.cpp.
+std::string token_bytes(const std::string& text, int32_t type) {
+  if (type == kUnknownType || type == kControlType || type == kUserDefinedType) return text;
+  if (type == kByteType) {
+    unsigned value = 0;
+    const bool hex =
+        text.size() == 6 && text.starts_with("<0x") && text.back() == '>' &&
+        std::from_chars(text.data() + 3, text.data() + 5, value, 16).ptr == text.data() + 5;
+    return hex ? std::string(1, static_cast<char>(value)) : text;
+  }
+  if (type != kNormalType) return "";
+  std::string out;
+  for (char32_t c : decode_utf8(text)) {
+    const int b = byte_of_char(c);
+    if (b >= 0) {
+      out += static_cast<char>(b);
+    } else {
+      append_utf8(c, out);
+    }
+  }
+  return out;
+}
+
+void index_tokens(Tokenizer::Impl& t) {
+  for (int b = 0; b < 256; ++b) {
+    std::string spelling;
+    append_utf8(byte_alphabet().chars[b], spelling);
+    t.byte_token[b] = token_of(t, spelling);
+  }
+  for (size_t i = 0; i < t.tokens.size(); ++i) {
+    t.bytes.push_back(token_bytes(t.tokens[i], t.types[i]));
+    const int32_t type = t.types[i];
+    const bool special = type == kControlType || type == kUserDefinedType || type == kUnknownType;
+    if (special && !t.tokens[i].empty()) {
+      t.specials[static_cast<unsigned char>(t.tokens[i][0])].push_back(static_cast<int32_t>(i));
+    }
+  }
+  for (auto& bucket : t.specials) {
+    std::stable_sort(bucket.begin(), bucket.end(),
+                     [&](int32_t a, int32_t b) { return t.tokens[a].size() > t.tokens[b].size(); });
+  }
+}
+
+// How many bytes at the end of `s` begin a UTF-8 character that more bytes could complete.
+size_t unfinished_tail(const std::string& s) {
+  for (size_t back = 1; back <= std::min<size_t>(3, s.size()); ++back) {
+    const auto b = static_cast<unsigned char>(s[s.size() - back]);
+    if (is_continuation(b)) continue;
+    const int n = sequence_length(b);
+    if (n <= static_cast<int>(back) || b < 0xC2 || b > 0xF4) return 0;
+    if (back >= 2) {  // the second byte's range for leads whose second byte is restricted
+      const auto second = static_cast<unsigned char>(s[s.size() - back + 1]);
+      if ((b == 0xE0 && second < 0xA0) || (b == 0xED && second > 0x9F) ||
+          (b == 0xF0 && second < 0x90) || (b == 0xF4 && second > 0x8F)) {
+        return 0;
+      }
+    }
+    return back;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
+  auto t = std::make_shared<Impl>();
+  read_model(file);
+  t->pre = read_pre_tokenizer(file);
+  read_tokens(file, *t);
+  read_merges(file, *t);
+  index_tokens(*t);
+  t->bos = read_special_id(file, "tokenizer.ggml.bos_token_id", t->tokens.size());
+  t->eos = read_special_id(file, "tokenizer.ggml.eos_token_id", t->tokens.size());
+  if (const GgufValue* v = find(file, "tokenizer.ggml.add_bos_token")) {
+    check_type(*v, "tokenizer.ggml.add_bos_token", v->type() == GgufValue::Type::kBool, "a bool");
+    t->add_bos = v->as_bool();
+  }
+  return Tokenizer(std::move(t));
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
+  std::vector<int32_t> out;
+  size_t plain = 0;  // start of the text not encoded yet
+  for (size_t i = 0; i < text.size();) {
+    const int32_t special = impl_->special_at(text, i, parse_special);
+    if (special < 0) {
+      ++i;
+      continue;
+    }
+    impl_->encode_text(text.substr(plain, i - plain), out);
+    out.push_back(special);
+    i += impl_->tokens[special].size();
+    plain = i;
+  }
+  impl_->encode_text(text.substr(plain), out);
+  return out;
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  for (int32_t id : ids) {
+    impl_->check_id(id, "decode");
+    out += impl_->bytes[id];
+  }
+  return out;
+}
+
+int64_t Tokenizer::vocab_size() const { return static_cast<int64_t>(impl_->tokens.size()); }
+int32_t Tokenizer::bos() const { return impl_->bos; }
+int32_t Tokenizer::eos() const { return impl_->eos; }
+bool Tokenizer::add_bos() const { return impl_->add_bos; }
+
+bool Tokenizer::is_control(int32_t id) const {
+  impl_->check_id(id, "is_control");
+  return impl_->types[id] == kControlType;
+}
+
+const std::string& Tokenizer::token_text(int32_t id) const {
+  impl_->check_id(id, "token_text");
+  return impl_->tokens[id];
+}
+
+int32_t Tokenizer::token_id(std::string_view text) const {
+  auto it = impl_->ids.find(text);
+  return it == impl_->ids.end() ? -1 : it->second;
+}
+
+Tokenizer::Decoder::Decoder(const Tokenizer& tokenizer) : impl_(tokenizer.impl_) {}
+
+std::string Tokenizer::Decoder::push(int32_t id) {
+  impl_->check_id(id, "Decoder::push");
+  held_ += impl_->bytes[id];
+  const size_t ready = held_.size() - unfinished_tail(held_);
+  std::string out = held_.substr(0, ready);
+  held_.erase(0, ready);
+  return out;
+}
+
+std::string Tokenizer::Decoder::flush() { return std::exchange(held_, std::string()); }
+
+}  // namespace kiln
