@@ -59,7 +59,7 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE_THREA
   "${line_tables[@]}" >/dev/null
 cmake --build build-tsan -j"$jobs" --target kiln_tests
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/tests/kiln_tests \
-  --gtest_filter='Concurrency*:Compile*:CubinCache*:FaultInjection*:Custom*'
+  --gtest_filter='Concurrency*:Compile*:CubinCache*:FaultInjection*:Custom*:LlmThreads*:TokenizerModelTest.*Threads*'
 
 # Each libFuzzer target for a bounded time over its committed seed corpus (docs/reliability.md).
 phase "fuzz targets, 30 s each"
