@@ -15,46 +15,50 @@ namespace {
 // all on every step.
 constexpr int64_t kAttentionStride = 64;
 
-// RoPE's factors for positions start ... start + tokens - 1, [tokens, 1, head_dim]: pair i
-// turns by angle = position * base^(-2i / head_dim), so that (even, odd) becomes
-// (even cos - odd sin, odd cos + even sin). `cos_t` holds (cos, cos) and `sin_t` (-sin, sin)
-// for each pair. Computed in double on the host, where the angles of late positions
-// (thousands of radians) keep their precision.
+// RoPE's factors for positions start ... start + tokens - 1, [tokens, 1, head_dim]. The
+// pair of dims (a, b) that turn together (c.rope_pairs) turns by angle = position *
+// base^(-2j / head_dim) for the pair's index j, so that (a, b) becomes (a cos - b sin,
+// b cos + a sin): `cos_t` holds cos at both dims, `sin_t` -sin at a and sin at b. Computed in
+// double on the host, where the angles of late positions (thousands of radians) keep their
+// precision.
 void rope_tables(const ModelConfig& c, int64_t start, int64_t tokens, Tensor& cos_t,
                  Tensor& sin_t) {
   const int64_t half = c.head_dim / 2;
+  const bool adjacent = c.rope_pairs == RopePairs::kAdjacent;
   std::vector<float> cos_v(static_cast<size_t>(tokens * c.head_dim)), sin_v(cos_v.size());
   for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t i = 0; i < half; ++i) {
+    for (int64_t i = 0; i < c.head_dim; ++i) {
+      const int64_t pair = adjacent ? i / 2 : i % half;
+      const bool first = adjacent ? i % 2 == 0 : i < half;
       const double angle =
           static_cast<double>(start + t) *
-          std::pow(c.rope_base, -2.0 * static_cast<double>(i) / static_cast<double>(c.head_dim));
-      const auto at = static_cast<size_t>(t * c.head_dim + 2 * i);
-      cos_v[at] = cos_v[at + 1] = static_cast<float>(std::cos(angle));
-      sin_v[at + 1] = static_cast<float>(std::sin(angle));
-      sin_v[at] = -sin_v[at + 1];
+          std::pow(c.rope_base, -2.0 * static_cast<double>(pair) / static_cast<double>(c.head_dim));
+      const auto at = static_cast<size_t>(t * c.head_dim + i);
+      cos_v[at] = static_cast<float>(std::cos(angle));
+      sin_v[at] = static_cast<float>(first ? -std::sin(angle) : std::sin(angle));
     }
   }
   cos_t = Tensor::from_vector(cos_v, {tokens, 1, c.head_dim});
   sin_t = Tensor::from_vector(sin_v, {tokens, 1, c.head_dim});
 }
 
-// 1, 0, 3, 2, ...: each dim's partner in its pair, [head_dim].
-Tensor pair_partners(int64_t head_dim) {
-  std::vector<int32_t> partner(static_cast<size_t>(head_dim));
-  for (int32_t i = 0; i < static_cast<int32_t>(head_dim); ++i) {
-    partner[static_cast<size_t>(i)] = i ^ 1;
+// Each dim's partner in its pair, [head_dim]: 1, 0, 3, 2, ... for adjacent pairs; half,
+// half + 1, ..., 0, 1, ... for halves.
+Tensor pair_partners(const ModelConfig& c) {
+  const auto n = static_cast<int32_t>(c.head_dim), half = n / 2;
+  std::vector<int32_t> partner(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) {
+    partner[static_cast<size_t>(i)] =
+        c.rope_pairs == RopePairs::kAdjacent ? (i ^ 1) : (i + half) % n;
   }
-  return Tensor::from_vector(partner, {head_dim});
+  return Tensor::from_vector(partner, {c.head_dim});
 }
 
-// x [1, T, n, head_dim] with each adjacent pair (2i, 2i + 1) turned by its position's angle:
-// the pairing of GGUF files, whose converter permutes the rows of W_q and W_k for it.
-// x * (cos, cos) + partner(x) * (-sin, sin), the partners gathered along the last axis: the
-// planner fuses the whole turn into the kernel that reads it (attention, the cache write),
-// where a reversed view of the pairs reshaped back to heads would store each product.
-Tensor rope_adjacent_pairs(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t,
-                           const Tensor& partners) {
+// x [1, T, n, head_dim] with each pair of dims turned by its position's angle:
+// x * cos_t + partner(x) * sin_t, the partners gathered along the last axis. The planner
+// fuses the whole turn into the kernel that reads it (attention, the cache write), where a
+// reversed view of the pairs reshaped back to heads would store each product.
+Tensor rope(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t, const Tensor& partners) {
   return x * cos_t + take(x, partners, 3) * sin_t;
 }
 
@@ -74,6 +78,11 @@ Tensor causal_mask(int64_t start, int64_t tokens, int64_t span) {
   return Tensor::arange(span, DType::I64).reshape({1, span}) <= query_pos;
 }
 
+// h W^T, plus b when the architecture has one.
+Tensor project(const Tensor& h, const Tensor& w, const Tensor& b) {
+  return b.defined() ? linear(h, w, b) : linear(h, w);
+}
+
 // [1, T, n * head_dim] -> [1, T, n, head_dim].
 Tensor split_heads(const Tensor& x, int64_t n, int64_t head_dim) {
   return x.reshape({1, x.shape()[1], n, head_dim});
@@ -83,14 +92,15 @@ Tensor attention(const Model::Data& m, const LayerWeights& l, KvCache& cache, si
                  const Tensor& h, const Tensor& cos_t, const Tensor& sin_t, int64_t start) {
   const ModelConfig& c = m.config;
   const int64_t tokens = h.shape()[1];
-  const Tensor partners = pair_partners(c.head_dim);
+  const Tensor partners = pair_partners(c);
   const Tensor q =
-      rope_adjacent_pairs(split_heads(linear(h, l.wq), c.heads, c.head_dim), cos_t, sin_t, partners)
+      rope(split_heads(project(h, l.wq, l.bq), c.heads, c.head_dim), cos_t, sin_t, partners)
           .permute({0, 2, 1, 3});
-  const Tensor k = rope_adjacent_pairs(split_heads(linear(h, l.wk), c.kv_heads, c.head_dim), cos_t,
-                                       sin_t, partners)
-                       .permute({0, 2, 1, 3});
-  const Tensor v = split_heads(linear(h, l.wv), c.kv_heads, c.head_dim).permute({0, 2, 1, 3});
+  const Tensor k =
+      rope(split_heads(project(h, l.wk, l.bk), c.kv_heads, c.head_dim), cos_t, sin_t, partners)
+          .permute({0, 2, 1, 3});
+  const Tensor v =
+      split_heads(project(h, l.wv, l.bv), c.kv_heads, c.head_dim).permute({0, 2, 1, 3});
   cache.keys[layer] = update_slice(cache.keys[layer], k, 2, start);
   cache.values[layer] = update_slice(cache.values[layer], v, 2, start);
   const int64_t span = std::min(cache.capacity, (start + tokens + kAttentionStride - 1) /

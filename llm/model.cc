@@ -28,13 +28,24 @@ std::vector<int32_t> end_of_turn_ids(const Tokenizer& t) {
 }  // namespace
 
 Model Model::load(const std::string& gguf_path, Device device) {
+  if (device.type != DeviceType::CPU) {
+    throw Error("[llm::Model::load] " + device_name(device) +
+                ": Sessions run on the CPU only for now (docs/llm.md)");
+  }
   GgufFile file = load_gguf(gguf_path, device);
   const ModelConfig config = read_config(file, gguf_path);
   auto data = std::make_shared<Data>(read_weights(file, config, gguf_path));
   data->device = device;
+  // A tokenizer Kiln cannot read (SentencePiece, for now) leaves the model usable with ids.
   if (file.metadata.count("tokenizer.ggml.tokens")) {
-    data->tokenizer = Tokenizer::from_gguf(file);
-    data->end_of_turn = end_of_turn_ids(*data->tokenizer);
+    try {
+      data->tokenizer = Tokenizer::from_gguf(file);
+      data->end_of_turn = end_of_turn_ids(*data->tokenizer);
+    } catch (const Error& e) {
+      data->tokenizer_error = e.what();
+    }
+  } else {
+    data->tokenizer_error = "the file has no tokenizer (tokenizer.ggml.tokens)";
   }
   if (auto it = file.metadata.find("tokenizer.chat_template"); it != file.metadata.end()) {
     data->chat_template = it->second.as_string();
@@ -43,9 +54,7 @@ Model Model::load(const std::string& gguf_path, Device device) {
 }
 
 const Tokenizer& Model::tokenizer() const {
-  if (!data_->tokenizer) {
-    throw Error("[llm::Model::tokenizer] the file has no tokenizer (tokenizer.ggml.tokens)");
-  }
+  if (!data_->tokenizer) throw Error("[llm::Model::tokenizer] " + data_->tokenizer_error);
   return *data_->tokenizer;
 }
 
@@ -58,15 +67,19 @@ std::string Model::chat_prompt(std::string_view user_message) const {
   }
   // ChatML. The template's own default system turn, when it writes one, is its literal
   // text from "<|im_start|>system\n" to the next "<|im_end|>".
+  // ChatML. The template's own default system turn, when it writes one, is its literal
+  // text from "<|im_start|>system\n" to the next "<|im_end|>": the first such turn that is
+  // plain text, since a turn spliced from the messages ("' + message['content']") is the
+  // template's code, not a default.
   std::string prompt;
   const std::string system = "<|im_start|>system\n";
-  if (size_t at = t.find(system); at != std::string::npos) {
+  for (size_t at = t.find(system); at != std::string::npos; at = t.find(system, at + 1)) {
     const size_t end = t.find("<|im_end|>", at);
-    const std::string turn = end == std::string::npos ? "" : t.substr(at, end - at);
-    // Literal text only: a turn spliced from the messages ("' + message['content']") is
-    // the template's code, not a default.
-    if (!turn.empty() && turn.find_first_of("'\"{}") == std::string::npos) {
+    if (end == std::string::npos) break;
+    const std::string turn = t.substr(at, end - at);
+    if (turn.find_first_of("'\"{}") == std::string::npos) {
       prompt = turn + "<|im_end|>\n";
+      break;
     }
   }
   return prompt + "<|im_start|>user\n" + std::string(user_message) +

@@ -53,7 +53,7 @@ class MetadataReader {
 // than ignored, so that such a model never runs with the wrong arithmetic.
 void refuse_unsupported(const MetadataReader& m, const std::string& arch) {
   for (const char* name : {".rope.scaling.type", ".rope.scaling.factor", ".expert_count",
-                           ".attention.sliding_window", ".attention.key_length"}) {
+                           ".attention.sliding_window"}) {
     const std::string key = arch + name;
     const GgufValue* v = m.find(key);
     if (v == nullptr) continue;
@@ -61,6 +61,18 @@ void refuse_unsupported(const MetadataReader& m, const std::string& arch) {
     if (key.ends_with("scaling.factor") && v->as_double() == 1.0) continue;
     if (key.ends_with("expert_count") && v->as_int() == 0) continue;
     throw Error("[llm::Model::load] metadata '" + key + "' is not supported yet");
+  }
+}
+
+// Key and value sizes other than the head size (embedding_length / head_count): converters
+// write them whenever a checkpoint names its head size, most often equal to it.
+void check_head_sizes(const MetadataReader& m, const std::string& arch, int64_t head_dim) {
+  for (const char* name : {".attention.key_length", ".attention.value_length"}) {
+    const GgufValue* v = m.find(arch + name);
+    if (v != nullptr && v->as_int() != head_dim) {
+      m.fail(arch + name, std::to_string(v->as_int()),
+             "the head size " + std::to_string(head_dim) + " (other sizes are not supported)");
+    }
   }
 }
 
@@ -78,9 +90,15 @@ ModelConfig read_config(const GgufFile& file, const std::string& path) {
   const MetadataReader m(file, path);
   ModelConfig c;
   c.architecture = m.need("general.architecture").as_string();
-  if (c.architecture != "llama") {
+  if (c.architecture != "llama" && c.architecture != "qwen2") {
     throw Error("[llm::Model::load] " + path + ": architecture '" + c.architecture +
-                "' is not supported (supported: llama)");
+                "' is not supported (supported: llama, qwen2)");
+  }
+  // What sets qwen2 apart from llama: biases on the q, k and v projections, and RoPE on the
+  // halves of a head (llama.cpp's LLM_ARCH_QWEN2 graph).
+  if (c.architecture == "qwen2") {
+    c.rope_pairs = RopePairs::kHalves;
+    c.qkv_bias = true;
   }
   const std::string a = c.architecture + ".";
   refuse_unsupported(m, c.architecture);
@@ -100,6 +118,7 @@ ModelConfig read_config(const GgufFile& file, const std::string& path) {
            "a divisor of head_count " + std::to_string(c.heads));
   }
   c.head_dim = c.dim / c.heads;
+  check_head_sizes(m, c.architecture, c.head_dim);
   if (c.head_dim % 2 != 0)
     m.fail(a + "embedding_length", std::to_string(c.dim), "an even head size");
   if (const GgufValue* rope_dim = m.find(a + "rope.dimension_count");
@@ -139,12 +158,22 @@ Model::Data read_weights(GgufFile& file, const ModelConfig& c, const std::string
   d.embedding = take("token_embd.weight", {vocab, dim});
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
-    d.layers.push_back(
-        {take(p + "attn_norm.weight", {dim}), take(p + "attn_q.weight", {dim, dim}),
-         take(p + "attn_k.weight", {kv, dim}), take(p + "attn_v.weight", {kv, dim}),
-         take(p + "attn_output.weight", {dim, dim}), take(p + "ffn_norm.weight", {dim}),
-         take(p + "ffn_gate.weight", {c.hidden, dim}), take(p + "ffn_up.weight", {c.hidden, dim}),
-         take(p + "ffn_down.weight", {dim, c.hidden})});
+    LayerWeights l;
+    l.attention_norm = take(p + "attn_norm.weight", {dim});
+    l.wq = take(p + "attn_q.weight", {dim, dim});
+    l.wk = take(p + "attn_k.weight", {kv, dim});
+    l.wv = take(p + "attn_v.weight", {kv, dim});
+    l.wo = take(p + "attn_output.weight", {dim, dim});
+    l.mlp_norm = take(p + "ffn_norm.weight", {dim});
+    l.w_gate = take(p + "ffn_gate.weight", {c.hidden, dim});
+    l.w_up = take(p + "ffn_up.weight", {c.hidden, dim});
+    l.w_down = take(p + "ffn_down.weight", {dim, c.hidden});
+    if (c.qkv_bias) {
+      l.bq = take(p + "attn_q.bias", {dim});
+      l.bk = take(p + "attn_k.bias", {kv});
+      l.bv = take(p + "attn_v.bias", {kv});
+    }
+    d.layers.push_back(std::move(l));
   }
   d.output_norm = take("output_norm.weight", {dim});
   d.output =

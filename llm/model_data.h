@@ -14,9 +14,16 @@
 
 namespace kiln::llm {
 
+// Which dims of a head RoPE turns together: GGUF's llama files pair 2i with 2i + 1 (the
+// converter permutes W_q and W_k's rows for it); qwen2 keeps the checkpoint's i with
+// i + head_dim / 2 (ggml's "neox" mode).
+enum class RopePairs { kAdjacent, kHalves };
+
 // The numbers a forward needs, read from `<architecture>.*` metadata keys (docs/llm.md).
 struct ModelConfig {
   std::string architecture;
+  RopePairs rope_pairs = RopePairs::kAdjacent;
+  bool qkv_bias = false;  // qwen2: W_q, W_k and W_v each add a bias
   int64_t layers = 0;
   int64_t dim = 0;       // embedding_length: the residual stream's width
   int64_t heads = 0;     // attention.head_count: query heads
@@ -33,6 +40,7 @@ struct ModelConfig {
 struct LayerWeights {
   Tensor attention_norm, wq, wk, wv, wo;
   Tensor mlp_norm, w_gate, w_up, w_down;
+  Tensor bq, bk, bv;  // undefined unless the architecture has them (qkv_bias)
 };
 
 struct Model::Data {
@@ -42,7 +50,8 @@ struct Model::Data {
   std::vector<LayerWeights> layers;
   Tensor output_norm;
   Tensor output;                       // [vocab, dim]: the embedding itself when the file ties them
-  std::optional<Tokenizer> tokenizer;  // none when the file has no tokenizer.ggml.tokens
+  std::optional<Tokenizer> tokenizer;  // none when the file has none, or one Kiln cannot read
+  std::string tokenizer_error;         // why there is none
   std::string chat_template;           // tokenizer.chat_template, or empty
   std::vector<int32_t> end_of_turn;    // ids that end a generated turn
 };

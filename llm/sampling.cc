@@ -62,7 +62,12 @@ int32_t pick_token(std::vector<float> logits, const Sampling& s,
     const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
     return la > lb || (la == lb && a < b);
   };
-  if (s.temperature == 0) return *std::min_element(order.begin(), order.end(), before);
+  const int32_t best = *std::min_element(order.begin(), order.end(), before);
+  if (!std::isfinite(logits[static_cast<size_t>(best)])) {
+    throw Error("[llm::Session::sample] no logit is finite (" +
+                std::to_string(logits[static_cast<size_t>(best)]) + " is the largest)");
+  }
+  if (s.temperature == 0) return best;
   const size_t k =
       s.top_k > 0 ? std::min(logits.size(), static_cast<size_t>(s.top_k)) : logits.size();
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),

@@ -92,16 +92,17 @@ int32_t Session::sample(const Tensor& logits, const Sampling& sampling) {
     throw Error("[llm::Session::sample] logits of shape [" + std::to_string(logits.numel()) +
                 " elements], expected [" + std::to_string(s.model->config.vocab) + "]");
   }
-  return pick_token(logits.astype(DType::F32).to_vector<float>(), sampling, s.history, s.draws++);
+  const int32_t id =
+      pick_token(logits.astype(DType::F32).to_vector<float>(), sampling, s.history, s.draws);
+  ++s.draws;  // only a draw that happened counts
+  return id;
 }
 
 std::string Session::generate(std::string_view prompt, int max_new_tokens, const Sampling& s,
                               const std::function<bool(std::string_view piece)>& on_piece) {
   using Clock = std::chrono::steady_clock;
   const Model::Data& model = *state_->model;
-  if (!model.tokenizer) {
-    throw Error("[llm::Session::generate] the model's file has no tokenizer");
-  }
+  if (!model.tokenizer) throw Error("[llm::Session::generate] " + model.tokenizer_error);
   const Tokenizer& tokenizer = *model.tokenizer;
   std::vector<int32_t> ids = tokenizer.encode(prompt);
   if (tokenizer.add_bos() && tokenizer.bos() >= 0 && state_->position == 0) {

@@ -83,12 +83,16 @@ int generate_command(int argc, char** argv) {
 
   const llm::Model model = llm::Model::load(o.values["model"]);
   const std::string prompt = o.chat ? model.chat_prompt(o.values["prompt"]) : o.values["prompt"];
-  llm::Session session(model);
+  const Tokenizer& t = model.tokenizer();
+  std::vector<int32_t> ids = t.encode(prompt);
+  if (t.add_bos() && t.bos() >= 0) ids.insert(ids.begin(), t.bos());
+  // A cache for this prompt and its answer, not the model's whole context (SmolLM2's 8192
+  // positions would be 377 MB of keys and values).
+  const int64_t positions = std::min<int64_t>(
+      model.context_length(), static_cast<int64_t>(ids.size()) + std::max(max_tokens, 0));
+  llm::Session session(model, positions);
   if (o.values.count("logits-out")) {  // a Session of its own: the prompt alone
-    const Tokenizer& t = model.tokenizer();
-    std::vector<int32_t> ids = t.encode(prompt);
-    if (t.add_bos() && t.bos() >= 0) ids.insert(ids.begin(), t.bos());
-    llm::Session logits_session(model);
+    llm::Session logits_session(model, static_cast<int64_t>(ids.size()));
     save_npy(o.values["logits-out"], logits_session.prefill(ids));
   }
   session.generate(prompt, max_tokens, s, [](std::string_view piece) {

@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""A float64 forward of a Llama-architecture GGUF model in numpy: the tests' reference logits.
+"""A float64 forward of a llama or qwen2 GGUF model in numpy: the tests' reference logits.
 
-Written from the published architecture (Touvron et al. 2023; ggml's LLM_ARCH_LLAMA graph),
-independently of Kiln. The gguf package reads the file and dequantizes every weight; all
-arithmetic after that is float64:
+Written from the published architectures (Touvron et al. 2023; Qwen2 technical report 2024;
+ggml's LLM_ARCH_LLAMA and LLM_ARCH_QWEN2 graphs), independently of Kiln. The gguf package
+reads the file and dequantizes every weight; all arithmetic after that is float64:
 
     x = token_embd[ids]
-    per layer:  x += W_o · attention(rope(W_q · n), rope(W_k · n), W_v · n),  n = rms_norm(x)
-                x += W_down · (silu(W_gate · n) * (W_up · n)),              n = rms_norm(x)
+    per layer:  x += W_o · attention(rope(W_q · n + b_q), rope(W_k · n + b_k), W_v · n + b_v),
+                                                                       n = rms_norm(x)
+                x += W_down · (silu(W_gate · n) * (W_up · n)),         n = rms_norm(x)
     logits = output · rms_norm(x)        (output is token_embd when the file has none)
 
-GGUF files store W_q and W_k with their rows permuted (llama.cpp's converter does it), so
-RoPE turns adjacent pairs (2i, 2i + 1) by position · freq_base^(-2i / rope_dim).
+The biases are qwen2's. RoPE turns pairs of a head's dims by position · freq_base^(-2j /
+rope_dim) for pair j: llama files pair (2j, 2j + 1), since llama.cpp's converter permutes
+W_q's and W_k's rows for it; qwen2 pairs (j, j + rope_dim / 2), the checkpoint's own layout.
 
     llm_reference.py MODEL.gguf --ids 1,2,3 [--greedy N] [--out logits.npy] [--round-activations]
 
@@ -40,14 +42,15 @@ class Model:
                           if t.tensor_type.name not in ("F32", "F16", "BF16", "F64")}
         self.meta = {k: f.contents() for k, f in reader.fields.items() if not k.startswith("tokenizer.")}
         arch = self.meta["general.architecture"]
-        if arch != "llama":
-            raise SystemExit(f"llm_reference.py: architecture {arch!r} is not llama")
-        key = lambda name: self.meta[f"llama.{name}"]
+        if arch not in ("llama", "qwen2"):
+            raise SystemExit(f"llm_reference.py: architecture {arch!r} is not llama or qwen2")
+        self.halves = arch == "qwen2"
+        key = lambda name: self.meta[f"{arch}.{name}"]
         self.layers = int(key("block_count"))
         self.heads = int(key("attention.head_count"))
         self.kv_heads = int(key("attention.head_count_kv"))
         self.eps = float(key("attention.layer_norm_rms_epsilon"))
-        self.base = float(self.meta.get("llama.rope.freq_base", 10000.0))
+        self.base = float(self.meta.get(f"{arch}.rope.freq_base", 10000.0))
         self.weights = {}
         for t in reader.tensors:
             values = quants.dequantize(np.asarray(t.data), t.tensor_type)
@@ -55,34 +58,41 @@ class Model:
             self.weights[t.name] = values.astype(np.float64).reshape(shape)
         self.dim = self.weights["token_embd.weight"].shape[1]
         self.head_dim = self.dim // self.heads
-        self.rope_dim = int(self.meta.get("llama.rope.dimension_count", self.head_dim))
+        self.rope_dim = int(self.meta.get(f"{arch}.rope.dimension_count", self.head_dim))
 
     def w(self, name):
         return self.weights[name]
 
     def product(self, x, name):
-        """x @ W.T, with x rounded as Kiln rounds it when asked and W is block-quantized."""
+        """x @ W.T (+ b when the file has name's bias), with x rounded as Kiln rounds it when
+        asked and W is block-quantized."""
         if self.round_activations and name in self.quantized:
             blocks = x.reshape(*x.shape[:-1], -1, 32)
             scale = np.abs(blocks).max(axis=-1, keepdims=True) / 127
             safe = np.where(scale > 0, scale, 1)
             x = (np.round(blocks / safe) * scale).reshape(x.shape)
-        return x @ self.w(name).T
+        out = x @ self.w(name).T
+        bias = name.replace(".weight", ".bias")
+        return out + self.weights[bias] if bias in self.weights else out
 
     def rms_norm(self, x, weight):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * weight
 
     def rope(self, x):
-        """x [T, heads, head_dim] at positions 0 .. T-1: adjacent pairs of the first rope_dim."""
+        """x [T, heads, head_dim] at positions 0 .. T-1: pairs of the first rope_dim dims."""
         tokens = x.shape[0]
         half = self.rope_dim // 2
         freq = self.base ** (-2.0 * np.arange(half) / self.rope_dim)
         angle = np.arange(tokens)[:, None] * freq[None, :]  # [T, half]
         cos, sin = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]
         out = x.copy()
-        even, odd = x[..., 0:self.rope_dim:2], x[..., 1:self.rope_dim:2]
-        out[..., 0:self.rope_dim:2] = even * cos - odd * sin
-        out[..., 1:self.rope_dim:2] = even * sin + odd * cos
+        if self.halves:
+            first, second = slice(0, half), slice(half, self.rope_dim)
+        else:
+            first, second = slice(0, self.rope_dim, 2), slice(1, self.rope_dim, 2)
+        a, b = x[..., first], x[..., second]
+        out[..., first] = a * cos - b * sin
+        out[..., second] = a * sin + b * cos
         return out
 
     def attention(self, n, layer):

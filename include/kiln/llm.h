@@ -38,14 +38,17 @@ struct Sampling {
 
 class Model {
  public:
-  // Reads the GGUF file (mapped, not copied, on the CPU). An architecture, tensor or metadata
-  // key that is missing or unsupported is a kiln::Error naming it.
+  // Reads the GGUF file (mapped, not copied). An architecture, tensor or metadata key that is
+  // missing or unsupported is a kiln::Error naming it; so is a device other than the CPU, for
+  // now. A tokenizer Kiln cannot read leaves the model usable with token ids (tokenizer()
+  // then says why).
   static Model load(const std::string& gguf_path, Device device = default_device());
 
-  std::string architecture() const;  // general.architecture: "llama"
+  std::string architecture() const;  // general.architecture: "llama" or "qwen2"
   int64_t vocab_size() const;
   int64_t context_length() const;  // the positions the model was trained for
-  // The file's tokenizer (tokenizer.ggml.*); a kiln::Error when the file has none.
+  // The file's tokenizer (tokenizer.ggml.*); a kiln::Error when the file has none, or one
+  // Kiln cannot read (SentencePiece).
   const Tokenizer& tokenizer() const;
   // One user message in the model's chat template (tokenizer.chat_template), the assistant's
   // turn opened: ChatML templates (<|im_start|>) are recognized, with the default system
@@ -85,7 +88,8 @@ class Session {
   // token (the tokenizer's EOS, <|im_end|>, <|eot_id|>, <end_of_turn>, <|endoftext|>),
   // when on_piece returns false, or when the cache is full. on_piece gets the text as it
   // comes, in whole UTF-8 characters; the result is all of it. End-of-turn tokens are not
-  // part of the text.
+  // part of the text. The last token sampled is not run: the cache ends before it, so a
+  // later step(last) or generate continues from there.
   std::string generate(std::string_view prompt, int max_new_tokens, const Sampling& s,
                        const std::function<bool(std::string_view piece)>& on_piece = {});
   // What the last generate did: its prompt's tokens and prefill time, then the tokens it

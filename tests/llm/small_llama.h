@@ -11,23 +11,25 @@
 
 namespace kiln::testing {
 
-// A small Llama with random f32 weights (rows of W_q and W_k in GGUF's pairing, as any
-// converted file has them), for save_gguf. vocab 96, width 32, 4 query heads on 2 key/value
-// heads, MLP width 48, 2 layers, a context of 512.
-inline GgufFile small_llama(bool tied) {
+// A small model of the Llama family with random f32 weights, for save_gguf: architecture
+// "llama" (W_q and W_k as GGUF's converter leaves them, rotated in adjacent pairs) or "qwen2"
+// (with q, k and v biases). vocab 96, width 32, 4 query heads on 2 key/value heads, MLP
+// width 48, 2 layers, a context of 512.
+inline GgufFile small_model(const std::string& architecture, bool tied) {
   const int64_t vocab = 96, dim = 32, heads = 4, kv_heads = 2, hidden = 48, layers = 2;
   GgufFile f;
-  f.metadata["general.architecture"] = GgufValue::string("llama");
+  f.metadata["general.architecture"] = GgufValue::string(architecture);
+  const std::string a = architecture + ".";
   auto u32 = [](int64_t v) { return GgufValue::integer(GgufValue::Type::kU32, v); };
-  f.metadata["llama.block_count"] = u32(layers);
-  f.metadata["llama.embedding_length"] = u32(dim);
-  f.metadata["llama.attention.head_count"] = u32(heads);
-  f.metadata["llama.attention.head_count_kv"] = u32(kv_heads);
-  f.metadata["llama.feed_forward_length"] = u32(hidden);
-  f.metadata["llama.context_length"] = u32(512);
-  f.metadata["llama.rope.dimension_count"] = u32(dim / heads);
-  f.metadata["llama.rope.freq_base"] = GgufValue::floating(GgufValue::Type::kF32, 500.0);
-  f.metadata["llama.attention.layer_norm_rms_epsilon"] =
+  f.metadata[a + "block_count"] = u32(layers);
+  f.metadata[a + "embedding_length"] = u32(dim);
+  f.metadata[a + "attention.head_count"] = u32(heads);
+  f.metadata[a + "attention.head_count_kv"] = u32(kv_heads);
+  f.metadata[a + "feed_forward_length"] = u32(hidden);
+  f.metadata[a + "context_length"] = u32(512);
+  f.metadata[a + "rope.dimension_count"] = u32(dim / heads);
+  f.metadata[a + "rope.freq_base"] = GgufValue::floating(GgufValue::Type::kF32, 500.0);
+  f.metadata[a + "attention.layer_norm_rms_epsilon"] =
       GgufValue::floating(GgufValue::Type::kF32, 1e-5);
   uint64_t seed = 11;
   auto matrix = [&](int64_t out, int64_t in) {
@@ -49,9 +51,16 @@ inline GgufFile small_llama(bool tied) {
     f.tensors[p + "ffn_gate.weight"] = matrix(hidden, dim);
     f.tensors[p + "ffn_up.weight"] = matrix(hidden, dim);
     f.tensors[p + "ffn_down.weight"] = matrix(dim, hidden);
+    if (architecture == "qwen2") {
+      f.tensors[p + "attn_q.bias"] = (Tensor::randn({dim}, seed++) * 0.5).eval();
+      f.tensors[p + "attn_k.bias"] = (Tensor::randn({kv}, seed++) * 0.5).eval();
+      f.tensors[p + "attn_v.bias"] = (Tensor::randn({kv}, seed++) * 0.5).eval();
+    }
   }
   return f;
 }
+
+inline GgufFile small_llama(bool tied) { return small_model("llama", tied); }
 
 }  // namespace kiln::testing
 
