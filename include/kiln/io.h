@@ -24,8 +24,14 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path);
 // of a tensor-parallel group loads its shard of a weight (kiln/distributed.h).
 Tensor load_safetensors_shard(const std::string& path, const std::string& name, int axis, int part,
                               int parts);
-// Writes through a temporary file renamed into place (a sync point for the tensors).
-void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors);
+// The header's "__metadata__": the free-form strings a writer stored beside the tensors
+// (Hugging Face's {"format": "pt"}); empty when the file has none. The header is checked as
+// load_safetensors checks it, and a metadata value that is not a string is an error naming it.
+std::map<std::string, std::string> load_safetensors_metadata(const std::string& path);
+// Writes through a temporary file renamed into place (a sync point for the tensors), with
+// `metadata` as the header's "__metadata__" when it is not empty.
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
 
 // GGUF files (llama.cpp's format, versions 2 and 3; docs/io.md).
 //

@@ -192,6 +192,31 @@ struct FileDescriptor {
   }
 };
 
+// A file's header, read with pread (not mapped): its JSON bytes and where the data starts.
+struct Header {
+  std::vector<unsigned char> json;
+  uint64_t data_start = 0, data_size = 0;
+};
+
+Header read_header(int fd, const FailFn& fail) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw fail("cannot stat");
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  if (file_size < 8) throw fail(absl::StrCat("file of ", file_size, " bytes has no header length"));
+  unsigned char length_bytes[8];
+  read_at(fd, length_bytes, 8, 0, fail);
+  const uint64_t header_length = little_endian_u64(length_bytes);
+  if (header_length > kMaxHeaderBytes || header_length > file_size - 8) {
+    throw fail(absl::StrCat("header of ", header_length, " bytes does not fit the file"));
+  }
+  Header h;
+  h.json.resize(header_length);
+  read_at(fd, h.json.data(), header_length, 8, fail);
+  h.data_start = 8 + header_length;
+  h.data_size = file_size - h.data_start;
+  return h;
+}
+
 }  // namespace
 
 std::map<std::string, Tensor> load_safetensors(const std::string& path) {
@@ -234,21 +259,10 @@ Tensor load_safetensors_shard(const std::string& path, const std::string& name, 
   FileDescriptor file;
   file.fd = ::open(path.c_str(), O_RDONLY);
   if (file.fd < 0) throw fail(absl::StrCat("cannot open (", std::strerror(errno), ")"));
-  struct stat st {};
-  if (::fstat(file.fd, &st) != 0) throw fail("cannot stat");
-  const auto file_size = static_cast<uint64_t>(st.st_size);
-  if (file_size < 8) throw fail(absl::StrCat("file of ", file_size, " bytes has no header length"));
-  unsigned char length_bytes[8];
-  read_at(file.fd, length_bytes, 8, 0, fail);
-  const uint64_t header_length = little_endian_u64(length_bytes);
-  if (header_length > kMaxHeaderBytes || header_length > file_size - 8) {
-    throw fail(absl::StrCat("header of ", header_length, " bytes does not fit the file"));
-  }
-  std::vector<unsigned char> json_bytes(header_length);
-  read_at(file.fd, json_bytes.data(), header_length, 8, fail);
-  const uint64_t data_start = 8 + header_length;
+  const Header header = read_header(file.fd, fail);
+  const uint64_t data_start = header.data_start;
   const std::vector<Entry> entries =
-      parse_header(json_bytes.data(), header_length, file_size - data_start, fail);
+      parse_header(header.json.data(), header.json.size(), header.data_size, fail);
   const auto it =
       std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.name == name; });
   if (it == entries.end()) throw fail("no tensor of that name in the file");
@@ -285,7 +299,35 @@ Tensor load_safetensors_shard(const std::string& path, const std::string& name, 
   return jit::realized_on(shard, buffer, default_device());
 }
 
-void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors) {
+std::map<std::string, std::string> load_safetensors_metadata(const std::string& path) {
+  auto fail = [&](const std::string& what) -> Error {
+    return Error(absl::StrCat("[load_safetensors_metadata] ", path, ": ", what));
+  };
+  FileDescriptor file;
+  file.fd = ::open(path.c_str(), O_RDONLY);
+  if (file.fd < 0) throw fail(absl::StrCat("cannot open (", std::strerror(errno), ")"));
+  const Header header = read_header(file.fd, fail);
+  (void)parse_header(header.json.data(), header.json.size(), header.data_size, fail);
+  // parse_header parsed these bytes already; a failure here would be the same one.
+  const nlohmann::json json =
+      nlohmann::json::parse(header.json.begin(), header.json.end(), nullptr, false);
+  if (json.is_discarded()) throw fail("malformed JSON header");
+  std::map<std::string, std::string> metadata;
+  const auto it = json.find("__metadata__");
+  if (it == json.end()) return metadata;
+  if (!it->is_object()) throw fail("'__metadata__' is not an object of strings");
+  for (const auto& [key, value] : it->items()) {
+    if (!value.is_string()) {
+      throw fail(absl::StrCat("'__metadata__' entry '", key, "' is ", value.dump(),
+                              ", expected a string"));
+    }
+    metadata[key] = value.get<std::string>();
+  }
+  return metadata;
+}
+
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
   std::vector<Tensor> all;
   for (const auto& [name, t] : tensors) {
     if (!t.defined())
@@ -300,6 +342,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   }
   eval(all);
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     const uint64_t size =

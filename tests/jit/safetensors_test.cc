@@ -1,6 +1,9 @@
 // .safetensors through the public API, with hand-made bad files.
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
 
 #include "tests/test_util.h"
 
@@ -51,6 +54,35 @@ TEST_F(SafetensorsTest, ReadsAFileWrittenByHand) {
       data);
   auto t = load_safetensors(path("a.safetensors"));
   EXPECT_EQ(t.at("b").to_vector<float>(), (std::vector<float>{1.5f, -2.0f, 0.25f}));
+}
+
+// "__metadata__" as Hugging Face writes it, read back; written by Kiln first in the header,
+// where other readers look for it; a value that is not a string is an error naming it.
+TEST_F(SafetensorsTest, MetadataIsReadAndWritten) {
+  float values[3] = {1.5f, -2.0f, 0.25f};
+  const std::string data(reinterpret_cast<const char*>(values), sizeof values);
+  const std::string tensor = R"("b": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]})";
+  write("hf.safetensors", R"({"__metadata__": {"format": "pt", "n": "7"}, )" + tensor + "}", data);
+  EXPECT_EQ(load_safetensors_metadata(path("hf.safetensors")),
+            (std::map<std::string, std::string>{{"format", "pt"}, {"n", "7"}}));
+  write("none.safetensors", "{" + tensor + "}", data);
+  EXPECT_TRUE(load_safetensors_metadata(path("none.safetensors")).empty());
+
+  const std::map<std::string, std::string> metadata{{"format", "pt"}, {"source", "kiln test"}};
+  save_safetensors(path("m.safetensors"), {{"w", Tensor::ones({2, 2})}}, metadata);
+  EXPECT_EQ(load_safetensors_metadata(path("m.safetensors")), metadata);
+  EXPECT_EQ(load_safetensors(path("m.safetensors")).at("w").to_vector<float>(),
+            (std::vector<float>{1, 1, 1, 1}));
+  std::ifstream in(path("m.safetensors"), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(bytes.substr(8, 16), R"({"__metadata__":)");
+
+  write("bad.safetensors", R"({"__metadata__": {"n": 7}, )" + tensor + "}", data);
+  testing::expect_error([&] { (void)load_safetensors_metadata(path("bad.safetensors")); },
+                        {"[load_safetensors_metadata]", "entry 'n' is 7", "expected a string"});
+  write("short.safetensors", "{" + tensor + "}", data.substr(0, 8));
+  testing::expect_error([&] { (void)load_safetensors_metadata(path("short.safetensors")); },
+                        {"tensor 'b'"});
 }
 
 // The 8-bit dtypes as other writers spell them: OCP codes 0x38 (1), 0x7e (448), 0xfe (-448)
