@@ -58,32 +58,34 @@ const Tokenizer& Model::tokenizer() const {
   return *data_->tokenizer;
 }
 
-std::string Model::chat_prompt(std::string_view user_message) const {
+std::string Model::chat_prompt(std::string_view user_message, bool first_turn) const {
   const std::string& t = data_->chat_template;
   if (t.find("<|im_start|>") == std::string::npos) {
     throw Error(t.empty() ? "[llm::Model::chat_prompt] the file has no tokenizer.chat_template"
                           : "[llm::Model::chat_prompt] the chat template is not ChatML "
                             "(<|im_start|>), the one format Kiln applies");
   }
-  // ChatML. The template's own default system turn, when it writes one, is its literal
-  // text from "<|im_start|>system\n" to the next "<|im_end|>".
-  // ChatML. The template's own default system turn, when it writes one, is its literal
-  // text from "<|im_start|>system\n" to the next "<|im_end|>": the first such turn that is
-  // plain text, since a turn spliced from the messages ("' + message['content']") is the
-  // template's code, not a default.
-  std::string prompt;
+  std::string user = "<|im_start|>user\n";
+  user.append(user_message).append("<|im_end|>\n<|im_start|>assistant\n");
+  // A later turn first closes the assistant's answer: generate stops at its end-of-turn token
+  // without running it.
+  if (!first_turn) return "<|im_end|>\n" + user;
+  // The template's own default system turn, when it writes one, is its literal text from
+  // "<|im_start|>system\n" to the next "<|im_end|>": the first such turn that is plain text,
+  // since a turn spliced from the messages ("' + message['content']") is the template's code,
+  // not a default.
   const std::string system = "<|im_start|>system\n";
   for (size_t at = t.find(system); at != std::string::npos; at = t.find(system, at + 1)) {
     const size_t end = t.find("<|im_end|>", at);
     if (end == std::string::npos) break;
     const std::string turn = t.substr(at, end - at);
     if (turn.find_first_of("'\"{}") == std::string::npos) {
-      prompt = turn + "<|im_end|>\n";
-      break;
+      std::string prompt = turn;
+      prompt.append("<|im_end|>\n").append(user);
+      return prompt;
     }
   }
-  return prompt + "<|im_start|>user\n" + std::string(user_message) +
-         "<|im_end|>\n<|im_start|>assistant\n";
+  return user;
 }
 
 std::string Model::architecture() const { return data_->config.architecture; }

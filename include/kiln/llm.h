@@ -53,8 +53,9 @@ class Model {
   // One user message in the model's chat template (tokenizer.chat_template), the assistant's
   // turn opened: ChatML templates (<|im_start|>) are recognized, with the default system
   // message the template writes when none is given. Another template, or none, is a
-  // kiln::Error.
-  std::string chat_prompt(std::string_view user_message) const;
+  // kiln::Error. A later turn of the same conversation (first_turn false) closes the
+  // assistant's answer, whose end-of-turn token generate does not run, and has no system turn.
+  std::string chat_prompt(std::string_view user_message, bool first_turn = true) const;
 
   struct Data;  // the configuration and the weights (llm/model_data.h)
 

@@ -450,5 +450,31 @@ TEST_F(LlmTest, TheGenerateCommandStreamsTextAndReportsItsRates) {
   EXPECT_NE(bad.output.find("kiln: "), std::string::npos) << bad.output;
 }
 
+// samples/chat: two turns on one Session. The second turn's prompt follows the first answer in
+// the cache (it grows, never restarts), and the end-of-turn tokens stay out of the text.
+TEST_F(LlmTest, TheChatSampleKeepsOneConversation) {
+  std::string failure;
+  const std::string dir = testing::fetch_model("fetch-smollm2.sh", &failure);
+  ASSERT_FALSE(dir.empty()) << failure;
+  const std::string model = dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const Model m = Model::load(model);
+  EXPECT_EQ(m.chat_prompt("Again?", false),
+            "<|im_end|>\n<|im_start|>user\nAgain?<|im_end|>\n<|im_start|>assistant\n");
+  const testing::Result r =
+      testing::run("printf 'Say hello.\\nAnd once more?\\n\\n' | " + std::string(KILN_SAMPLES_DIR) +
+                   "/chat " + model + " --max-tokens 24");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::regex turn("\\[([0-9]+) tokens, [0-9.]+ tok/s; ([0-9]+) of 2048 positions used\\]");
+  std::vector<int64_t> used;
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), turn);
+       it != std::sregex_iterator(); ++it) {
+    used.push_back(std::stoll((*it)[2]));
+  }
+  ASSERT_EQ(used.size(), 2u) << r.output;
+  EXPECT_GT(used[1], used[0] + 10) << r.output;  // the second prompt and answer after the first
+  EXPECT_EQ(r.output.find("<|im_end|>"), std::string::npos) << r.output;
+  EXPECT_EQ(testing::run(std::string(KILN_SAMPLES_DIR) + "/chat").exit_code, 2);
+}
+
 }  // namespace
 }  // namespace kiln
