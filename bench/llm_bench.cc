@@ -12,18 +12,14 @@
 
 #include "kiln/kiln.h"
 #include "kiln/llm.h"
+#include "samples/model_cache.h"
 
 namespace {
 
 std::string model_path() {
   if (const char* file = std::getenv("KILN_SMOLLM2")) return file;
-  const char* cache = std::getenv("KILN_MODEL_CACHE");
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  const std::string root = cache ? cache
-                           : xdg ? std::string(xdg) + "/kiln"
-                                 : std::string(home ? home : ".") + "/.cache/kiln";
-  return root + "/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
+  return kiln::samples::model_cache_dir() +
+         "/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
 const kiln::llm::Model& model() {

@@ -12,18 +12,13 @@
 #include <vector>
 
 #include "samples/minilm.h"
+#include "samples/model_cache.h"
 
 namespace {
 
 std::string model_dir() {
   if (const char* dir = std::getenv("KILN_MINILM_DIR")) return dir;
-  const char* cache = std::getenv("KILN_MODEL_CACHE");
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  const std::string root = cache ? cache
-                           : xdg ? std::string(xdg) + "/kiln"
-                                 : std::string(home ? home : ".") + "/.cache/kiln";
-  return root + "/all-MiniLM-L6-v2";
+  return kiln::samples::model_cache_dir() + "/all-MiniLM-L6-v2";
 }
 
 // The token ids bench/minilm_compare.py feeds ONNX Runtime and PyTorch: [CLS] ... [SEP] with

@@ -17,6 +17,7 @@
 
 #include "samples/bert_tokenizer.h"
 #include "samples/minilm.h"
+#include "samples/model_cache.h"
 
 namespace {
 
@@ -33,13 +34,7 @@ const std::vector<std::string> kSentences = {
 
 std::string default_model_dir() {
   if (const char* dir = std::getenv("KILN_MINILM_DIR")) return dir;
-  if (const char* cache = std::getenv("KILN_MODEL_CACHE")) {
-    return std::string(cache) + "/all-MiniLM-L6-v2";
-  }
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  const std::string cache = xdg ? xdg : std::string(home ? home : ".") + "/.cache";
-  return cache + "/kiln/all-MiniLM-L6-v2";
+  return kiln::samples::model_cache_dir() + "/all-MiniLM-L6-v2";
 }
 
 void print_similarities(const std::vector<std::string>& sentences, const Tensor& embeddings) {
