@@ -78,6 +78,24 @@ Tensor causal_mask(int64_t start, int64_t tokens, int64_t span) {
   return Tensor::arange(span, DType::I64).reshape({1, span}) <= query_pos;
 }
 
+// What every layer of one forward shares, made once: RoPE's tables and each dim's partner,
+// and how many cached positions the attention reads with which mask.
+struct StepInputs {
+  Tensor cos, sin, partners;
+  int64_t span = 0;
+  Tensor mask;
+};
+
+StepInputs step_inputs(const ModelConfig& c, int64_t capacity, int64_t start, int64_t tokens) {
+  StepInputs in;
+  rope_tables(c, start, tokens, in.cos, in.sin);
+  in.partners = pair_partners(c);
+  in.span = std::min(capacity,
+                     (start + tokens + kAttentionStride - 1) / kAttentionStride * kAttentionStride);
+  in.mask = causal_mask(start, tokens, in.span);
+  return in;
+}
+
 // h W^T, plus b when the architecture has one.
 Tensor project(const Tensor& h, const Tensor& w, const Tensor& b) {
   return b.defined() ? linear(h, w, b) : linear(h, w);
@@ -89,25 +107,22 @@ Tensor split_heads(const Tensor& x, int64_t n, int64_t head_dim) {
 }
 
 Tensor attention(const Model::Data& m, const LayerWeights& l, KvCache& cache, size_t layer,
-                 const Tensor& h, const Tensor& cos_t, const Tensor& sin_t, int64_t start) {
+                 const Tensor& h, const StepInputs& in, int64_t start) {
   const ModelConfig& c = m.config;
   const int64_t tokens = h.shape()[1];
-  const Tensor partners = pair_partners(c);
   const Tensor q =
-      rope(split_heads(project(h, l.wq, l.bq), c.heads, c.head_dim), cos_t, sin_t, partners)
+      rope(split_heads(project(h, l.wq, l.bq), c.heads, c.head_dim), in.cos, in.sin, in.partners)
           .permute({0, 2, 1, 3});
   const Tensor k =
-      rope(split_heads(project(h, l.wk, l.bk), c.kv_heads, c.head_dim), cos_t, sin_t, partners)
+      rope(split_heads(project(h, l.wk, l.bk), c.kv_heads, c.head_dim), in.cos, in.sin, in.partners)
           .permute({0, 2, 1, 3});
   const Tensor v =
       split_heads(project(h, l.wv, l.bv), c.kv_heads, c.head_dim).permute({0, 2, 1, 3});
   cache.keys[layer] = update_slice(cache.keys[layer], k, 2, start);
   cache.values[layer] = update_slice(cache.values[layer], v, 2, start);
-  const int64_t span = std::min(cache.capacity, (start + tokens + kAttentionStride - 1) /
-                                                    kAttentionStride * kAttentionStride);
-  const Tensor context = scaled_dot_product_attention(
-      q, cache.keys[layer].slice(2, 0, span), cache.values[layer].slice(2, 0, span),
-      causal_mask(start, tokens, span));  // [1, heads, T, head_dim]
+  const Tensor context = scaled_dot_product_attention(q, cache.keys[layer].slice(2, 0, in.span),
+                                                      cache.values[layer].slice(2, 0, in.span),
+                                                      in.mask);  // [1, heads, T, head_dim]
   return linear(context.permute({0, 2, 1, 3}).reshape({1, tokens, c.dim}), l.wo);
 }
 
@@ -128,13 +143,11 @@ Tensor llama_forward(const Model::Data& m, KvCache& cache, const std::vector<int
                      int64_t start) {
   const ModelConfig& c = m.config;
   const auto tokens = static_cast<int64_t>(ids.size());
-  Tensor cos_t, sin_t;
-  rope_tables(c, start, tokens, cos_t, sin_t);
+  const StepInputs in = step_inputs(c, cache.capacity, start, tokens);
   Tensor x = embedding(m.embedding, Tensor::from_vector(ids, {1, tokens}));  // [1, T, dim]
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const LayerWeights& l = m.layers[i];
-    x = x +
-        attention(m, l, cache, i, rms_norm(x, l.attention_norm, c.norm_eps), cos_t, sin_t, start);
+    x = x + attention(m, l, cache, i, rms_norm(x, l.attention_norm, c.norm_eps), in, start);
     const Tensor h = rms_norm(x, l.mlp_norm, c.norm_eps);
     x = x + linear(silu(linear(h, l.w_gate)) * linear(h, l.w_up), l.w_down);
   }

@@ -53,9 +53,23 @@ Model Model::load(const std::string& gguf_path, Device device) {
   return Model(std::move(data));
 }
 
-const Tokenizer& Model::tokenizer() const {
-  if (!data_->tokenizer) throw Error("[llm::Model::tokenizer] " + data_->tokenizer_error);
-  return *data_->tokenizer;
+const Tokenizer& tokenizer_of(const Model::Data& model, const std::string& caller) {
+  if (!model.tokenizer) throw Error("[" + caller + "] " + model.tokenizer_error);
+  return *model.tokenizer;
+}
+
+std::vector<int32_t> prompt_ids(const Model::Data& model, std::string_view text, bool at_start,
+                                const std::string& caller) {
+  const Tokenizer& t = tokenizer_of(model, caller);
+  std::vector<int32_t> ids = t.encode(text);
+  if (at_start && t.add_bos() && t.bos() >= 0) ids.insert(ids.begin(), t.bos());
+  return ids;
+}
+
+const Tokenizer& Model::tokenizer() const { return tokenizer_of(*data_, "llm::Model::tokenizer"); }
+
+std::vector<int32_t> Model::prompt_ids(std::string_view text, bool at_start) const {
+  return llm::prompt_ids(*data_, text, at_start, "llm::Model::prompt_ids");
 }
 
 std::string Model::chat_prompt(std::string_view user_message, bool first_turn) const {

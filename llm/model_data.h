@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/llm.h"
@@ -55,6 +56,14 @@ struct Model::Data {
   std::string chat_template;           // tokenizer.chat_template, or empty
   std::vector<int32_t> end_of_turn;    // ids that end a generated turn
 };
+
+// The model's tokenizer, or a kiln::Error from `caller` saying why it has none.
+const Tokenizer& tokenizer_of(const Model::Data& model, const std::string& caller);
+
+// `text` encoded as a prompt: BOS first when the model asks for it and the prompt begins the
+// sequence (`at_start`).
+std::vector<int32_t> prompt_ids(const Model::Data& model, std::string_view text, bool at_start,
+                                const std::string& caller);
 
 }  // namespace kiln::llm
 

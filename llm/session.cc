@@ -102,19 +102,15 @@ std::string Session::generate(std::string_view prompt, int max_new_tokens, const
                               const std::function<bool(std::string_view piece)>& on_piece) {
   using Clock = std::chrono::steady_clock;
   const Model::Data& model = *state_->model;
-  if (!model.tokenizer) throw Error("[llm::Session::generate] " + model.tokenizer_error);
-  const Tokenizer& tokenizer = *model.tokenizer;
-  std::vector<int32_t> ids = tokenizer.encode(prompt);
-  if (tokenizer.add_bos() && tokenizer.bos() >= 0 && state_->position == 0) {
-    ids.insert(ids.begin(), tokenizer.bos());
-  }
+  const std::vector<int32_t> ids =
+      prompt_ids(model, prompt, state_->position == 0, "llm::Session::generate");
   Generation g;
   g.prompt_tokens = static_cast<int64_t>(ids.size());
   const Clock::time_point start = Clock::now();
   Tensor logits = prefill(ids);
   const Clock::time_point prefilled = Clock::now();
   g.prefill_seconds = std::chrono::duration<double>(prefilled - start).count();
-  Tokenizer::Decoder decoder(tokenizer);
+  Tokenizer::Decoder decoder(*model.tokenizer);
   std::string text;
   bool listening = true;  // until on_piece returns false
   auto emit = [&](const std::string& piece) {

@@ -270,6 +270,13 @@ inline std::string fetch_model(const std::string& script, std::string* failure) 
   while (!dir.empty() && dir.back() == '\n') dir.pop_back();
   return dir.substr(dir.rfind('\n') + 1);
 }
+
+// SmolLM2-135M-Instruct as llama.cpp ships it (Q4_1), fetched once by fetch-smollm2.sh: the
+// .gguf file's path, or an empty string and the script's output in *failure.
+inline std::string fetch_smollm2(std::string* failure) {
+  const std::string dir = fetch_model("fetch-smollm2.sh", failure);
+  return dir.empty() ? dir : dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
 #endif
 
 // Asserts that running `fn` throws kiln::Error whose message contains every one of `parts`.

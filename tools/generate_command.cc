@@ -83,9 +83,7 @@ int generate_command(int argc, char** argv) {
 
   const llm::Model model = llm::Model::load(o.values["model"]);
   const std::string prompt = o.chat ? model.chat_prompt(o.values["prompt"]) : o.values["prompt"];
-  const Tokenizer& t = model.tokenizer();
-  std::vector<int32_t> ids = t.encode(prompt);
-  if (t.add_bos() && t.bos() >= 0) ids.insert(ids.begin(), t.bos());
+  const std::vector<int32_t> ids = model.prompt_ids(prompt);
   // A cache for this prompt and its answer, not the model's whole context (SmolLM2's 8192
   // positions would be 377 MB of keys and values).
   const int64_t positions = std::min<int64_t>(

@@ -50,6 +50,10 @@ class Model {
   // The file's tokenizer (tokenizer.ggml.*); a kiln::Error when the file has none, or one
   // Kiln cannot read (SentencePiece).
   const Tokenizer& tokenizer() const;
+  // `text` encoded as a prompt: BOS first when the model asks for it
+  // (tokenizer.ggml.add_bos_token) and the prompt begins the sequence (`at_start`), as
+  // Session::generate encodes its prompt.
+  std::vector<int32_t> prompt_ids(std::string_view text, bool at_start = true) const;
   // One user message in the model's chat template (tokenizer.chat_template), the assistant's
   // turn opened: ChatML templates (<|im_start|>) are recognized, with the default system
   // message the template writes when none is given. Another template, or none, is a

@@ -328,9 +328,8 @@ uint64_t checksum(const std::vector<float>& v) {
 // and the metadata the package lists.
 TEST_F(GgufTest, ReadsARealQuantizedModelAsTheGgufPackageDoes) {
   std::string failure;
-  const std::string dir = testing::fetch_model("fetch-smollm2.sh", &failure);
-  ASSERT_FALSE(dir.empty()) << failure;
-  const std::string model = dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string model = testing::fetch_smollm2(&failure);
+  ASSERT_FALSE(model.empty()) << failure;
   const std::string listing = python(R"PY(
 import sys, numpy as np, gguf
 from gguf import quants

@@ -209,66 +209,43 @@ TEST_F(LlmTest, BadModelsAndBadCallsAreErrorsNamingWhatIsWrong) {
     save_gguf(path(name), copy);
     return path(name);
   };
-  testing::expect_error(
-      [&] {
-        Model::load(variant("arch.gguf", [](GgufFile& g) {
-          g.metadata["general.architecture"] = GgufValue::string("mamba");
-        }));
-      },
-      {"architecture 'mamba'", "not supported"});
-  testing::expect_error(
-      [&] {
-        Model::load(
-            variant("key.gguf", [](GgufFile& g) { g.metadata.erase("llama.block_count"); }));
-      },
-      {"no 'llama.block_count'"});
-  testing::expect_error(
-      [&] {
-        Model::load(
-            variant("tensor.gguf", [](GgufFile& g) { g.tensors.erase("blk.1.ffn_up.weight"); }));
-      },
-      {"'blk.1.ffn_up.weight' is missing", "[48, 32]"});
-  testing::expect_error(
-      [&] {
-        Model::load(variant("shape.gguf", [](GgufFile& g) {
-          g.tensors["blk.0.attn_k.weight"] = Tensor::zeros({32, 32});
-        }));
-      },
-      {"'blk.0.attn_k.weight' has shape [32, 32]", "expected [16, 32]"});
-  testing::expect_error(
-      [&] {
-        Model::load(variant("extra.gguf", [](GgufFile& g) {
-          g.tensors["blk.0.attn_q.bias"] = Tensor::zeros({32});
-        }));
-      },
-      {"'blk.0.attn_q.bias' is not used", "not supported"});
-  testing::expect_error(
-      [&] {
-        Model::load(variant("scaling.gguf", [](GgufFile& g) {
-          g.metadata["llama.rope.scaling.type"] = GgufValue::string("linear");
-        }));
-      },
-      {"'llama.rope.scaling.type'", "not supported"});
-  testing::expect_error(
-      [&] {
-        Model::load(variant("heads.gguf", [](GgufFile& g) {
-          g.metadata["llama.attention.head_count_kv"] = GgufValue::integer(Type::kU32, 3);
-        }));
-      },
-      {"head_count_kv' is 3", "divisor of head_count 4"});
+  // Loading the file with `change` made fails with an error that says each of `parts`.
+  auto refused = [&](const std::string& name, auto change, const std::vector<std::string>& parts) {
+    testing::expect_error([&] { Model::load(variant(name, change)); }, parts);
+  };
+  refused("arch.gguf",
+          [](GgufFile& g) { g.metadata["general.architecture"] = GgufValue::string("mamba"); },
+          {"architecture 'mamba'", "not supported"});
+  refused("key.gguf", [](GgufFile& g) { g.metadata.erase("llama.block_count"); },
+          {"no 'llama.block_count'"});
+  refused("tensor.gguf", [](GgufFile& g) { g.tensors.erase("blk.1.ffn_up.weight"); },
+          {"'blk.1.ffn_up.weight' is missing", "[48, 32]"});
+  refused("shape.gguf",
+          [](GgufFile& g) {
+            g.tensors["blk.0.attn_k.weight"] = Tensor::zeros({32, 32});
+          },
+          {"'blk.0.attn_k.weight' has shape [32, 32]", "expected [16, 32]"});
+  refused("extra.gguf", [](GgufFile& g) { g.tensors["blk.0.attn_q.bias"] = Tensor::zeros({32}); },
+          {"'blk.0.attn_q.bias' is not used", "not supported"});
+  refused("scaling.gguf",
+          [](GgufFile& g) { g.metadata["llama.rope.scaling.type"] = GgufValue::string("linear"); },
+          {"'llama.rope.scaling.type'", "not supported"});
+  refused("heads.gguf",
+          [](GgufFile& g) {
+            g.metadata["llama.attention.head_count_kv"] = GgufValue::integer(Type::kU32, 3);
+          },
+          {"head_count_kv' is 3", "divisor of head_count 4"});
   // Key and value sizes are accepted at the head size (converters often write them) and
   // refused otherwise.
   (void)Model::load(variant("keys.gguf", [](GgufFile& g) {
     g.metadata["llama.attention.key_length"] = GgufValue::integer(Type::kU32, 8);
     g.metadata["llama.attention.value_length"] = GgufValue::integer(Type::kU32, 8);
   }));
-  testing::expect_error(
-      [&] {
-        Model::load(variant("wide.gguf", [](GgufFile& g) {
-          g.metadata["llama.attention.key_length"] = GgufValue::integer(Type::kU32, 16);
-        }));
-      },
-      {"'llama.attention.key_length' is 16", "head size 8"});
+  refused("wide.gguf",
+          [](GgufFile& g) {
+            g.metadata["llama.attention.key_length"] = GgufValue::integer(Type::kU32, 16);
+          },
+          {"'llama.attention.key_length' is 16", "head size 8"});
   // A tokenizer Kiln cannot read leaves the model usable on ids, and says why it is missing.
   const Model sentencepiece = Model::load(variant("spm.gguf", [](GgufFile& g) {
     g.metadata["tokenizer.ggml.model"] = GgufValue::string("llama");
@@ -307,9 +284,8 @@ TEST_F(LlmTest, BadModelsAndBadCallsAreErrorsNamingWhatIsWrong) {
 
 TEST_F(LlmTest, SmolLM2MatchesTheFloat64Reference) {
   std::string failure;
-  const std::string dir = testing::fetch_model("fetch-smollm2.sh", &failure);
-  ASSERT_FALSE(dir.empty()) << failure;
-  const std::string file = dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string file = testing::fetch_smollm2(&failure);
+  ASSERT_FALSE(file.empty()) << failure;
   const Model model = Model::load(file);
   EXPECT_EQ(model.vocab_size(), 49152);
   EXPECT_EQ(model.context_length(), 8192);
@@ -344,14 +320,15 @@ TEST_F(LlmTest, SmolLM2MatchesTheFloat64Reference) {
 // reference picks (decoded by the tokenizer), in whole characters, and stops when asked.
 TEST_F(LlmTest, GenerateStreamsTheGreedyContinuation) {
   std::string failure;
-  const std::string dir = testing::fetch_model("fetch-smollm2.sh", &failure);
-  ASSERT_FALSE(dir.empty()) << failure;
-  const std::string file = dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string file = testing::fetch_smollm2(&failure);
+  ASSERT_FALSE(file.empty()) << failure;
   const Model model = Model::load(file);
   const Tokenizer& tokenizer = model.tokenizer();
   const std::string prompt = "1, 2, 3, 4, 5, 6, 7,";
   std::vector<int32_t> ids = tokenizer.encode(prompt);
   if (tokenizer.add_bos()) ids.insert(ids.begin(), tokenizer.bos());
+  EXPECT_EQ(model.prompt_ids(prompt), ids);
+  EXPECT_EQ(model.prompt_ids(prompt, false), tokenizer.encode(prompt));
   const Reference ref = reference(file, ids, 5);
   Session session(model, 64);
   std::string streamed;
@@ -376,13 +353,46 @@ TEST_F(LlmTest, GenerateStreamsTheGreedyContinuation) {
   EXPECT_EQ(first, tokenizer.decode({ref.greedy[0]}));
 }
 
+// BOS goes first when the model asks for it, and only at the start of the sequence: in
+// prompt_ids, and in generate, whose second prompt in one Session has none. The small model
+// with a tokenizer of its 96 ids: the printable ASCII characters, then BOS and EOS.
+TEST_F(LlmTest, PromptsBeginWithBosOnlyAtTheStart) {
+  GgufFile f = testing::small_llama(false);
+  std::vector<GgufValue> tokens, types;
+  for (char c = '!'; c <= '~'; ++c) tokens.push_back(GgufValue::string(std::string(1, c)));
+  types.assign(tokens.size(), GgufValue::integer(Type::kI32, 1));
+  for (const char* control : {"<s>", "</s>"}) {
+    tokens.push_back(GgufValue::string(control));
+    types.push_back(GgufValue::integer(Type::kI32, 3));
+  }
+  f.metadata["tokenizer.ggml.model"] = GgufValue::string("gpt2");
+  f.metadata["tokenizer.ggml.tokens"] = GgufValue::array(Type::kString, tokens);
+  f.metadata["tokenizer.ggml.token_type"] = GgufValue::array(Type::kI32, types);
+  f.metadata["tokenizer.ggml.merges"] = GgufValue::array(Type::kString, {});
+  f.metadata["tokenizer.ggml.bos_token_id"] = GgufValue::integer(Type::kU32, 94);
+  f.metadata["tokenizer.ggml.eos_token_id"] = GgufValue::integer(Type::kU32, 95);
+  f.metadata["tokenizer.ggml.add_bos_token"] = GgufValue::integer(Type::kBool, 1);
+  save_gguf(path("bos.gguf"), f);
+  const Model model = Model::load(path("bos.gguf"));
+  const std::vector<int32_t> ab{'a' - '!', 'b' - '!'};
+  EXPECT_EQ(model.prompt_ids("ab"), (std::vector<int32_t>{94, ab[0], ab[1]}));
+  EXPECT_EQ(model.prompt_ids("ab", false), ab);
+  Session session(model, 64);
+  (void)session.generate("ab", 1, {});
+  EXPECT_EQ(session.last_generation().prompt_tokens, 3);
+  const int64_t after_first = session.position();
+  (void)session.generate("ab", 1, {});
+  EXPECT_EQ(session.last_generation().prompt_tokens, 2);
+  EXPECT_EQ(session.position(), after_first + 2);
+}
+
 // The chat template's ChatML with its default system turn, as the template itself writes it
 // (tokenizer.chat_template); the answer ends at <|im_end|>, which is not part of the text.
 TEST_F(LlmTest, ChatPromptsFollowTheTemplateAndAnswersEndAtTheEndOfTurn) {
   std::string failure;
-  const std::string dir = testing::fetch_model("fetch-smollm2.sh", &failure);
-  ASSERT_FALSE(dir.empty()) << failure;
-  const Model model = Model::load(dir + "/SmolLM2-135M-Instruct.Q4_1.gguf");
+  const std::string file = testing::fetch_smollm2(&failure);
+  ASSERT_FALSE(file.empty()) << failure;
+  const Model model = Model::load(file);
   EXPECT_EQ(model.chat_prompt("Hi"),
             "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
             "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
@@ -423,9 +433,8 @@ TEST_F(LlmTest, TheThreadCountIsSetFromCpp) {
 // the prompt's logits, those of a Session's prefill.
 TEST_F(LlmTest, TheGenerateCommandStreamsTextAndReportsItsRates) {
   std::string failure;
-  const std::string dir = testing::fetch_model("fetch-smollm2.sh", &failure);
-  ASSERT_FALSE(dir.empty()) << failure;
-  const std::string file = dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string file = testing::fetch_smollm2(&failure);
+  ASSERT_FALSE(file.empty()) << failure;
   const testing::Result r =
       testing::run(std::string(KILN_TOOL_PATH) + " generate --model " + file +
                    " --prompt '1, 2, 3, 4, 5, 6, 7,' --max-tokens 4 --threads 2 --logits-out " +
@@ -454,9 +463,8 @@ TEST_F(LlmTest, TheGenerateCommandStreamsTextAndReportsItsRates) {
 // the cache (it grows, never restarts), and the end-of-turn tokens stay out of the text.
 TEST_F(LlmTest, TheChatSampleKeepsOneConversation) {
   std::string failure;
-  const std::string dir = testing::fetch_model("fetch-smollm2.sh", &failure);
-  ASSERT_FALSE(dir.empty()) << failure;
-  const std::string model = dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string model = testing::fetch_smollm2(&failure);
+  ASSERT_FALSE(model.empty()) << failure;
   const Model m = Model::load(model);
   EXPECT_EQ(m.chat_prompt("Again?", false),
             "<|im_end|>\n<|im_start|>user\nAgain?<|im_end|>\n<|im_start|>assistant\n");

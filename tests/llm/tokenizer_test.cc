@@ -282,9 +282,8 @@ class TokenizerModelTest : public testing::ScratchDirTest {
   void SetUp() override {
     ScratchDirTest::SetUp();
     std::string failure;
-    const std::string dir = testing::fetch_model("fetch-smollm2.sh", &failure);
-    ASSERT_FALSE(dir.empty()) << failure;
-    file_ = dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+    file_ = testing::fetch_smollm2(&failure);
+    ASSERT_FALSE(file_.empty()) << failure;
   }
 
   Tokenizer load() const { return Tokenizer::from_gguf(load_gguf(file_)); }
