@@ -165,6 +165,17 @@ TEST_F(LlmTest, SamplingFollowsItsRules) {
   EXPECT_EQ(kept[0], 0);
   EXPECT_GT(kept[1], 50);
   EXPECT_GT(kept[2], 100);
+  // Ties go to the lower id, -0 and +0 alike: of eight equal logits, top_p 0.3 keeps the
+  // first three.
+  s.top_p = 0.3;
+  std::vector<float> ties(96, -INFINITY);
+  for (int i = 0; i < 8; ++i) ties[static_cast<size_t>(i)] = i % 2 ? 0.0f : -0.0f;
+  std::vector<int> tied(96, 0);
+  for (int i = 0; i < 300; ++i) {
+    ++tied[static_cast<size_t>(session.sample(Tensor::from_vector(ties, {96}), s))];
+  }
+  EXPECT_EQ(tied[0] + tied[1] + tied[2], 300);
+  EXPECT_GT(std::min({tied[0], tied[1], tied[2]}), 50);
   // The same seed draws the same tokens in a new Session (or after reset); another seed not.
   s.top_p = 1;
   auto draws = [&](Session& one, uint64_t seed) {
