@@ -1,5 +1,6 @@
 // SmolLM2-135M-Instruct (Q4_1, scripts/fetch-smollm2.sh) through kiln::llm: a decode step
-// after a 16-token prompt, and prefills of 128 and 512 tokens, in tokens per second.
+// after a 16-token prompt, sampling one token at a temperature, and prefills of 128 and 512
+// tokens, in tokens per second.
 //
 //   scripts/fetch-smollm2.sh && build/bench/llm_bench [--benchmark_repetitions=5]
 //
@@ -53,6 +54,18 @@ void BM_SmolLM2Decode(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_SmolLM2Decode)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Session::sample at temperature 0.8 over the 49152 logits of a prompt's last position: the
+// host's share of a sampled (not greedy) decode step.
+void BM_SmolLM2Sample(benchmark::State& state) {
+  kiln::llm::Session session(model(), 64);
+  const kiln::Tensor logits = session.prefill(prompt(16));
+  kiln::llm::Sampling sampling;
+  sampling.temperature = 0.8;
+  sampling.seed = 3;
+  for (auto _ : state) benchmark::DoNotOptimize(session.sample(logits, sampling));
+}
+BENCHMARK(BM_SmolLM2Sample)->Unit(benchmark::kMillisecond);
 
 void BM_SmolLM2Prefill(benchmark::State& state) {
   const std::vector<int32_t> ids = prompt(state.range(0));
