@@ -16,13 +16,13 @@ namespace {
 constexpr int64_t kAttentionStride = 64;
 
 // RoPE's factors for positions start ... start + tokens - 1, [tokens, 1, head_dim]. The
-// pair of dims (a, b) that turn together (c.rope_pairs) turns by angle = position *
+// pair of dims (a, b) that turn together (c.rope_pairs) turns by angle = position / scale *
 // base^(-2j / head_dim) for the pair's index j, so that (a, b) becomes (a cos - b sin,
 // b cos + a sin): `cos_t` holds cos at both dims, `sin_t` -sin at a and sin at b. Computed in
 // double on the host, where the angles of late positions (thousands of radians) keep their
 // precision.
-void rope_tables(const ModelConfig& c, int64_t start, int64_t tokens, Tensor& cos_t,
-                 Tensor& sin_t) {
+void rope_tables(const ModelConfig& c, const RopeSpec& rope, int64_t start, int64_t tokens,
+                 Tensor& cos_t, Tensor& sin_t) {
   const int64_t half = c.head_dim / 2;
   const bool adjacent = c.rope_pairs == RopePairs::kAdjacent;
   std::vector<float> cos_v(static_cast<size_t>(tokens * c.head_dim)), sin_v(cos_v.size());
@@ -31,8 +31,8 @@ void rope_tables(const ModelConfig& c, int64_t start, int64_t tokens, Tensor& co
       const int64_t pair = adjacent ? i / 2 : i % half;
       const bool first = adjacent ? i % 2 == 0 : i < half;
       const double angle =
-          static_cast<double>(start + t) *
-          std::pow(c.rope_base, -2.0 * static_cast<double>(pair) / static_cast<double>(c.head_dim));
+          static_cast<double>(start + t) / rope.scale *
+          std::pow(rope.base, -2.0 * static_cast<double>(pair) / static_cast<double>(c.head_dim));
       const auto at = static_cast<size_t>(t * c.head_dim + i);
       cos_v[at] = static_cast<float>(std::cos(angle));
       sin_v[at] = static_cast<float>(first ? -std::sin(angle) : std::sin(angle));
@@ -62,37 +62,65 @@ Tensor rope(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t, const Ten
   return x * cos_t + take(x, partners, 3) * sin_t;
 }
 
-// Which of `span` cached positions each of the queries at start ... start + tokens - 1 sees:
-// those at or before its own. A decode step's one query gets a row of 0 and -inf added to
-// its scores, made on the host: a bias the same for every query row, which the attention
-// kernel adds once per row of keys instead of evaluating a mask per score. A chunk of
-// several queries compares positions.
-Tensor causal_mask(int64_t start, int64_t tokens, int64_t span) {
+// Which of the cached positions from ... to - 1 each of the queries at start ... start +
+// tokens - 1 sees: those at or before its own, and with a sliding `window`, fewer than `window`
+// positions before it. A decode step's one query gets a row of 0 and -inf added to its scores,
+// made on the host: a bias the same for every query row, which the attention kernel adds once
+// per row of keys instead of evaluating a mask per score. A chunk of several queries compares
+// positions.
+Tensor attention_mask(int64_t start, int64_t tokens, int64_t from, int64_t to, int64_t window) {
+  const int64_t keys = to - from;
   if (tokens == 1) {
-    std::vector<float> bias(static_cast<size_t>(span), -INFINITY);
-    std::fill(bias.begin(), bias.begin() + start + 1, 0.0f);
-    return Tensor::from_vector(bias, {1, span});
+    std::vector<float> bias(static_cast<size_t>(keys), -INFINITY);
+    const int64_t first = window > 0 ? std::max(from, start - window + 1) : from;
+    std::fill(bias.begin() + (first - from), bias.begin() + (start + 1 - from), 0.0f);
+    return Tensor::from_vector(bias, {1, keys});
   }
   const Tensor query_pos =
       (Tensor::arange(tokens, DType::I64) + static_cast<double>(start)).reshape({tokens, 1});
-  return Tensor::arange(span, DType::I64).reshape({1, span}) <= query_pos;
+  const Tensor key_pos =
+      (Tensor::arange(keys, DType::I64) + static_cast<double>(from)).reshape({1, keys});
+  const Tensor causal = key_pos <= query_pos;
+  return window > 0 ? logical_and(causal, key_pos > query_pos - static_cast<double>(window))
+                    : causal;
 }
 
-// What every layer of one forward shares, made once: RoPE's tables and each dim's partner,
-// and how many cached positions the attention reads with which mask.
-struct StepInputs {
-  Tensor cos, sin, partners;
-  int64_t span = 0;
+// How the layers of one kind (those that see every position, or those that slide) read the
+// cache in one forward: RoPE's tables, and the cached positions from ... to - 1 with the mask
+// over them.
+struct LayerView {
+  Tensor cos, sin;
+  int64_t from = 0, to = 0;
   Tensor mask;
 };
 
+// What every layer of one forward shares, made once: each dim's RoPE partner, and the view
+// of each kind of layer.
+struct StepInputs {
+  Tensor partners;
+  LayerView global, local;  // local: only when some layer slides
+};
+
+LayerView layer_view(const ModelConfig& c, const RopeSpec& rope, int64_t window, int64_t capacity,
+                     int64_t start, int64_t tokens) {
+  LayerView v;
+  rope_tables(c, rope, start, tokens, v.cos, v.sin);
+  v.to = std::min(capacity,
+                  (start + tokens + kAttentionStride - 1) / kAttentionStride * kAttentionStride);
+  // A sliding layer skips the stretches that no query of the forward sees any more.
+  const int64_t first_seen = window > 0 ? std::max<int64_t>(0, start - window + 1) : 0;
+  v.from = first_seen / kAttentionStride * kAttentionStride;
+  v.mask = attention_mask(start, tokens, v.from, v.to, window);
+  return v;
+}
+
 StepInputs step_inputs(const ModelConfig& c, int64_t capacity, int64_t start, int64_t tokens) {
   StepInputs in;
-  rope_tables(c, start, tokens, in.cos, in.sin);
   in.partners = pair_partners(c);
-  in.span = std::min(capacity,
-                     (start + tokens + kAttentionStride - 1) / kAttentionStride * kAttentionStride);
-  in.mask = causal_mask(start, tokens, in.span);
+  in.global = layer_view(c, c.rope, 0, capacity, start, tokens);
+  if (c.sliding_window > 0) {
+    in.local = layer_view(c, c.rope_local, c.sliding_window, capacity, start, tokens);
+  }
   return in;
 }
 
@@ -106,24 +134,51 @@ Tensor split_heads(const Tensor& x, int64_t n, int64_t head_dim) {
   return x.reshape({1, x.shape()[1], n, head_dim});
 }
 
+// [1, T, n, head_dim] heads, RMS-normalized each when the architecture says so (qk_norm).
+Tensor normalize_heads(const Tensor& x, const Tensor& weight, double eps) {
+  return weight.defined() ? rms_norm(x, weight, eps) : x;
+}
+
 Tensor attention(const Model::Data& m, const LayerWeights& l, KvCache& cache, size_t layer,
                  const Tensor& h, const StepInputs& in, int64_t start) {
   const ModelConfig& c = m.config;
+  const LayerView& view = c.slides(layer) ? in.local : in.global;
   const int64_t tokens = h.shape()[1];
-  const Tensor q =
-      rope(split_heads(project(h, l.wq, l.bq), c.heads, c.head_dim), in.cos, in.sin, in.partners)
-          .permute({0, 2, 1, 3});
-  const Tensor k =
-      rope(split_heads(project(h, l.wk, l.bk), c.kv_heads, c.head_dim), in.cos, in.sin, in.partners)
-          .permute({0, 2, 1, 3});
-  const Tensor v =
-      split_heads(project(h, l.wv, l.bv), c.kv_heads, c.head_dim).permute({0, 2, 1, 3});
+  auto heads = [&](const Tensor& w, const Tensor& b, const Tensor& norm, int64_t n) {
+    return normalize_heads(split_heads(project(h, w, b), n, c.head_dim), norm, c.norm_eps);
+  };
+  const Tensor q = rope(heads(l.wq, l.bq, l.q_norm, c.heads), view.cos, view.sin, in.partners)
+                       .permute({0, 2, 1, 3});
+  const Tensor k = rope(heads(l.wk, l.bk, l.k_norm, c.kv_heads), view.cos, view.sin, in.partners)
+                       .permute({0, 2, 1, 3});
+  const Tensor v = heads(l.wv, l.bv, Tensor(), c.kv_heads).permute({0, 2, 1, 3});
   cache.keys[layer] = update_slice(cache.keys[layer], k, 2, start);
   cache.values[layer] = update_slice(cache.values[layer], v, 2, start);
-  const Tensor context = scaled_dot_product_attention(q, cache.keys[layer].slice(2, 0, in.span),
-                                                      cache.values[layer].slice(2, 0, in.span),
-                                                      in.mask);  // [1, heads, T, head_dim]
-  return linear(context.permute({0, 2, 1, 3}).reshape({1, tokens, c.dim}), l.wo);
+  const Tensor context = scaled_dot_product_attention(
+      q, cache.keys[layer].slice(2, view.from, view.to),
+      cache.values[layer].slice(2, view.from, view.to), view.mask, false,
+      c.attention_scale);  // [1, heads, T, head_dim]
+  return linear(context.permute({0, 2, 1, 3}).reshape({1, tokens, c.heads * c.head_dim}), l.wo);
+}
+
+// GELU's tanh approximation, x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as ggml and
+// Gemma's checkpoints compute it.
+Tensor gelu_tanh(const Tensor& x) {
+  constexpr double kSqrt2OverPi = 0.7978845608028654;
+  return x * 0.5 * (tanh((x + x * x * x * 0.044715) * kSqrt2OverPi) + 1.0);
+}
+
+// down(act(gate(h)) * up(h)).
+Tensor mlp(const ModelConfig& c, const LayerWeights& l, const Tensor& h) {
+  const Tensor gate = linear(h, l.w_gate);
+  const Tensor active = c.activation == Activation::kGeluTanh ? gelu_tanh(gate) : silu(gate);
+  return linear(active * linear(h, l.w_up), l.w_down);
+}
+
+// A sublayer's output as it joins the residual stream: RMS-normalized first when the
+// architecture says so (post_norms).
+Tensor post_norm(const ModelConfig& c, const Tensor& out, const Tensor& weight) {
+  return c.post_norms ? rms_norm(out, weight, c.norm_eps) : out;
 }
 
 }  // namespace
@@ -145,11 +200,13 @@ Tensor llama_forward(const Model::Data& m, KvCache& cache, const std::vector<int
   const auto tokens = static_cast<int64_t>(ids.size());
   const StepInputs in = step_inputs(c, cache.capacity, start, tokens);
   Tensor x = embedding(m.embedding, Tensor::from_vector(ids, {1, tokens}));  // [1, T, dim]
+  if (c.embedding_scale != 1.0) x = x * c.embedding_scale;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const LayerWeights& l = m.layers[i];
-    x = x + attention(m, l, cache, i, rms_norm(x, l.attention_norm, c.norm_eps), in, start);
-    const Tensor h = rms_norm(x, l.mlp_norm, c.norm_eps);
-    x = x + linear(silu(linear(h, l.w_gate)) * linear(h, l.w_up), l.w_down);
+    const Tensor a =
+        attention(m, l, cache, i, rms_norm(x, l.attention_norm, c.norm_eps), in, start);
+    x = x + post_norm(c, a, l.post_attention_norm);
+    x = x + post_norm(c, mlp(c, l, rms_norm(x, l.mlp_norm, c.norm_eps)), l.post_mlp_norm);
   }
   const Tensor last = x.slice(1, tokens - 1, tokens);
   return linear(rms_norm(last, m.output_norm, c.norm_eps), m.output).reshape({c.vocab});

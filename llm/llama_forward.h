@@ -1,4 +1,4 @@
-// The forward of the Llama family (llama, qwen2) over a KV cache, recorded with Kiln's
+// The forward of the Llama family (llama, qwen2, gemma3) over a KV cache, recorded with Kiln's
 // public ops.
 #ifndef KILN_LLM_LLAMA_FORWARD_H_
 #define KILN_LLM_LLAMA_FORWARD_H_

@@ -16,32 +16,59 @@
 namespace kiln::llm {
 
 // Which dims of a head RoPE turns together: GGUF's llama files pair 2i with 2i + 1 (the
-// converter permutes W_q and W_k's rows for it); qwen2 keeps the checkpoint's i with
+// converter permutes W_q and W_k's rows for it); qwen2 and gemma3 keep the checkpoint's i with
 // i + head_dim / 2 (ggml's "neox" mode).
 enum class RopePairs { kAdjacent, kHalves };
+
+// The gated MLP's activation: down(act(gate(x)) * up(x)).
+enum class Activation {
+  kSilu,      // llama, qwen2 (SwiGLU)
+  kGeluTanh,  // gemma3 (GeGLU with GELU's tanh approximation)
+};
+
+// How one layer's RoPE turns its positions: angle = position / scale * base^(-2j / head_dim).
+struct RopeSpec {
+  double base = 10000.0;
+  double scale = 1.0;  // linear RoPE scaling's factor (rope.scaling.type "linear")
+};
 
 // The numbers a forward needs, read from `<architecture>.*` metadata keys (docs/llm.md).
 struct ModelConfig {
   std::string architecture;
   RopePairs rope_pairs = RopePairs::kAdjacent;
-  bool qkv_bias = false;  // qwen2: W_q, W_k and W_v each add a bias
+  Activation activation = Activation::kSilu;
+  bool qkv_bias = false;    // qwen2: W_q, W_k and W_v each add a bias
+  bool qk_norm = false;     // gemma3: each head's q and k are RMS-normalized before RoPE
+  bool post_norms = false;  // gemma3: the attention's and the MLP's outputs are RMS-normalized
+                            // before they join the residual stream
   int64_t layers = 0;
   int64_t dim = 0;       // embedding_length: the residual stream's width
   int64_t heads = 0;     // attention.head_count: query heads
   int64_t kv_heads = 0;  // attention.head_count_kv: each serves heads / kv_heads query heads
-  int64_t head_dim = 0;  // dim / heads
+  int64_t head_dim = 0;  // attention.key_length, or dim / heads
   int64_t hidden = 0;    // feed_forward_length: the gated MLP's width
   int64_t vocab = 0;     // token_embd's rows
   int64_t context = 0;   // context_length
-  double rope_base = 10000.0;
   double norm_eps = 1e-5;
+  double embedding_scale = 1.0;  // gemma3: the embedded tokens are multiplied by sqrt(dim)
+  double attention_scale = 0;    // the scores' factor: 1 / sqrt(head_dim) unless a model says
+  RopeSpec rope;                 // the layers that see every position
+  // Sliding-window attention (gemma3): a layer with sliding_layers[i] set lets a query see
+  // only the `sliding_window` positions up to its own, and turns them with `rope_local`.
+  int64_t sliding_window = 0;
+  std::vector<bool> sliding_layers;  // empty: no layer slides
+  RopeSpec rope_local;
+
+  bool slides(size_t layer) const { return layer < sliding_layers.size() && sliding_layers[layer]; }
 };
 
 // One transformer block's weights; projections are [out, in] as GGUF stores them.
 struct LayerWeights {
   Tensor attention_norm, wq, wk, wv, wo;
   Tensor mlp_norm, w_gate, w_up, w_down;
-  Tensor bq, bk, bv;  // undefined unless the architecture has them (qkv_bias)
+  Tensor bq, bk, bv;      // undefined unless the architecture has them (qkv_bias)
+  Tensor q_norm, k_norm;  // [head_dim], when qk_norm
+  Tensor post_attention_norm, post_mlp_norm;  // [dim], when post_norms
 };
 
 struct Model::Data {

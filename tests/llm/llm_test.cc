@@ -74,9 +74,11 @@ std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
 
 // With f32 weights Kiln's products are f32 GEMMs: the logits agree with float64 to f32
 // rounding through the layers; a greedy continuation of twelve tokens agrees token for token.
-// Both architectures of the family: llama, and qwen2 with its biases and RoPE on halves.
+// Every architecture of the family: llama; qwen2 with its biases and RoPE on halves; gemma3
+// with its embedding scale, QK norms, post-norms, GELU, wider heads, a sliding layer and a
+// linearly scaled one.
 TEST_F(LlmTest, SmallModelsMatchTheFloat64Reference) {
-  for (const std::string architecture : {"llama", "qwen2"}) {
+  for (const std::string architecture : {"llama", "qwen2", "gemma3"}) {
     for (bool tied : {false, true}) {
       SCOPED_TRACE(architecture + (tied ? ", tied embedding" : ", own output matrix"));
       save_gguf(path("small.gguf"), testing::small_model(architecture, tied));
@@ -102,25 +104,32 @@ TEST_F(LlmTest, SmallModelsMatchTheFloat64Reference) {
 
 // The cache carries a prompt across calls: prefilled in pieces, or token by token, the last
 // position's logits are those of one prefill of the whole prompt (which runs in chunks of
-// 256 tokens, and whose attention reads the cache in stretches of 64 positions).
+// 256 tokens, and whose attention reads the cache in stretches of 64 positions). gemma3's
+// sliding layer then skips the stretches its window has left behind.
 TEST_F(LlmTest, PrefillInPiecesAndStepsGiveTheLogitsOfOnePrefill) {
-  const Model model = Model::load(write_small_llama("small.gguf", false));
-  std::vector<int32_t> prompt;
-  for (int i = 0; i < 300; ++i) prompt.push_back((i * 37 + 5) % 96);
-  Session whole(model, 512);
-  const std::vector<float> want = values(whole.prefill(prompt));
-  const std::vector<double> want_d(want.begin(), want.end());
-  Session pieces(model, 512);
-  (void)pieces.prefill({prompt.begin(), prompt.begin() + 25});
-  EXPECT_LT(max_abs_difference(values(pieces.prefill({prompt.begin() + 25, prompt.end()})), want_d),
-            1e-4);
-  Session steps(model, 512);
-  (void)steps.prefill({prompt.begin(), prompt.end() - 1});
-  EXPECT_LT(max_abs_difference(values(steps.step(prompt.back())), want_d), 1e-4);
-  // reset() starts again: the same prompt gives the same logits.
-  whole.reset();
-  EXPECT_EQ(whole.position(), 0);
-  EXPECT_LT(max_abs_difference(values(whole.prefill(prompt)), want_d), 1e-6);
+  for (const std::string architecture : {"llama", "gemma3"}) {
+    SCOPED_TRACE(architecture);
+    save_gguf(path("small.gguf"), testing::small_model(architecture, false));
+    const Model model = Model::load(path("small.gguf"));
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 300; ++i) prompt.push_back((i * 37 + 5) % 96);
+    Session whole(model, 512);
+    const std::vector<float> want = values(whole.prefill(prompt));
+    const std::vector<double> want_d(want.begin(), want.end());
+    EXPECT_LT(max_abs_difference(want, reference(path("small.gguf"), prompt, 0).logits), 2e-4);
+    Session pieces(model, 512);
+    (void)pieces.prefill({prompt.begin(), prompt.begin() + 25});
+    EXPECT_LT(
+        max_abs_difference(values(pieces.prefill({prompt.begin() + 25, prompt.end()})), want_d),
+        1e-4);
+    Session steps(model, 512);
+    (void)steps.prefill({prompt.begin(), prompt.end() - 1});
+    EXPECT_LT(max_abs_difference(values(steps.step(prompt.back())), want_d), 1e-4);
+    // reset() starts again: the same prompt gives the same logits.
+    whole.reset();
+    EXPECT_EQ(whole.position(), 0);
+    EXPECT_LT(max_abs_difference(values(whole.prefill(prompt)), want_d), 1e-6);
+  }
 }
 
 // Logits [96] that are log(weights) on the first ids and -inf on the rest.
@@ -239,24 +248,54 @@ TEST_F(LlmTest, BadModelsAndBadCallsAreErrorsNamingWhatIsWrong) {
   refused("extra.gguf", [](GgufFile& g) { g.tensors["blk.0.attn_q.bias"] = Tensor::zeros({32}); },
           {"'blk.0.attn_q.bias' is not used", "not supported"});
   refused("scaling.gguf",
-          [](GgufFile& g) { g.metadata["llama.rope.scaling.type"] = GgufValue::string("linear"); },
-          {"'llama.rope.scaling.type'", "not supported"});
+          [](GgufFile& g) { g.metadata["llama.rope.scaling.type"] = GgufValue::string("yarn"); },
+          {"'llama.rope.scaling.type' is 'yarn'", "only linear RoPE scaling"});
+  refused("window.gguf",
+          [](GgufFile& g) {
+            g.metadata["llama.attention.sliding_window"] = GgufValue::integer(Type::kU32, 64);
+          },
+          {"'llama.attention.sliding_window'", "not supported"});
   refused("heads.gguf",
           [](GgufFile& g) {
             g.metadata["llama.attention.head_count_kv"] = GgufValue::integer(Type::kU32, 3);
           },
           {"head_count_kv' is 3", "divisor of head_count 4"});
-  // Key and value sizes are accepted at the head size (converters often write them) and
-  // refused otherwise.
+  // Key and value sizes are accepted when equal (converters often write them); a head size
+  // other than embedding_length / head_count is checked against the projections' shapes.
   (void)Model::load(variant("keys.gguf", [](GgufFile& g) {
     g.metadata["llama.attention.key_length"] = GgufValue::integer(Type::kU32, 8);
     g.metadata["llama.attention.value_length"] = GgufValue::integer(Type::kU32, 8);
   }));
+  refused("values.gguf",
+          [](GgufFile& g) {
+            g.metadata["llama.attention.key_length"] = GgufValue::integer(Type::kU32, 8);
+            g.metadata["llama.attention.value_length"] = GgufValue::integer(Type::kU32, 16);
+          },
+          {"'llama.attention.value_length' is 16", "key length 8"});
   refused("wide.gguf",
           [](GgufFile& g) {
             g.metadata["llama.attention.key_length"] = GgufValue::integer(Type::kU32, 16);
+            g.metadata["llama.rope.dimension_count"] = GgufValue::integer(Type::kU32, 16);
           },
-          {"'llama.attention.key_length' is 16", "head size 8"});
+          {"'blk.0.attn_q.weight' has shape [32, 32]", "expected [64, 32]"});
+  // gemma3's own keys: a window is required, and a per-layer pattern has one flag per layer.
+  const GgufFile gemma = testing::small_model("gemma3", true);
+  auto refused_gemma = [&](auto change, const std::vector<std::string>& parts) {
+    GgufFile copy = gemma;
+    change(copy);
+    save_gguf(path("gemma.gguf"), copy);
+    testing::expect_error([&] { Model::load(path("gemma.gguf")); }, parts);
+  };
+  refused_gemma([](GgufFile& g) { g.metadata.erase("gemma3.attention.sliding_window"); },
+                {"no 'gemma3.attention.sliding_window'"});
+  refused_gemma(
+      [](GgufFile& g) {
+        g.metadata["gemma3.attention.sliding_window_pattern"] =
+            GgufValue::array(Type::kBool, {GgufValue::integer(Type::kBool, 1)});
+      },
+      {"'gemma3.attention.sliding_window_pattern' is 1 flags", "one per layer (2)"});
+  refused_gemma([](GgufFile& g) { g.tensors.erase("blk.1.post_ffw_norm.weight"); },
+                {"'blk.1.post_ffw_norm.weight' is missing", "[32]"});
   // A tokenizer Kiln cannot read leaves the model usable on ids, and says why it is missing.
   const Model sentencepiece = Model::load(variant("spm.gguf", [](GgufFile& g) {
     g.metadata["tokenizer.ggml.model"] = GgufValue::string("llama");
