@@ -36,7 +36,7 @@ Model Model::load(const std::string& gguf_path, Device device) {
   const ModelConfig config = read_config(file, gguf_path);
   auto data = std::make_shared<Data>(read_weights(file, config, gguf_path));
   data->device = device;
-  // A tokenizer Kiln cannot read (SentencePiece, for now) leaves the model usable with ids.
+  // A tokenizer Kiln cannot read (WordPiece, T5's Unigram) leaves the model usable with ids.
   if (file.metadata.count("tokenizer.ggml.tokens")) {
     try {
       data->tokenizer = Tokenizer::from_gguf(file);
@@ -72,12 +72,28 @@ std::vector<int32_t> Model::prompt_ids(std::string_view text, bool at_start) con
   return llm::prompt_ids(*data_, text, at_start, "llm::Model::prompt_ids");
 }
 
+namespace {
+
+// Gemma's turns (<start_of_turn>user ... <end_of_turn>, then <start_of_turn>model), which
+// have no system turn: BOS, which its template writes first, comes from prompt_ids.
+std::string gemma_chat_prompt(std::string_view user_message, bool first_turn) {
+  std::string prompt = first_turn ? "" : "<end_of_turn>\n";
+  prompt.append("<start_of_turn>user\n").append(user_message);
+  return prompt + "<end_of_turn>\n<start_of_turn>model\n";
+}
+
+}  // namespace
+
 std::string Model::chat_prompt(std::string_view user_message, bool first_turn) const {
   const std::string& t = data_->chat_template;
+  if (t.find("<start_of_turn>") != std::string::npos) {
+    return gemma_chat_prompt(user_message, first_turn);
+  }
   if (t.find("<|im_start|>") == std::string::npos) {
     throw Error(t.empty() ? "[llm::Model::chat_prompt] the file has no tokenizer.chat_template"
-                          : "[llm::Model::chat_prompt] the chat template is not ChatML "
-                            "(<|im_start|>), the one format Kiln applies");
+                          : "[llm::Model::chat_prompt] the chat template is neither ChatML "
+                            "(<|im_start|>) nor Gemma's (<start_of_turn>), the formats Kiln "
+                            "applies");
   }
   std::string user = "<|im_start|>user\n";
   user.append(user_message).append("<|im_end|>\n<|im_start|>assistant\n");

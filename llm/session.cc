@@ -110,7 +110,7 @@ std::string Session::generate(std::string_view prompt, int max_new_tokens, const
   Tensor logits = prefill(ids);
   const Clock::time_point prefilled = Clock::now();
   g.prefill_seconds = std::chrono::duration<double>(prefilled - start).count();
-  Tokenizer::Decoder decoder(*model.tokenizer);
+  Tokenizer::Decoder decoder(*model.tokenizer, /*continues=*/true);  // after the prompt
   std::string text;
   bool listening = true;  // until on_piece returns false
   auto emit = [&](const std::string& piece) {

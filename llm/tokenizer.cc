@@ -11,6 +11,7 @@
 
 #include "kiln/error.h"
 #include "kiln/io.h"
+#include "llm/spm_tokenizer.h"
 
 namespace kiln {
 namespace {
@@ -285,9 +286,8 @@ const std::vector<GgufValue>& string_array(const GgufValue& v, const std::string
   return v.as_array();
 }
 
-// tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
-constexpr int32_t kNormalType = 1, kUnknownType = 2, kControlType = 3, kUserDefinedType = 4,
-                  kByteType = 6;
+// tokenizer.ggml.model: GPT-2's byte-level BPE, or SentencePiece's BPE ("llama").
+enum class Model { kGpt2, kSpm };
 
 }  // namespace
 
@@ -299,16 +299,19 @@ struct Tokenizer::Impl {
     int32_t id;  // of the merged token; -1 when the vocabulary lacks it
   };
 
+  Model model = Model::kGpt2;
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
+  std::vector<float> scores;                          // SentencePiece's merge priorities
   std::vector<std::string> bytes;                     // what each token decodes to
   std::unordered_map<std::string_view, int32_t> ids;  // views of `tokens`, which never moves
   std::array<int32_t, 256> byte_token{};              // the token spelling each byte alone, or -1
   std::unordered_map<uint64_t, Merge> merges;         // by (left id, right id)
   std::array<std::vector<int32_t>, 256> specials;     // by first byte, longest first
   PreTokenizer pre = PreTokenizer::kDefault;
-  int32_t bos = -1, eos = -1;
+  int32_t bos = -1, eos = -1, unknown = -1;
   bool add_bos = false;
+  bool add_space_prefix = false;  // SentencePiece only
 
   static uint64_t pair_key(int32_t left, int32_t right) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
@@ -329,6 +332,22 @@ struct Tokenizer::Impl {
       if (text.substr(i).starts_with(tokens[id])) return id;
     }
     return -1;
+  }
+
+  // The token types encode matches in the text before anything else.
+  static bool is_special(int32_t type) {
+    return type == kControlType || type == kUserDefinedType || type == kUnknownType;
+  }
+
+  // Appends what `id` decodes to. Special tokens cut the text into runs, and with
+  // add_space_prefix encode puts a space before each run; decode takes it off again: one
+  // leading space of a normal token at the start (`run_start`) or right after a special token.
+  void append_bytes(int32_t id, bool& run_start, std::string& out) const {
+    const std::string& b = bytes[id];
+    const bool strip =
+        run_start && add_space_prefix && types[id] == kNormalType && b.starts_with(' ');
+    out.append(b, strip ? 1 : 0);
+    run_start = is_special(types[id]);
   }
 
   void encode_text(std::string_view text, std::vector<int32_t>& out) const;
@@ -361,6 +380,10 @@ struct Candidate {
 // Text without special tokens: pre-tokenized, then each piece merged on its own.
 void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
+  if (model == Model::kSpm) {
+    spm_encode(text, {ids, types, scores, byte_token, unknown, add_space_prefix}, out);
+    return;
+  }
   Text t;
   t.chars = decode_utf8(text);
   t.flags.resize(t.chars.size());
@@ -439,13 +462,14 @@ PreTokenizer read_pre_tokenizer(const GgufFile& file) {
        "', a pre-tokenizer Kiln does not know (supported: smollm, gpt-2, default)");
 }
 
-void read_model(const GgufFile& file) {
+Model read_model(const GgufFile& file) {
   const std::string key = "tokenizer.ggml.model";
-  const std::string model = string_value(need(file, key, "\"gpt2\""), key);
-  if (model == "llama") {
-    fail(key + " is 'llama' (SentencePiece), which Kiln does not support yet (supported: gpt2)");
-  }
-  if (model != "gpt2") fail(key + " is '" + model + "', expected 'gpt2' (byte-level BPE)");
+  const std::string model = string_value(need(file, key, "\"gpt2\" or \"llama\""), key);
+  if (model == "gpt2") return Model::kGpt2;
+  if (model == "llama") return Model::kSpm;
+  fail(key + " is '" + model +
+       "', a tokenizer Kiln does not support (supported: 'gpt2', byte-level BPE, and 'llama', "
+       "SentencePiece BPE)");
 }
 
 void read_tokens(const GgufFile& file, Tokenizer::Impl& t) {
@@ -475,6 +499,22 @@ void read_tokens(const GgufFile& file, Tokenizer::Impl& t) {
       t.types[i] = static_cast<int32_t>(types[i].as_int());
     }
   }
+}
+
+// SentencePiece merges by score, so a "llama" vocabulary without scores cannot encode.
+void read_scores(const GgufFile& file, Tokenizer::Impl& t) {
+  const std::string key = "tokenizer.ggml.scores";
+  const GgufValue& v =
+      need(file, key, "an array of f32, one per token, which SentencePiece (\"llama\") needs");
+  using T = GgufValue::Type;
+  check_type(v, key,
+             v.type() == T::kArray && (v.element_type() == T::kF32 || v.element_type() == T::kF64),
+             "an array of floats");
+  if (v.as_array().size() != t.tokens.size()) {
+    fail(key + " has " + std::to_string(v.as_array().size()) +
+         " entries, expected one per token (" + std::to_string(t.tokens.size()) + ")");
+  }
+  for (const GgufValue& s : v.as_array()) t.scores.push_back(static_cast<float>(s.as_double()));
 }
 
 int32_t token_of(const Tokenizer::Impl& t, std::string_view text) {
@@ -522,12 +562,40 @@ int32_t read_special_id(const GgufFile& file, const std::string& key, size_t voc
   return static_cast<int32_t>(id);
 }
 
+// A SentencePiece token's text with each "▁" a space again.
+std::string spm_unescape(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    const bool space = text.substr(i).starts_with(kSpmSpace);
+    out += space ? ' ' : text[i];
+    i += space ? kSpmSpace.size() : 1;
+  }
+  return out;
+}
+
+bool read_bool(const GgufFile& file, const std::string& key, bool when_absent) {
+  const GgufValue* v = find(file, key);
+  if (v == nullptr) return when_absent;
+  check_type(*v, key, v->type() == GgufValue::Type::kBool, "a bool");
+  return v->as_bool();
+}
+
+// tokenizer.ggml.unknown_token_id, or where it is absent the token of type unknown, the one
+// sentencepiece uses; -1 when there is none.
+int32_t read_unknown_id(const GgufFile& file, const Tokenizer::Impl& t) {
+  const int32_t id = read_special_id(file, "tokenizer.ggml.unknown_token_id", t.tokens.size());
+  if (id >= 0) return id;
+  auto it = std::find(t.types.begin(), t.types.end(), kUnknownType);
+  return it == t.types.end() ? -1 : static_cast<int32_t>(it - t.types.begin());
+}
+
 // The bytes a token of `type` spelled `text` stands for: control, user-defined and unknown tokens
-// their text, byte tokens "<0xXX>" their byte, normal tokens their characters read back through
-// GPT-2's alphabet (a character outside it stands for itself, where llama.cpp writes
-// "[UNK_BYTE_...]"). Unused and undefined tokens decode to nothing, as in llama.cpp.
-std::string token_bytes(const std::string& text, int32_t type) {
-  if (type == kUnknownType || type == kControlType || type == kUserDefinedType) return text;
+// their text, byte tokens "<0xXX>" their byte, normal tokens their characters with "▁" as a
+// space (SentencePiece) or read back through GPT-2's alphabet (a character outside it stands for
+// itself, where llama.cpp writes "[UNK_BYTE_...]"). Unused and undefined tokens decode to
+// nothing, as in llama.cpp.
+std::string token_bytes(const std::string& text, int32_t type, Model model) {
+  if (Tokenizer::Impl::is_special(type)) return text;
   if (type == kByteType) {
     unsigned value = 0;
     const bool hex =
@@ -536,6 +604,7 @@ std::string token_bytes(const std::string& text, int32_t type) {
     return hex ? std::string(1, static_cast<char>(value)) : text;
   }
   if (type != kNormalType) return "";
+  if (model == Model::kSpm) return spm_unescape(text);
   std::string out;
   for (char32_t c : decode_utf8(text)) {
     const int b = byte_of_char(c);
@@ -548,17 +617,23 @@ std::string token_bytes(const std::string& text, int32_t type) {
   return out;
 }
 
-void index_tokens(Tokenizer::Impl& t) {
-  for (int b = 0; b < 256; ++b) {
-    std::string spelling;
-    append_utf8(byte_alphabet().chars[b], spelling);
-    t.byte_token[b] = token_of(t, spelling);
+// The text of the token that spells byte `b` alone: GPT-2's character for it, or SentencePiece's
+// byte token "<0xXX>" (upper-case hex, as sentencepiece and llama.cpp write it).
+std::string byte_spelling(Model model, int b) {
+  if (model == Model::kSpm) {
+    constexpr char kHex[] = "0123456789ABCDEF";
+    return std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">";
   }
+  std::string s;
+  append_utf8(byte_alphabet().chars[b], s);
+  return s;
+}
+
+void index_tokens(Tokenizer::Impl& t) {
+  for (int b = 0; b < 256; ++b) t.byte_token[b] = token_of(t, byte_spelling(t.model, b));
   for (size_t i = 0; i < t.tokens.size(); ++i) {
-    t.bytes.push_back(token_bytes(t.tokens[i], t.types[i]));
-    const int32_t type = t.types[i];
-    const bool special = type == kControlType || type == kUserDefinedType || type == kUnknownType;
-    if (special && !t.tokens[i].empty()) {
+    t.bytes.push_back(token_bytes(t.tokens[i], t.types[i], t.model));
+    if (Tokenizer::Impl::is_special(t.types[i]) && !t.tokens[i].empty()) {
       t.specials[static_cast<unsigned char>(t.tokens[i][0])].push_back(static_cast<int32_t>(i));
     }
   }
@@ -591,16 +666,23 @@ size_t unfinished_tail(const std::string& s) {
 
 Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   auto t = std::make_shared<Impl>();
-  read_model(file);
-  t->pre = read_pre_tokenizer(file);
+  t->model = read_model(file);
+  const bool spm = t->model == Model::kSpm;
+  if (!spm) t->pre = read_pre_tokenizer(file);
   read_tokens(file, *t);
-  read_merges(file, *t);
+  if (spm) {
+    read_scores(file, *t);
+  } else {
+    read_merges(file, *t);
+  }
   index_tokens(*t);
   t->bos = read_special_id(file, "tokenizer.ggml.bos_token_id", t->tokens.size());
   t->eos = read_special_id(file, "tokenizer.ggml.eos_token_id", t->tokens.size());
-  if (const GgufValue* v = find(file, "tokenizer.ggml.add_bos_token")) {
-    check_type(*v, "tokenizer.ggml.add_bos_token", v->type() == GgufValue::Type::kBool, "a bool");
-    t->add_bos = v->as_bool();
+  // llama.cpp's defaults: SentencePiece models want BOS and a space prefix unless they say not.
+  t->add_bos = read_bool(file, "tokenizer.ggml.add_bos_token", spm);
+  if (spm) {
+    t->add_space_prefix = read_bool(file, "tokenizer.ggml.add_space_prefix", true);
+    t->unknown = read_unknown_id(file, *t);
   }
   return Tokenizer(std::move(t));
 }
@@ -625,9 +707,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   std::string out;
+  bool run_start = true;
   for (int32_t id : ids) {
     impl_->check_id(id, "decode");
-    out += impl_->bytes[id];
+    impl_->append_bytes(id, run_start, out);
   }
   return out;
 }
@@ -652,11 +735,12 @@ int32_t Tokenizer::token_id(std::string_view text) const {
   return it == impl_->ids.end() ? -1 : it->second;
 }
 
-Tokenizer::Decoder::Decoder(const Tokenizer& tokenizer) : impl_(tokenizer.impl_) {}
+Tokenizer::Decoder::Decoder(const Tokenizer& tokenizer, bool continues)
+    : impl_(tokenizer.impl_), run_start_(!continues) {}
 
 std::string Tokenizer::Decoder::push(int32_t id) {
   impl_->check_id(id, "Decoder::push");
-  held_ += impl_->bytes[id];
+  impl_->append_bytes(id, run_start_, held_);
   const size_t ready = held_.size() - unfinished_tail(held_);
   std::string out = held_.substr(0, ready);
   held_.erase(0, ready);

@@ -33,13 +33,16 @@ fi
 # The gguf Python package (llama.cpp's own reader and writer) and numpy, which the GGUF tests
 # write files with and check Kiln's reading against: an independent implementation of the
 # format. Hugging Face's tokenizers, which tests/llm/tokenizer_test.cc checks kiln::Tokenizer's
-# ids against; without its dependencies, which only download from the Hub. Into a fixed folder
-# the tests put on PYTHONPATH (KILN_PYTHON_TOOLS overrides).
+# GPT-2-style ids against; without its dependencies, which only download from the Hub. And
+# sentencepiece, which trains the SentencePiece model that test checks the "llama" tokenizer
+# against. Into a fixed folder the tests put on PYTHONPATH (KILN_PYTHON_TOOLS overrides).
 tools="${HOME}/.cache/kiln/tools/python"
-if [[ ! -d "${tools}/gguf" || ! -d "${tools}/numpy" || ! -d "${tools}/tokenizers" ]]; then
-  echo "kiln: installing the gguf, numpy and tokenizers Python packages into ${tools}"
+if [[ ! -d "${tools}/gguf" || ! -d "${tools}/numpy" || ! -d "${tools}/tokenizers" ||
+  ! -d "${tools}/sentencepiece" ]]; then
+  echo "kiln: installing gguf, numpy, tokenizers and sentencepiece (Python) into ${tools}"
   rm -rf "${tools}"
-  python3 -m pip install --quiet --target "${tools}" 'gguf==0.19.0' 'numpy==2.4.6'
+  python3 -m pip install --quiet --target "${tools}" 'gguf==0.19.0' 'numpy==2.4.6' \
+    'sentencepiece==0.2.3'
   python3 -m pip install --quiet --no-deps --target "${tools}" 'tokenizers==0.23.3'
 fi
 

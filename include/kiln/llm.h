@@ -44,11 +44,11 @@ class Model {
   // then says why).
   static Model load(const std::string& gguf_path, Device device = default_device());
 
-  std::string architecture() const;  // general.architecture: "llama" or "qwen2"
+  std::string architecture() const;  // general.architecture: "llama", "qwen2" or "gemma3"
   int64_t vocab_size() const;
   int64_t context_length() const;  // the positions the model was trained for
   // The file's tokenizer (tokenizer.ggml.*); a kiln::Error when the file has none, or one
-  // Kiln cannot read (SentencePiece).
+  // Kiln cannot read (tokenizer.ggml.model other than "gpt2" and "llama").
   const Tokenizer& tokenizer() const;
   // `text` encoded as a prompt: BOS first when the model asks for it
   // (tokenizer.ggml.add_bos_token) and the prompt begins the sequence (`at_start`), as
@@ -56,9 +56,10 @@ class Model {
   std::vector<int32_t> prompt_ids(std::string_view text, bool at_start = true) const;
   // One user message in the model's chat template (tokenizer.chat_template), the assistant's
   // turn opened: ChatML templates (<|im_start|>) are recognized, with the default system
-  // message the template writes when none is given. Another template, or none, is a
-  // kiln::Error. A later turn of the same conversation (first_turn false) closes the
-  // assistant's answer, whose end-of-turn token generate does not run, and has no system turn.
+  // message the template writes when none is given, and Gemma's (<start_of_turn>), which has
+  // no system turn. Another template, or none, is a kiln::Error. A later turn of the same
+  // conversation (first_turn false) closes the assistant's answer, whose end-of-turn token generate
+  // does not run, and has no system turn.
   std::string chat_prompt(std::string_view user_message, bool first_turn = true) const;
 
   struct Data;  // the configuration and the weights (llm/model_data.h)

@@ -1,5 +1,6 @@
-// Text to token ids and back, from the tokenizer a GGUF file carries (tokenizer.ggml.*):
-// GPT-2-style byte-level BPE, as llama.cpp runs it (tokenizer.ggml.model "gpt2").
+// Text to token ids and back, from the tokenizer a GGUF file carries (tokenizer.ggml.*), as
+// llama.cpp runs it: GPT-2-style byte-level BPE (tokenizer.ggml.model "gpt2": SmolLM2) or
+// SentencePiece-style BPE with byte fallback ("llama": TinyLlama, Llama 2, Mistral, Gemma).
 //
 //   kiln::Tokenizer tok = kiln::Tokenizer::from_gguf(kiln::load_gguf("SmolLM2.gguf"));
 //   std::vector<int32_t> ids = tok.encode("<|im_start|>user\nHi<|im_end|>\n");
@@ -8,17 +9,30 @@
 //   for (int32_t id : generated) std::cout << out.push(id);
 //   std::cout << out.flush();
 //
-// Encoding runs in three steps:
-//  1. Control, user-defined and unknown tokens (tokenizer.ggml.token_type 3, 4 and 2) found
-//     literally in the text become their ids: the leftmost match first, the longest where
-//     several start there. The text between them goes on to steps 2 and 3.
-//  2. A pre-tokenizer (tokenizer.ggml.pre) cuts the text into pieces: "smollm" puts each
+// Encoding first finds the special tokens: control, user-defined and unknown tokens
+// (tokenizer.ggml.token_type 3, 4 and 2) found literally in the text become their ids, the
+// leftmost match first, the longest where several start there. Each run of text between them
+// is encoded on its own.
+//
+// "gpt2" encodes a run in two steps:
+//  1. A pre-tokenizer (tokenizer.ggml.pre) cuts the text into pieces: "smollm" puts each
 //     digit in a piece of its own, then applies GPT-2's regex ('s|'t|'re|'ve|'m|'ll|'d|
 //     ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+); "gpt-2" applies GPT-2's regex
 //     alone; "default" (also when the key is missing) is llama.cpp's fallback for unnamed
 //     pre-tokenizers. Bytes that are not UTF-8 each become U+FFFD, as in llama.cpp.
-//  3. Each piece's bytes are spelled with GPT-2's byte-to-character table, and BPE merges
+//  2. Each piece's bytes are spelled with GPT-2's byte-to-character table, and BPE merges
 //     adjacent symbols, lowest tokenizer.ggml.merges rank first (leftmost on ties).
+//
+// "llama" encodes a run as sentencepiece does (llm/spm_tokenizer.h):
+//  1. With tokenizer.ggml.add_space_prefix (true when absent; Gemma's files say false), a
+//     space goes before the run, so each run after a special token gets one too (llama.cpp's
+//     rule). Every space becomes "▁" (U+2581).
+//  2. Starting from one symbol per UTF-8 character, the adjacent pair whose concatenation is
+//     the token of the highest tokenizer.ggml.scores merges (the leftmost on ties), until no
+//     pair is a token.
+//  3. A character the vocabulary lacks, or a byte that is not UTF-8, becomes its bytes' tokens
+//     "<0xXX>" (byte fallback), or the unknown token (tokenizer.ggml.unknown_token_id) where
+//     they are missing.
 //
 // A Tokenizer is immutable: copies share it, and encode and decode may run on several
 // threads at once. Every failure is a kiln::Error whose message starts with "[Tokenizer]".
@@ -38,10 +52,12 @@ struct GgufFile;  // kiln/io.h
 
 class Tokenizer {
  public:
-  // Reads tokenizer.ggml.{model, pre, tokens, token_type, merges, bos_token_id, eos_token_id,
-  // add_bos_token}. A missing tokens or merges list, a model other than "gpt2" (SentencePiece
-  // "llama" is not supported yet), an unknown pre-tokenizer, a malformed merge or one naming
-  // a token the vocabulary lacks, and duplicate tokens are errors naming the key.
+  // Reads tokenizer.ggml.{model, tokens, token_type, bos_token_id, eos_token_id,
+  // add_bos_token}; for "gpt2" also {pre, merges}; for "llama" also {scores, unknown_token_id,
+  // add_space_prefix}. A model other than those two ("bert", "t5", ...), a missing tokens list,
+  // a missing merges list ("gpt2") or scores array ("llama"), scores that are not one per
+  // token, an unknown pre-tokenizer, a malformed merge or one naming a token the vocabulary
+  // lacks, and duplicate tokens are errors naming the key.
   static Tokenizer from_gguf(const GgufFile& file);
 
   // The ids of `text`, without BOS or EOS: see add_bos(). With parse_special false, control
@@ -50,36 +66,47 @@ class Tokenizer {
   std::vector<int32_t> encode(std::string_view text, bool parse_special = true) const;
   // The bytes of the tokens, in order. Control tokens decode to their text ("<|im_end|>"),
   // so that decode(encode(text)) == text for UTF-8 text; skip them before decoding to hide
-  // them (is_control). An id outside [0, vocab_size()) is an error.
+  // them (is_control). With add_space_prefix ("llama"), the space that encode put before each
+  // run of text is taken off again: a normal token that comes first, or right after a special
+  // token, loses one leading space (as sentencepiece's decode drops the first "▁"). So ids
+  // generated after a prompt decode without the space of their first word; a Decoder that
+  // `continues` keeps it. An id outside [0, vocab_size()) is an error.
   std::string decode(const std::vector<int32_t>& ids) const;
 
   int64_t vocab_size() const;
   int32_t bos() const;  // tokenizer.ggml.bos_token_id; -1 when absent
   int32_t eos() const;  // tokenizer.ggml.eos_token_id; -1 when absent
-  // tokenizer.ggml.add_bos_token (false when absent): whether the model expects BOS before a
-  // prompt. encode never adds it; the caller prepends bos().
+  // tokenizer.ggml.add_bos_token: whether the model expects BOS before a prompt. When absent,
+  // llama.cpp's default: true for "llama", false for "gpt2". encode never adds it; the caller
+  // prepends bos().
   bool add_bos() const;
   bool is_control(int32_t id) const;  // token_type 3 (CONTROL)
-  // The token as the vocabulary stores it ("Ġworld" for " world"); decode({id}) gives its bytes.
+  // The token as the vocabulary stores it ("Ġworld" or "▁world" for " world"); decode({id})
+  // gives its bytes (without the leading space, for "llama" with add_space_prefix).
   const std::string& token_text(int32_t id) const;
   int32_t token_id(std::string_view text) const;  // the inverse of token_text; -1 when absent
 
-  struct Impl;  // the vocabulary, merges and tables (llm/tokenizer.cc)
+  struct Impl;  // the vocabulary, merges or scores, and tables (llm/tokenizer.cc)
 
   // Decodes ids one at a time for streaming output. push returns only whole UTF-8 characters:
   // the leading bytes of a character that the next tokens complete (an emoji spelled by
   // several byte tokens) are held until it is whole. Bytes that cannot start or continue a
   // character pass through at once. The concatenation of every push and the final flush is
   // decode(ids).
+  //
+  // `continues` says the ids continue text already shown (tokens generated after a prompt):
+  // then the first token keeps its leading space, where decode of a whole text drops the space
+  // that add_space_prefix put before it. It matters for "llama" tokenizers only.
   class Decoder {
    public:
-    explicit Decoder(const Tokenizer& tokenizer);
+    explicit Decoder(const Tokenizer& tokenizer, bool continues = false);
     std::string push(int32_t id);
     std::string flush();  // the bytes still held, complete or not
 
    private:
     std::shared_ptr<const Impl> impl_;
     std::string held_;
+    bool run_start_ = true;  // whether the next token may begin a run of text (see decode)
   };
 
  private:

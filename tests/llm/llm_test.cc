@@ -297,13 +297,13 @@ TEST_F(LlmTest, BadModelsAndBadCallsAreErrorsNamingWhatIsWrong) {
   refused_gemma([](GgufFile& g) { g.tensors.erase("blk.1.post_ffw_norm.weight"); },
                 {"'blk.1.post_ffw_norm.weight' is missing", "[32]"});
   // A tokenizer Kiln cannot read leaves the model usable on ids, and says why it is missing.
-  const Model sentencepiece = Model::load(variant("spm.gguf", [](GgufFile& g) {
-    g.metadata["tokenizer.ggml.model"] = GgufValue::string("llama");
+  const Model wordpiece = Model::load(variant("bert.gguf", [](GgufFile& g) {
+    g.metadata["tokenizer.ggml.model"] = GgufValue::string("bert");
     g.metadata["tokenizer.ggml.tokens"] =
         GgufValue::array(Type::kString, {GgufValue::string("a"), GgufValue::string("b")});
   }));
-  testing::expect_error([&] { (void)sentencepiece.tokenizer(); }, {"SentencePiece"});
-  EXPECT_EQ(Session(sentencepiece, 8).prefill({1, 2}).shape(), std::vector<int64_t>{96});
+  testing::expect_error([&] { (void)wordpiece.tokenizer(); }, {"'bert'"});
+  EXPECT_EQ(Session(wordpiece, 8).prefill({1, 2}).shape(), std::vector<int64_t>{96});
   testing::expect_error(
       [&] {
         Model::load(file, Device{DeviceType::CUDA, 0});
@@ -457,6 +457,17 @@ TEST_F(LlmTest, ChatPromptsFollowTheTemplateAndAnswersEndAtTheEndOfTurn) {
   const Model small = Model::load(write_small_llama("small.gguf", false));
   testing::expect_error([&] { (void)small.chat_prompt("Hi"); }, {"no tokenizer.chat_template"});
   testing::expect_error([&] { (void)small.tokenizer(); }, {"no tokenizer"});
+  // Gemma's turns: no system turn; a later turn closes the model's answer first.
+  GgufFile gemma = testing::small_model("gemma3", true);
+  gemma.metadata["tokenizer.chat_template"] = GgufValue::string(
+      "{{ bos_token }}{% for message in messages %}<start_of_turn>{{ message['role'] }}\n"
+      "{{ message['content'] | trim }}<end_of_turn>\n{% endfor %}<start_of_turn>model\n");
+  save_gguf(path("gemma.gguf"), gemma);
+  const Model gemma_model = Model::load(path("gemma.gguf"));
+  EXPECT_EQ(gemma_model.chat_prompt("Hi"),
+            "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(gemma_model.chat_prompt("And?", false),
+            "<end_of_turn>\n<start_of_turn>user\nAnd?<end_of_turn>\n<start_of_turn>model\n");
 }
 
 // The CPU device's thread count, set from C++ and read back; a prefill runs under each count

@@ -1,12 +1,15 @@
-// kiln::Tokenizer: a small vocabulary built here pins the BPE rules, the pre-tokenizers, the
-// special tokens, the streaming decoder and every error; on SmolLM2-135M-Instruct (fetched
-// once by scripts/fetch-smollm2.sh) Kiln's ids are those of Hugging Face's tokenizers package,
-// an independent implementation, built from the same GGUF vocabulary and merges.
+// kiln::Tokenizer: small vocabularies built here pin the rules of both BPE models (GPT-2's
+// and SentencePiece's), the pre-tokenizers, the special tokens, the streaming decoder and every
+// error; on SmolLM2-135M-Instruct (fetched once by scripts/fetch-smollm2.sh) Kiln's ids are
+// those of Hugging Face's tokenizers package, an independent implementation, built from the
+// same GGUF vocabulary and merges; on two small models the sentencepiece package trains, Kiln's
+// ids and decoded text are sentencepiece's.
 #include "kiln/tokenizer.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -200,12 +203,12 @@ TEST(TokenizerTest, ErrorsNameTheKey) {
                {"[Tokenizer]", "tokenizer.ggml.merges"});
   expect_error([&] { Tokenizer::from_gguf(without("tokenizer.ggml.model")); },
                {"[Tokenizer]", "tokenizer.ggml.model"});
-  expect_error(
-      [&] { Tokenizer::from_gguf(with("tokenizer.ggml.model", GgufValue::string("llama"))); },
-      {"[Tokenizer]", "tokenizer.ggml.model", "'llama'", "SentencePiece", "not support"});
-  expect_error(
-      [&] { Tokenizer::from_gguf(with("tokenizer.ggml.model", GgufValue::string("bert"))); },
-      {"[Tokenizer]", "'bert'", "expected 'gpt2'"});
+  for (const char* model : {"bert", "t5"}) {
+    expect_error(
+        [&] { Tokenizer::from_gguf(with("tokenizer.ggml.model", GgufValue::string(model))); },
+        {"[Tokenizer]", "tokenizer.ggml.model", "'" + std::string(model) + "'", "not support",
+         "'gpt2'", "'llama'"});
+  }
   expect_error(
       [&] { Tokenizer::from_gguf(with("tokenizer.ggml.pre", GgufValue::string("qwen9"))); },
       {"[Tokenizer]", "tokenizer.ggml.pre", "'qwen9'", "smollm"});
@@ -234,6 +237,219 @@ TEST(TokenizerTest, ErrorsNameTheKey) {
   Tokenizer::Decoder d(t);
   expect_error([&] { d.push(300); }, {"[Tokenizer]", "Decoder::push", "id 300"});
   expect_error([&] { (void)t.token_text(256); }, {"[Tokenizer]", "token_text", "id 256"});
+}
+
+// ---- SentencePiece ("llama") ----
+
+constexpr int32_t kUnknown = 2, kUnused = 5, kByte = 6;
+
+struct Piece {
+  std::string text;
+  float score = 0;
+  int32_t type = kNormal;
+};
+
+// A vocabulary laid out as sentencepiece lays one out: <unk> 0, <s> 1, </s> 2, the byte tokens
+// "<0x00>" to "<0xFF>" (unless `byte_tokens` is false), then `pieces`.
+GgufFile spm_vocab(const std::vector<Piece>& pieces, bool byte_tokens = true) {
+  std::vector<Piece> all{{"<unk>", 0, kUnknown}, {"<s>", 0, kControl}, {"</s>", 0, kControl}};
+  for (int b = 0; byte_tokens && b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    all.push_back({name, 0, kByte});
+  }
+  all.insert(all.end(), pieces.begin(), pieces.end());
+  std::vector<GgufValue> tokens, scores, types;
+  for (const Piece& p : all) {
+    tokens.push_back(GgufValue::string(p.text));
+    scores.push_back(GgufValue::floating(Type::kF32, p.score));
+    types.push_back(GgufValue::integer(Type::kI32, p.type));
+  }
+  GgufFile f;
+  f.metadata["tokenizer.ggml.model"] = GgufValue::string("llama");
+  f.metadata["tokenizer.ggml.tokens"] = GgufValue::array(Type::kString, tokens);
+  f.metadata["tokenizer.ggml.scores"] = GgufValue::array(Type::kF32, scores);
+  f.metadata["tokenizer.ggml.token_type"] = GgufValue::array(Type::kI32, types);
+  f.metadata["tokenizer.ggml.bos_token_id"] = GgufValue::integer(Type::kU32, 1);
+  f.metadata["tokenizer.ggml.eos_token_id"] = GgufValue::integer(Type::kU32, 2);
+  return f;
+}
+
+GgufFile without_space_prefix(GgufFile f) {
+  f.metadata["tokenizer.ggml.add_space_prefix"] = GgufValue::integer(Type::kBool, 0);
+  return f;
+}
+
+// The ids of the tokens spelled `texts`.
+std::vector<int32_t> ids_of(const Tokenizer& t, const std::vector<std::string>& texts) {
+  std::vector<int32_t> ids;
+  for (const std::string& text : texts) {
+    ids.push_back(t.token_id(text));
+    EXPECT_GE(ids.back(), 0) << "no token '" << text << "'";
+  }
+  return ids;
+}
+
+// The adjacent pair whose concatenation has the highest score merges first; of equal pairs,
+// the leftmost.
+TEST(TokenizerTest, SentencePieceMergesTheHighestScoreFirstAndLeftmostOnTies) {
+  auto vocab = [](float ab, float bc) {
+    return spm_vocab({{"▁", -10},
+                      {"a", -10},
+                      {"b", -10},
+                      {"c", -10},
+                      {"▁a", -3},
+                      {"aa", -4},
+                      {"ab", ab},
+                      {"bc", bc}});
+  };
+  const Tokenizer bc_first = Tokenizer::from_gguf(vocab(-2, -1));
+  EXPECT_EQ(bc_first.encode("abc"), ids_of(bc_first, {"▁a", "bc"}));
+  const Tokenizer ab_first = Tokenizer::from_gguf(vocab(-1, -2));
+  EXPECT_EQ(ab_first.encode("abc"), ids_of(ab_first, {"▁", "ab", "c"}));
+  EXPECT_EQ(ab_first.encode("aaa"), ids_of(ab_first, {"▁a", "aa"}));  // "▁a" scores higher
+  const Tokenizer plain = Tokenizer::from_gguf(without_space_prefix(vocab(-1, -2)));
+  EXPECT_EQ(plain.encode("aaa"), ids_of(plain, {"aa", "a"}));
+  EXPECT_EQ(plain.encode("aaaa"), ids_of(plain, {"aa", "aa"}));
+}
+
+// A character without a token is spelled by its bytes' tokens (a byte that is not UTF-8 too);
+// a vocabulary without byte tokens gives one unknown token for a run of such characters, as
+// sentencepiece does.
+TEST(TokenizerTest, SentencePieceFallsBackToByteTokensOrTheUnknownToken) {
+  const std::vector<Piece> pieces{{"▁", -1}, {"x", -1}};
+  const Tokenizer t = Tokenizer::from_gguf(spm_vocab(pieces));
+  EXPECT_EQ(t.encode("xé"), ids_of(t, {"▁", "x", "<0xC3>", "<0xA9>"}));
+  EXPECT_EQ(t.encode("x\xFF"), ids_of(t, {"▁", "x", "<0xFF>"}));
+  EXPECT_EQ(t.encode("x\xE2\x96"), ids_of(t, {"▁", "x", "<0xE2>", "<0x96>"}));  // cut short
+  EXPECT_EQ(t.encode("\xC3x"), ids_of(t, {"▁", "<0xC3>", "x"}));  // no continuation byte
+  EXPECT_EQ(t.decode(t.encode("xé\xFF x\xE2\x96")), "xé\xFF x\xE2\x96");
+  const Tokenizer no_bytes = Tokenizer::from_gguf(spm_vocab(pieces, false));
+  EXPECT_EQ(no_bytes.encode("xééx é"), ids_of(no_bytes, {"▁", "x", "<unk>", "x", "▁", "<unk>"}));
+  EXPECT_EQ(no_bytes.decode(no_bytes.encode("xé")), "x<unk>");
+}
+
+// Merges make normal, user-defined and unused tokens only, as in sentencepiece: text never
+// turns into a control token, and a symbol merged into an unused token is its two parts again.
+TEST(TokenizerTest, SentencePieceMergesIntoNormalTokensOnly) {
+  const std::vector<Piece> pieces{
+      {"<", -1}, {"c", -1}, {">", -1}, {"<c", -2},          {"<c>", 0, kControl},
+      {"u", -1}, {"v", -1}, {"w", -1}, {"uv", -3, kUnused}, {"uvw", -4}};
+  const Tokenizer t = Tokenizer::from_gguf(without_space_prefix(spm_vocab(pieces)));
+  EXPECT_EQ(t.encode("<c>", false), ids_of(t, {"<c", ">"}));
+  EXPECT_EQ(t.encode("<c>"), ids_of(t, {"<c>"}));
+  EXPECT_EQ(t.encode("uvw"), ids_of(t, {"uvw"}));
+  EXPECT_EQ(t.encode("uv"), ids_of(t, {"u", "v"}));
+}
+
+// With add_space_prefix (true when absent), each run of text between special tokens is
+// encoded with a space in front, as llama.cpp does; decode takes that space off again, at the
+// start and after a special token only. Without it, runs are encoded as they are.
+TEST(TokenizerTest, SentencePieceGivesEachRunOfTextASpacePrefix) {
+  const std::vector<Piece> pieces{{"▁", -1},
+                                  {"h", -1},
+                                  {"i", -1},
+                                  {"▁h", -3},
+                                  {"▁hi", -2},
+                                  {"hi", -4},
+                                  {"<u>", 0, kUserDefined}};
+  const Tokenizer t = Tokenizer::from_gguf(spm_vocab(pieces));
+  EXPECT_EQ(t.encode("hi"), ids_of(t, {"▁hi"}));
+  EXPECT_EQ(t.encode(" hi"), ids_of(t, {"▁", "▁hi"}));
+  EXPECT_EQ(t.encode("hi<u>hi"), ids_of(t, {"▁hi", "<u>", "▁hi"}));
+  EXPECT_EQ(t.encode("<s>hi</s>"), ids_of(t, {"<s>", "▁hi", "</s>"}));
+  EXPECT_EQ(t.encode("<s><s>"), ids_of(t, {"<s>", "<s>"}));
+  EXPECT_EQ(t.encode(""), std::vector<int32_t>{});
+  for (const std::string text : {"hi", " hi", "hi<u>hi", "<s> hi</s>", "hi  hi ", "   "}) {
+    EXPECT_EQ(t.decode(t.encode(text)), text);
+    EXPECT_EQ(t.decode(t.encode(text, false)), text);
+  }
+  EXPECT_EQ(t.decode(ids_of(t, {"▁hi", "▁hi"})), "hi hi");
+  EXPECT_EQ(t.decode(ids_of(t, {"<u>", "▁hi", "hi", "<s>", "▁hi"})), "<u>hihi<s>hi");
+  EXPECT_EQ(t.decode(ids_of(t, {"<0x20>", "▁hi"})), "  hi");  // a byte token is no prefix
+  const Tokenizer plain = Tokenizer::from_gguf(without_space_prefix(spm_vocab(pieces)));
+  EXPECT_EQ(plain.encode("hi<u>hi"), ids_of(plain, {"hi", "<u>", "hi"}));
+  EXPECT_EQ(plain.encode(" hi"), ids_of(plain, {"▁hi"}));
+  EXPECT_EQ(plain.decode(ids_of(plain, {"▁hi", "<u>", "▁hi"})), " hi<u> hi");
+}
+
+// The streaming decoder follows decode: the space prefix comes off, and an emoji spelled by
+// byte tokens comes out whole with its last byte.
+TEST(TokenizerTest, SentencePieceStreamsWholeCharacters) {
+  const Tokenizer t = Tokenizer::from_gguf(spm_vocab({{"▁", -1}, {"a", -1}, {"▁a", -2}}));
+  const std::vector<int32_t> ids = t.encode("a 😀");
+  ASSERT_EQ(ids, ids_of(t, {"▁a", "▁", "<0xF0>", "<0x9F>", "<0x98>", "<0x80>"}));
+  Tokenizer::Decoder d(t);
+  EXPECT_EQ(d.push(ids[0]), "a");
+  EXPECT_EQ(d.push(ids[1]), " ");
+  for (int i = 2; i < 5; ++i) EXPECT_EQ(d.push(ids[i]), "") << "byte " << i - 2;
+  EXPECT_EQ(d.push(ids[5]), "😀");
+  EXPECT_EQ(d.flush(), "");
+  EXPECT_EQ(t.decode(ids), "a 😀");
+  // A Decoder that continues shown text (tokens generated after a prompt) keeps the first
+  // token's space.
+  Tokenizer::Decoder continuing(t, /*continues=*/true);
+  EXPECT_EQ(continuing.push(ids[0]), " a");
+  EXPECT_EQ(continuing.push(ids[1]), " ");
+}
+
+// llama.cpp's defaults for SentencePiece: BOS wanted unless add_bos_token says otherwise. The
+// unknown token is the one tokenizer.ggml.unknown_token_id names, else the one of type 2.
+TEST(TokenizerTest, SentencePieceMetadataAndDefaults) {
+  GgufFile f = spm_vocab({{"▁", -1}});
+  const Tokenizer t = Tokenizer::from_gguf(f);
+  EXPECT_TRUE(t.add_bos());
+  EXPECT_EQ(t.bos(), 1);
+  EXPECT_EQ(t.eos(), 2);
+  EXPECT_EQ(t.vocab_size(), 260);
+  EXPECT_TRUE(t.is_control(1));
+  EXPECT_FALSE(t.is_control(0));
+  EXPECT_EQ(t.token_text(3 + 0x41), "<0x41>");
+  EXPECT_EQ(t.decode({0, 1, 3 + 0x41, 2}), "<unk><s>A</s>");
+  f.metadata["tokenizer.ggml.add_bos_token"] = GgufValue::integer(Type::kBool, 0);
+  EXPECT_FALSE(Tokenizer::from_gguf(f).add_bos());
+  GgufFile question = spm_vocab({{"▁", -1}, {"?", -1}}, false);
+  question.metadata["tokenizer.ggml.unknown_token_id"] = GgufValue::integer(Type::kU32, 4);
+  const Tokenizer q = Tokenizer::from_gguf(question);
+  EXPECT_EQ(q.encode("é"), ids_of(q, {"▁", "?"}));
+}
+
+TEST(TokenizerTest, SentencePieceErrorsNameTheKey) {
+  auto with = [](const std::string& key, GgufValue v) {
+    GgufFile f = spm_vocab({});
+    f.metadata[key] = std::move(v);
+    return f;
+  };
+  auto scores = [](int n) {
+    return GgufValue::array(Type::kF32,
+                            std::vector<GgufValue>(n, GgufValue::floating(Type::kF32, 0)));
+  };
+  using testing::expect_error;
+  GgufFile unscored = spm_vocab({});
+  unscored.metadata.erase("tokenizer.ggml.scores");
+  expect_error([&] { Tokenizer::from_gguf(unscored); },
+               {"[Tokenizer]", "tokenizer.ggml.scores", "SentencePiece"});
+  expect_error([&] { Tokenizer::from_gguf(with("tokenizer.ggml.scores", scores(2))); },
+               {"[Tokenizer]", "tokenizer.ggml.scores has 2 entries", "one per token (259)"});
+  expect_error([&] { Tokenizer::from_gguf(with("tokenizer.ggml.scores", scores(260))); },
+               {"[Tokenizer]", "tokenizer.ggml.scores has 260 entries"});
+  expect_error(
+      [&] {
+        Tokenizer::from_gguf(with("tokenizer.ggml.scores",
+                                  GgufValue::array(Type::kString, {GgufValue::string("1")})));
+      },
+      {"[Tokenizer]", "'tokenizer.ggml.scores' is array of string", "expected an array of floats"});
+  expect_error(
+      [&] {
+        Tokenizer::from_gguf(with("tokenizer.ggml.add_space_prefix", GgufValue::string("no")));
+      },
+      {"[Tokenizer]", "'tokenizer.ggml.add_space_prefix' is string", "a bool"});
+  expect_error(
+      [&] {
+        Tokenizer::from_gguf(
+            with("tokenizer.ggml.unknown_token_id", GgufValue::integer(Type::kU32, 999)));
+      },
+      {"[Tokenizer]", "tokenizer.ggml.unknown_token_id is 999", "vocabulary size 259"});
 }
 
 // ---- SmolLM2-135M-Instruct ----
@@ -438,6 +654,233 @@ TEST_F(TokenizerModelTest, SmolLM2EncodesOnSeveralThreadsAtOnce) {
   }
   for (std::thread& th : threads) th.join();
   EXPECT_EQ(mismatches, std::vector<int>(4, 0));
+}
+
+// ---- A SentencePiece model trained by the sentencepiece package ----
+
+// The script trains two small BPE models with sentencepiece, the reference implementation for
+// TinyLlama, Llama 2, Mistral and Gemma, and writes each to GGUF with the gguf package, as
+// llama.cpp's converter does: "prefix" set up as Llama 2's tokenizer is (byte fallback, a space
+// prefix, no normalization, digits split), and "no_prefix" without the space prefix (as Gemma's
+// files say) and without byte tokens. sentencepiece does not match special tokens in the text,
+// so the script matches them as llama.cpp does (control, user-defined and unknown tokens, the
+// leftmost then the longest; user-defined ones alone for parse_special false) and sentencepiece
+// encodes each run of text between them, with its own space prefix. It gives the ids of every
+// line of corpus.json, and sentencepiece's decode of them.
+constexpr const char* kSentencePieceScript = R"PY(
+import io, json, gguf, sentencepiece as spm
+
+TRAIN = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Once upon a time there was a little robot who loved to read books.",
+    "She said that they're going to the market, but we've already been there.",
+    "I don't think it's going to rain today; I'll take my umbrella anyway.",
+    "Numbers like 12345, 3.14159 and 2024 appear in text all the time.",
+    "Café, naïve, façade, résumé and Ångström keep their accents.",
+    "Über die Brücke gehen wir morgen früh um acht Uhr.",
+    "日本語のテキストと中文字符が混ざっています。",
+    "我们今天去公园散步，天气很好。",
+    "Emoji like 😀 and 👍 and ✨ show up in chat messages 😀.",
+    "Two  spaces,   three spaces,    and four spaces between words.",
+    "   indented text, and text with spaces after it   ",
+    "Call <tool> with the arguments, then read [SEP] the answer.",
+    "A tab\tseparated\tline with tabs.",
+]
+USER_DEFINED = ["<tool>", "[SEP]"]
+CONTROL = ["<|im_start|>", "<|im_end|>"]
+
+def train(add_dummy_prefix, byte_fallback, vocab_size):
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(TRAIN * 8), model_writer=model, model_type="bpe",
+        vocab_size=vocab_size, hard_vocab_limit=False, byte_fallback=byte_fallback,
+        character_coverage=1.0, add_dummy_prefix=add_dummy_prefix,
+        normalization_rule_name="identity", remove_extra_whitespaces=False,
+        split_digits=True, allow_whitespace_only_pieces=True,
+        user_defined_symbols=USER_DEFINED, control_symbols=CONTROL,
+        num_threads=1, shuffle_input_sentence=False, minloglevel=2)
+    return spm.SentencePieceProcessor(model_proto=model.getvalue())
+
+def token_type(sp, i):  # tokenizer.ggml.token_type, as llama.cpp's converter maps them
+    if sp.is_unknown(i): return 2
+    if sp.is_control(i): return 3
+    if sp.id_to_piece(i) in USER_DEFINED: return 4
+    if sp.is_unused(i): return 5
+    if sp.is_byte(i): return 6
+    return 1
+
+def write_gguf(sp, path, add_space_prefix):
+    n = sp.get_piece_size()
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_tokenizer_model("llama")
+    w.add_token_list([sp.id_to_piece(i) for i in range(n)])
+    w.add_token_scores([sp.get_score(i) for i in range(n)])
+    w.add_token_types([token_type(sp, i) for i in range(n)])
+    w.add_bos_token_id(sp.bos_id())
+    w.add_eos_token_id(sp.eos_id())
+    w.add_unk_token_id(sp.unk_id())
+    w.add_add_space_prefix(add_space_prefix)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+def encode(sp, text, parse_special):
+    kinds = (2, 3, 4) if parse_special else (4,)
+    specials = [sp.id_to_piece(i) for i in range(sp.get_piece_size())
+                if token_type(sp, i) in kinds]
+    ids, plain, i = [], 0, 0
+    while i < len(text):
+        found = [s for s in specials if text.startswith(s, i)]
+        if not found:
+            i += 1
+            continue
+        if plain < i: ids += sp.encode(text[plain:i])
+        best = max(found, key=len)
+        ids.append(sp.piece_to_id(best))
+        i += len(best)
+        plain = i
+    if plain < len(text): ids += sp.encode(text[plain:])
+    return ids
+
+lines = json.load(open("corpus.json", encoding="utf-8"))
+out = {}
+for name, prefix, size in (("prefix", True, 700), ("no_prefix", False, 400)):
+    sp = train(prefix, prefix, size)
+    write_gguf(sp, name + ".gguf", prefix)
+    out[name] = {"vocab": sp.get_piece_size()}
+    for mode, parse_special in (("special", True), ("plain", False)):
+        ids = [encode(sp, s, parse_special) for s in lines]
+        out[name][mode] = ids
+        out[name][mode + " decoded"] = [sp.decode(i) for i in ids]
+json.dump(out, open("ids.json", "w"))
+)PY";
+
+class TokenizerSentencePieceTest : public testing::ScratchDirTest {
+ protected:
+  void SetUp() override {
+    ScratchDirTest::SetUp();
+    std::ofstream(path("corpus.json")) << nlohmann::json(lines()).dump();
+    const testing::Result r = testing::run_python_tools(kSentencePieceScript, path(""));
+    ASSERT_EQ(r.exit_code, 0) << r.output << "\n(the sentencepiece and gguf packages come from "
+                              << "scripts/install-deps.sh)";
+    want_ = nlohmann::json::parse(std::ifstream(path("ids.json")));
+  }
+
+  // SmolLM2's corpus, and lines for what is particular to SentencePiece: the user-defined
+  // tokens, "<unk>" and "<s>" in the text, characters the training text lacks (byte fallback),
+  // and spaces at the ends.
+  static std::vector<std::string> lines() {
+    std::vector<std::string> out = corpus();
+    for (const char* line :
+         {"The robot reads a book about foxes and dogs.", "x<tool>y", "<tool> [SEP] <tool>",
+          "[SEP]", "<unk> and <s></s>", "🦙", "x🦙", "Жук  жужжит ", "  two leading",
+          "trailing  ", "   ", "<|im_start|> spaced <|im_end|> ", "a\u2581b ▁"}) {
+      out.push_back(line);
+    }
+    return out;
+  }
+
+  Tokenizer load(const std::string& name) const {
+    return Tokenizer::from_gguf(load_gguf(path(name + ".gguf")));
+  }
+
+  std::vector<std::vector<int32_t>> ids(const std::string& name, bool parse_special) const {
+    return want_[name][parse_special ? "special" : "plain"]
+        .get<std::vector<std::vector<int32_t>>>();
+  }
+
+  std::vector<std::string> decoded(const std::string& name, bool parse_special) const {
+    return want_[name][parse_special ? "special decoded" : "plain decoded"]
+        .get<std::vector<std::string>>();
+  }
+
+  nlohmann::json want_;
+};
+
+// Kiln's ids are sentencepiece's, id for id, with special tokens matched and as plain text.
+// The counts make sure the lines exercise byte fallback, special tokens and unknown tokens.
+TEST_F(TokenizerSentencePieceTest, MatchesTheSentencepiecePackage) {
+  const std::vector<std::string> text = lines();
+  for (const std::string name : {"prefix", "no_prefix"}) {
+    const Tokenizer t = load(name);
+    EXPECT_EQ(t.vocab_size(), want_[name]["vocab"].get<int64_t>()) << name;
+    EXPECT_TRUE(t.add_bos()) << name;  // absent from the file: llama.cpp's default
+    EXPECT_EQ(t.bos(), 1);
+    EXPECT_EQ(t.eos(), 2);
+    std::map<std::string, int> seen;
+    for (bool parse_special : {true, false}) {
+      const std::vector<std::vector<int32_t>> want = ids(name, parse_special);
+      ASSERT_EQ(want.size(), text.size());
+      for (size_t i = 0; i < text.size(); ++i) {
+        EXPECT_EQ(t.encode(text[i], parse_special), want[i])
+            << name << " line " << i << " '" << text[i] << "', parse_special " << parse_special;
+        for (int32_t id : want[i]) {
+          const std::string& s = t.token_text(id);
+          seen[s.starts_with("<0x") ? "byte" : t.is_control(id) ? "control" : s] += 1;
+        }
+      }
+    }
+    if (name == "prefix") {
+      EXPECT_GT(seen["byte"], 50);
+      EXPECT_GT(seen["control"], 5);
+      EXPECT_GT(seen["<tool>"], 2);
+    } else {
+      EXPECT_EQ(seen["byte"], 0);
+      EXPECT_GT(seen["<unk>"], 10);
+    }
+  }
+}
+
+// decode gives the text back wherever the ids can hold it (no unknown token, no "▁" in the
+// text), and, where no special token is among the ids, what sentencepiece's decode gives. The
+// streaming decoder gives the same, in whole characters.
+TEST_F(TokenizerSentencePieceTest, DecodesLikeTheSentencepiecePackage) {
+  const std::vector<std::string> text = lines();
+  for (const std::string name : {"prefix", "no_prefix"}) {
+    const Tokenizer t = load(name);
+    const std::vector<int32_t> specials = ids_of(t, {"<unk>", "<tool>", "[SEP]"});
+    for (bool parse_special : {true, false}) {
+      const std::vector<std::string> want = decoded(name, parse_special);
+      ASSERT_EQ(want.size(), text.size());
+      for (size_t i = 0; i < text.size(); ++i) {
+        SCOPED_TRACE(name + " line " + std::to_string(i) + " '" + text[i] + "', parse_special " +
+                     std::to_string(parse_special));
+        const std::vector<int32_t> ids = t.encode(text[i], parse_special);
+        const bool unknown = std::count(ids.begin(), ids.end(), t.token_id("<unk>")) > 0;
+        const bool special = std::any_of(ids.begin(), ids.end(), [&](int32_t id) {
+          return t.is_control(id) || std::count(specials.begin(), specials.end(), id) > 0;
+        });
+        if (!unknown && text[i].find("▁") == std::string::npos) {
+          EXPECT_EQ(t.decode(ids), text[i]);
+        }
+        if (!special) {
+          EXPECT_EQ(t.decode(ids), want[i]);
+        }
+        Tokenizer::Decoder stream(t);
+        std::string joined;
+        for (int32_t id : ids) {
+          const std::string piece = stream.push(id);
+          EXPECT_TRUE(is_utf8(piece)) << "after id " << id;
+          joined += piece;
+        }
+        EXPECT_EQ(joined + stream.flush(), t.decode(ids));
+      }
+    }
+  }
+}
+
+// 🦙 is not in the training text, so four byte tokens spell it; the streaming decoder holds
+// them until the last one. The space prefix before it comes off.
+TEST_F(TokenizerSentencePieceTest, StreamsAnEmojiSpelledByByteTokens) {
+  const Tokenizer t = load("prefix");
+  const std::vector<int32_t> ids = t.encode("🦙");
+  EXPECT_EQ(ids, ids_of(t, {"▁", "<0xF0>", "<0x9F>", "<0xA6>", "<0x99>"}));
+  ASSERT_EQ(ids.size(), 5u);
+  Tokenizer::Decoder stream(t);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(stream.push(ids[i]), "") << "id " << i;
+  EXPECT_EQ(stream.push(ids[4]), "🦙");
+  EXPECT_EQ(stream.flush(), "");
 }
 
 }  // namespace
