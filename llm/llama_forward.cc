@@ -15,53 +15,6 @@ namespace {
 // all on every step.
 constexpr int64_t kAttentionStride = 64;
 
-// RoPE's factors for positions start ... start + tokens - 1, [tokens, 1, head_dim]. The
-// pair of dims (a, b) that turn together (c.rope_pairs) turns by angle = position / scale *
-// base^(-2j / head_dim) for the pair's index j, so that (a, b) becomes (a cos - b sin,
-// b cos + a sin): `cos_t` holds cos at both dims, `sin_t` -sin at a and sin at b. Computed in
-// double on the host, where the angles of late positions (thousands of radians) keep their
-// precision.
-void rope_tables(const ModelConfig& c, const RopeSpec& rope, int64_t start, int64_t tokens,
-                 Tensor& cos_t, Tensor& sin_t) {
-  const int64_t half = c.head_dim / 2;
-  const bool adjacent = c.rope_pairs == RopePairs::kAdjacent;
-  std::vector<float> cos_v(static_cast<size_t>(tokens * c.head_dim)), sin_v(cos_v.size());
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t i = 0; i < c.head_dim; ++i) {
-      const int64_t pair = adjacent ? i / 2 : i % half;
-      const bool first = adjacent ? i % 2 == 0 : i < half;
-      const double angle =
-          static_cast<double>(start + t) / rope.scale *
-          std::pow(rope.base, -2.0 * static_cast<double>(pair) / static_cast<double>(c.head_dim));
-      const auto at = static_cast<size_t>(t * c.head_dim + i);
-      cos_v[at] = static_cast<float>(std::cos(angle));
-      sin_v[at] = static_cast<float>(first ? -std::sin(angle) : std::sin(angle));
-    }
-  }
-  cos_t = Tensor::from_vector(cos_v, {tokens, 1, c.head_dim});
-  sin_t = Tensor::from_vector(sin_v, {tokens, 1, c.head_dim});
-}
-
-// Each dim's partner in its pair, [head_dim]: 1, 0, 3, 2, ... for adjacent pairs; half,
-// half + 1, ..., 0, 1, ... for halves.
-Tensor pair_partners(const ModelConfig& c) {
-  const auto n = static_cast<int32_t>(c.head_dim), half = n / 2;
-  std::vector<int32_t> partner(static_cast<size_t>(n));
-  for (int32_t i = 0; i < n; ++i) {
-    partner[static_cast<size_t>(i)] =
-        c.rope_pairs == RopePairs::kAdjacent ? (i ^ 1) : (i + half) % n;
-  }
-  return Tensor::from_vector(partner, {c.head_dim});
-}
-
-// x [1, T, n, head_dim] with each pair of dims turned by its position's angle:
-// x * cos_t + partner(x) * sin_t, the partners gathered along the last axis. The planner
-// fuses the whole turn into the kernel that reads it (attention, the cache write), where a
-// reversed view of the pairs reshaped back to heads would store each product.
-Tensor rope(const Tensor& x, const Tensor& cos_t, const Tensor& sin_t, const Tensor& partners) {
-  return x * cos_t + take(x, partners, 3) * sin_t;
-}
-
 // Which of the cached positions from ... to - 1 each of the queries at start ... start +
 // tokens - 1 sees: those at or before its own, and with a sliding `window`, fewer than `window`
 // positions before it. A decode step's one query gets a row of 0 and -inf added to its scores,
@@ -85,26 +38,30 @@ Tensor attention_mask(int64_t start, int64_t tokens, int64_t from, int64_t to, i
                     : causal;
 }
 
-// How the layers of one kind (those that see every position, or those that slide) read the
-// cache in one forward: RoPE's tables, and the cached positions from ... to - 1 with the mask
-// over them.
+// How the layers of one kind (those that see every position, or those that slide) turn their
+// queries and keys, and read the cache in one forward: the cached positions from ... to - 1,
+// with the mask over them.
 struct LayerView {
-  Tensor cos, sin;
+  RopeFactors rope;
   int64_t from = 0, to = 0;
   Tensor mask;
 };
 
-// What every layer of one forward shares, made once: each dim's RoPE partner, and the view
-// of each kind of layer.
+// What every layer of one forward shares, made once: the view of each kind of layer.
 struct StepInputs {
-  Tensor partners;
   LayerView global, local;  // local: only when some layer slides
 };
 
+// RoPE's factors for the positions [T, 1] of a forward's tokens, which broadcast over heads
+// [1, T, n, head_dim]: made once per forward and read by every layer's queries and keys, so
+// that the planner computes them once into two small tables.
 LayerView layer_view(const ModelConfig& c, const RopeSpec& rope, int64_t window, int64_t capacity,
                      int64_t start, int64_t tokens) {
+  std::vector<int64_t> positions(static_cast<size_t>(tokens));
+  for (int64_t t = 0; t < tokens; ++t) positions[static_cast<size_t>(t)] = start + t;
   LayerView v;
-  rope_tables(c, rope, start, tokens, v.cos, v.sin);
+  v.rope = rope_factors(Tensor::from_vector(positions, {tokens, 1}), c.head_dim, c.rope_pairs,
+                        rope.base, rope.scale);
   v.to = std::min(capacity,
                   (start + tokens + kAttentionStride - 1) / kAttentionStride * kAttentionStride);
   // A sliding layer skips the stretches that no query of the forward sees any more.
@@ -116,7 +73,6 @@ LayerView layer_view(const ModelConfig& c, const RopeSpec& rope, int64_t window,
 
 StepInputs step_inputs(const ModelConfig& c, int64_t capacity, int64_t start, int64_t tokens) {
   StepInputs in;
-  in.partners = pair_partners(c);
   in.global = layer_view(c, c.rope, 0, capacity, start, tokens);
   if (c.sliding_window > 0) {
     in.local = layer_view(c, c.rope_local, c.sliding_window, capacity, start, tokens);
@@ -147,10 +103,8 @@ Tensor attention(const Model::Data& m, const LayerWeights& l, KvCache& cache, si
   auto heads = [&](const Tensor& w, const Tensor& b, const Tensor& norm, int64_t n) {
     return normalize_heads(split_heads(project(h, w, b), n, c.head_dim), norm, c.norm_eps);
   };
-  const Tensor q = rope(heads(l.wq, l.bq, l.q_norm, c.heads), view.cos, view.sin, in.partners)
-                       .permute({0, 2, 1, 3});
-  const Tensor k = rope(heads(l.wk, l.bk, l.k_norm, c.kv_heads), view.cos, view.sin, in.partners)
-                       .permute({0, 2, 1, 3});
+  const Tensor q = rope(heads(l.wq, l.bq, l.q_norm, c.heads), view.rope).permute({0, 2, 1, 3});
+  const Tensor k = rope(heads(l.wk, l.bk, l.k_norm, c.kv_heads), view.rope).permute({0, 2, 1, 3});
   const Tensor v = heads(l.wv, l.bv, Tensor(), c.kv_heads).permute({0, 2, 1, 3});
   cache.keys[layer] = update_slice(cache.keys[layer], k, 2, start);
   cache.values[layer] = update_slice(cache.values[layer], v, 2, start);

@@ -151,10 +151,10 @@ void read_sliding_window(const MetadataReader& m, ModelConfig& c) {
 // outputs, gates its MLP with GELU, and slides most layers' attention.
 void set_architecture_traits(ModelConfig& c) {
   if (c.architecture == "qwen2") {
-    c.rope_pairs = RopePairs::kHalves;
+    c.rope_pairs = RopePairs::Halves;
     c.qkv_bias = true;
   } else if (c.architecture == "gemma3") {
-    c.rope_pairs = RopePairs::kHalves;
+    c.rope_pairs = RopePairs::Halves;
     c.activation = Activation::kGeluTanh;
     c.qk_norm = true;
     c.post_norms = true;

@@ -10,15 +10,11 @@
 #include <vector>
 
 #include "kiln/llm.h"
+#include "kiln/nn.h"
 #include "kiln/tensor.h"
 #include "kiln/tokenizer.h"
 
 namespace kiln::llm {
-
-// Which dims of a head RoPE turns together: GGUF's llama files pair 2i with 2i + 1 (the
-// converter permutes W_q and W_k's rows for it); qwen2 and gemma3 keep the checkpoint's i with
-// i + head_dim / 2 (ggml's "neox" mode).
-enum class RopePairs { kAdjacent, kHalves };
 
 // The gated MLP's activation: down(act(gate(x)) * up(x)).
 enum class Activation {
@@ -35,7 +31,10 @@ struct RopeSpec {
 // The numbers a forward needs, read from `<architecture>.*` metadata keys (docs/llm.md).
 struct ModelConfig {
   std::string architecture;
-  RopePairs rope_pairs = RopePairs::kAdjacent;
+  // Which dims of a head RoPE turns together: GGUF's llama files pair 2i with 2i + 1 (the
+  // converter permutes W_q's and W_k's rows for it); qwen2 and gemma3 keep the checkpoint's i
+  // with i + head_dim / 2 (ggml's "neox" mode).
+  RopePairs rope_pairs = RopePairs::Adjacent;
   Activation activation = Activation::kSilu;
   bool qkv_bias = false;    // qwen2: W_q, W_k and W_v each add a bias
   bool qk_norm = false;     // gemma3: each head's q and k are RMS-normalized before RoPE

@@ -51,6 +51,43 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     const Tensor& mask, CausalAlignment causal,
                                     std::optional<double> scale = std::nullopt);
 
+// Which dims of the last axis rotary position embedding turns together.
+enum class RopePairs {
+  Adjacent,  // (2j, 2j + 1): GPT-J, Meta's Llama code, llama.cpp's llama files
+  Halves,    // (j, j + D / 2): GPT-NeoX, the Hugging Face checkpoints ("rotate_half")
+};
+
+// Rotary position embedding (Su et al., 2021). Each pair (a, b) of x's last axis (D dims, D
+// even; `pairs` says which dims pair up) turns by the angle
+//     theta = position / scale * base^(-2j / D)        for the pair's index j in [0, D / 2)
+// into (a cos theta - b sin theta, b cos theta + a sin theta).
+// - positions (integer or floating) holds one position per vector of x: its shape followed by
+//   D must broadcast to x's shape. x [B, S, H, D] takes positions [S, 1]; x [B, H, S, D]
+//   takes positions [S] or [B, 1, S].
+// - Each angle is position * frequency in double, reduced to [-pi, pi] in double, so late
+//   positions (thousands of radians) keep their precision; its sin and cos are taken in f32.
+//   The result has x's dtype. scale > 1 is linear RoPE scaling (position interpolation).
+// - Recorded as elementwise ops and one gather along the last axis, which the planner fuses
+//   into the kernel that reads the result (an attention, a cache write): no rotated copy
+//   reaches memory. Positions are a tensor, so a compiled step (kiln::compile) takes new
+//   positions without re-recording.
+Tensor rope(const Tensor& x, const Tensor& positions, RopePairs pairs, double base = 10000.0,
+            double scale = 1.0);
+
+// rope's factors for one set of positions, [positions' shape..., D] each, to share among
+// several rope calls (a model's queries and keys in every layer): the planner computes them
+// once per step into two small tables, which every rope kernel then reads, where rope(x,
+// positions, ...) computes its angles inline in the kernel that reads it.
+struct RopeFactors {
+  Tensor cos;       // cos theta at both dims of a pair
+  Tensor sin;       // -sin theta at a pair's first dim, +sin theta at its second
+  Tensor partners;  // I32 [D]: each dim's partner in its pair
+};
+RopeFactors rope_factors(const Tensor& positions, int64_t dims, RopePairs pairs,
+                         double base = 10000.0, double scale = 1.0, DType dtype = DType::F32);
+// x * cos + take(x, partners, -1) * sin: rope(x, positions, ...) with the factors given.
+Tensor rope(const Tensor& x, const RopeFactors& factors);
+
 }  // namespace kiln
 
 #endif  // KILN_NN_H_

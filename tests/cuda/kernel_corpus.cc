@@ -30,6 +30,9 @@ std::vector<Tensor> kernel_corpus() {
     outs.push_back(index_add(v, 1, Tensor::from_vector(std::vector<int64_t>{-2, 0, 1, -2}, {4}),
                              exp(v) * 2.0));
     outs.push_back(scaled_dot_product_attention(v, v, v, Tensor(), true));
+    outs.push_back(rope(v, Tensor::arange(4, DType::I64) + 7.0, RopePairs::Halves) * 2.0);
+    outs.push_back(rope(v.reshape({5, 4, 3, 2}), Tensor::arange(4, DType::I32).reshape({4, 1}),
+                        RopePairs::Adjacent, 500.0, 2.0));
     outs.push_back(scaled_dot_product_attention(v, v.slice(1, 0, 3), v.slice(1, 0, 3), Tensor(),
                                                 CausalAlignment::BottomRight));
     outs.push_back(matmul(softmax(matmul(v, v.transpose(-2, -1)) * 0.5 + 1.0, -1), v));

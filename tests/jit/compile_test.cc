@@ -41,6 +41,23 @@ struct Mlp {
   }
 };
 
+// A decode step's RoPE takes its positions as a tensor: each call with new positions replays
+// the one recording and gives what eager rope gives.
+TEST(CompileTest, RopeTakesNewPositionsWithoutRecordingAgain) {
+  Compiled turn = compile([](const std::vector<Tensor>& in) {
+    return std::vector{rope(in[0], in[1], RopePairs::Halves, 500.0) * 2.0};
+  });
+  const Tensor x = Tensor::randn({1, 1, 3, 8}, 7).eval();
+  for (int64_t position : {0, 1, 700, 65000}) {
+    const Tensor positions = Tensor::full({1, 1}, static_cast<double>(position), DType::I64);
+    const Stats before = stats();
+    const std::vector<Tensor> got = turn({x, positions});
+    EXPECT_EQ(stats().compiled_records - before.compiled_records, position == 0 ? 1 : 0);
+    expect_same_values(rope(x, positions, RopePairs::Halves, 500.0) * 2.0, got[0]);
+  }
+  EXPECT_EQ(turn.num_signatures(), 1u);
+}
+
 TEST(CompileTest, ReplaysWithoutRecordingAndMatchesEagerOnFreshData) {
   SCOPED_TRACE(test_seed());
   std::mt19937_64 rng(test_seed());

@@ -10,6 +10,7 @@
 #include "jit/backend/backend.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/trace.h"
+#include "kiln/kiln.h"
 #include "ops/element_access.h"
 #include "tests/cuda_emulation/emulated_kernels.h"
 #include "tests/cuda_emulation/run_emulated.h"
@@ -327,6 +328,83 @@ TEST(NN, EpilogueInTheGemmCoreHasTheBitsOfASeparateKernel) {
       }
     }
   }
+}
+
+// rope against angles in long double: both pair conventions, positions laid out for x [B, S,
+// H, D] and for x [B, H, S, D], integer positions up to 200000 (angles of 10^5 radians, whose
+// f32 product would be off by 10^-2) and fractional ones, linear scaling, f32 and f64.
+TEST(NN, RopeTurnsEachPairByItsPositionsAngle) {
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE(testing::test_seed());
+  for (RopePairs pairs : {RopePairs::Adjacent, RopePairs::Halves}) {
+    for (bool heads_first : {false, true}) {
+      for (DType dt : {DType::F32, DType::F64}) {
+        SCOPED_TRACE(std::string(pairs == RopePairs::Adjacent ? "adjacent" : "halves") +
+                     (heads_first ? ", [B, H, S, D]" : ", [B, S, H, D]") + ", " + dtype_name(dt));
+        const int64_t b = 2, s = 5, h = 3, d = 12;
+        const double base = heads_first ? 10000.0 : 500.0, scale = heads_first ? 1.0 : 2.5;
+        std::vector<float> xs = testing::random_floats(b * s * h * d, rng, -1, 1);
+        std::vector<double> pos(s);
+        std::uniform_int_distribution<int> position(0, 200000);
+        for (int64_t i = 0; i < s; ++i) pos[i] = position(rng) + (heads_first ? 0.0 : 0.25 * i);
+        const std::vector<int64_t> shape =
+            heads_first ? std::vector<int64_t>{b, h, s, d} : std::vector<int64_t>{b, s, h, d};
+        const Tensor x = Tensor::from_vector(xs, shape).astype(dt);
+        const Tensor positions = heads_first ? Tensor::from_vector(pos, {s}).astype(DType::I64)
+                                             : Tensor::from_vector(pos, {s, 1});
+        if (heads_first) {
+          for (double& p : pos) p = std::floor(p);
+        }
+        const std::vector<double> got = testing::values(rope(x, positions, pairs, base, scale));
+        for (int64_t e = 0; e < b * s * h * d; ++e) {
+          const std::vector<int64_t> at = testing::unravel(e, shape);
+          const int64_t i = at[3], seq = heads_first ? at[2] : at[1], half = d / 2;
+          const bool adjacent = pairs == RopePairs::Adjacent;
+          const int64_t j = adjacent ? i / 2 : i % half;
+          const bool first = adjacent ? i % 2 == 0 : i < half;
+          const int64_t partner = e - i + (adjacent ? (i ^ 1) : (i + half) % d);
+          const long double theta = pos[seq] / scale * std::pow((long double)base, -2.0L * j / d);
+          const long double a = xs[e], other = xs[partner];
+          const long double want = a * std::cos(theta) + (first ? -other : other) * std::sin(theta);
+          ASSERT_NEAR(got[e], static_cast<double>(want), 2e-6) << "element " << e;
+        }
+      }
+    }
+  }
+}
+
+// rope fuses into the kernel that reads it: alone, one kernel; ahead of attention, the
+// attention's one kernel.
+TEST(NN, RopeFusesIntoItsReader) {
+  const Tensor q = Tensor::randn({1, 4, 7, 16}, 1).eval(),
+               k = Tensor::randn({1, 2, 7, 16}, 2).eval();
+  const Tensor positions = (Tensor::arange(7, DType::I64) + 100.0).eval();
+  reset_stats();
+  rope(q, positions, RopePairs::Halves).eval();
+  EXPECT_EQ(stats().kernels_launched, 1);
+  reset_stats();
+  scaled_dot_product_attention(rope(q, positions, RopePairs::Adjacent),
+                               rope(k, positions, RopePairs::Adjacent), k, Tensor(), true)
+      .eval();
+  EXPECT_EQ(stats().kernels_launched, 1);
+}
+
+TEST(NN, RopeErrorsNameWhatIsWrong) {
+  const Tensor x = Tensor::zeros({2, 3, 8});
+  testing::expect_error(
+      [&] {
+        rope(Tensor::zeros({2, 3, 7}), Tensor::zeros({3}), RopePairs::Halves);
+      },
+      {"[rope]", "even number of dims", "dims: 7"});
+  testing::expect_error([&] { rope(x, Tensor::zeros({4}), RopePairs::Halves); },
+                        {"[rope]", "[4, 8]", "must broadcast to x's shape", "f32[2, 3, 8]"});
+  testing::expect_error([&] { rope(x, Tensor::zeros({3}, DType::Bool), RopePairs::Adjacent); },
+                        {"[rope]", "not bool"});
+  testing::expect_error([&] { rope(x, Tensor::zeros({3}), RopePairs::Adjacent, 0.0); },
+                        {"[rope]", "base and scale must be > 0", "base: 0"});
+  testing::expect_error(
+      [&] { rope(x.astype(DType::I32), Tensor::zeros({3}), RopePairs::Adjacent); },
+      {"[rope]", "floating x", "i32[2, 3, 8]"});
 }
 
 }  // namespace
