@@ -12,86 +12,21 @@
 #include "kiln/error.h"
 #include "kiln/io.h"
 #include "llm/spm_tokenizer.h"
+#include "llm/tokenizer_impl.h"
+#include "llm/unicode.h"
+#include "llm/wordpiece.h"
 
 namespace kiln {
 namespace {
 
-// ---- Unicode classes and UTF-8 ----
-
-enum : uint8_t { kLetter = 1, kNumber = 2, kPunctuation = 4, kWhitespace = 8 };
-
-struct CategoryRange {
-  char32_t first, last;
-  uint8_t flags;
-};
-constexpr CategoryRange kCategories[] = {
-#include "llm/unicode_categories.inc"
-};
-
-uint8_t categories(char32_t c) {
-  const auto* end = std::end(kCategories);
-  const auto* it = std::upper_bound(std::begin(kCategories), end, c,
-                                    [](char32_t c, const CategoryRange& r) { return c < r.first; });
-  if (it == std::begin(kCategories)) return 0;
-  --it;
-  return c <= it->last ? it->flags : 0;
-}
-
-constexpr char32_t kReplacement = 0xFFFD;
-
-bool is_continuation(unsigned char b) { return (b & 0xC0) == 0x80; }
-
-// Bytes in a sequence that starts with lead byte `b`: 1 to 4, 0 for a byte that cannot start
-// one. Read as llama.cpp reads it: C0 and C1 start (overlong) two-byte sequences.
-int sequence_length(unsigned char b) {
-  if (b < 0x80) return 1;
-  if (b < 0xC0) return 0;
-  if (b < 0xE0) return 2;
-  if (b < 0xF0) return 3;
-  return b < 0xF8 ? 4 : 0;
-}
-
-// The code points of `text` as llama.cpp decodes them: a byte that does not start a complete
-// sequence (a stray continuation byte, F8 to FF, a sequence cut short) becomes U+FFFD, and
-// decoding goes on from the next byte. Like llama.cpp, overlong forms and surrogates are taken
-// at face value; a value past U+10FFFF (which llama.cpp cannot encode again) is malformed too.
-std::u32string decode_utf8(std::string_view text) {
-  std::u32string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    const auto b = static_cast<unsigned char>(text[i]);
-    const int n = sequence_length(b);
-    bool ok = n > 0 && i + n <= text.size();
-    char32_t c = n == 1 ? b : b & (0x7F >> n);
-    for (int k = 1; ok && k < n; ++k) {
-      const auto next = static_cast<unsigned char>(text[i + k]);
-      ok = is_continuation(next);
-      c = (c << 6) | (next & 0x3F);
-    }
-    ok = ok && c <= 0x10FFFF;
-    out.push_back(ok ? c : kReplacement);
-    i += ok ? n : 1;
-  }
-  return out;
-}
-
-void append_utf8(char32_t c, std::string& out) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
-}
+using unicode::append_utf8;
+using unicode::decode_utf8;
+using unicode::is_continuation;
+using unicode::kLetter;
+using unicode::kNumber;
+using unicode::kPunctuation;
+using unicode::kWhitespace;
+using unicode::sequence_length;
 
 // ---- GPT-2's byte-level alphabet ----
 
@@ -127,8 +62,6 @@ const ByteAlphabet& byte_alphabet() {
 int byte_of_char(char32_t c) { return c < 0x144 ? byte_alphabet().bytes[c] : -1; }
 
 // ---- Pre-tokenizers ----
-
-enum class PreTokenizer { kSmolLM, kGpt2, kDefault };
 
 // One step of a pre-tokenizer. Each cuts every piece further, keeping the text between its
 // matches as pieces too (llama.cpp's unicode_regex_split).
@@ -248,7 +181,7 @@ std::vector<size_t> apply(Split split, const Text& t, const std::vector<size_t>&
 
 // ---- Reading the metadata ----
 
-[[noreturn]] void fail(const std::string& message) { throw Error("[Tokenizer] " + message); }
+[[noreturn]] void fail(const std::string& message) { tokenizer_error(message); }
 
 bool is_integer(GgufValue::Type t) {
   using T = GgufValue::Type;
@@ -286,73 +219,40 @@ const std::vector<GgufValue>& string_array(const GgufValue& v, const std::string
   return v.as_array();
 }
 
-// tokenizer.ggml.model: GPT-2's byte-level BPE, or SentencePiece's BPE ("llama").
-enum class Model { kGpt2, kSpm };
-
 }  // namespace
 
 // ---- The tokenizer ----
 
-struct Tokenizer::Impl {
-  struct Merge {
-    int32_t rank;
-    int32_t id;  // of the merged token; -1 when the vocabulary lacks it
-  };
+[[noreturn]] void tokenizer_error(const std::string& message) {
+  throw Error("[Tokenizer] " + message);
+}
 
-  Model model = Model::kGpt2;
-  std::vector<std::string> tokens;
-  std::vector<int32_t> types;
-  std::vector<float> scores;                          // SentencePiece's merge priorities
-  std::vector<std::string> bytes;                     // what each token decodes to
-  std::unordered_map<std::string_view, int32_t> ids;  // views of `tokens`, which never moves
-  std::array<int32_t, 256> byte_token{};              // the token spelling each byte alone, or -1
-  std::unordered_map<uint64_t, Merge> merges;         // by (left id, right id)
-  std::array<std::vector<int32_t>, 256> specials;     // by first byte, longest first
-  PreTokenizer pre = PreTokenizer::kDefault;
-  int32_t bos = -1, eos = -1, unknown = -1;
-  bool add_bos = false;
-  bool add_space_prefix = false;  // SentencePiece only
-
-  static uint64_t pair_key(int32_t left, int32_t right) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
-           static_cast<uint32_t>(right);
+void Tokenizer::Impl::check_id(int32_t id, const char* what) const {
+  if (id < 0 || id >= static_cast<int64_t>(tokens.size())) {
+    fail(std::string(what) + ": id " + std::to_string(id) + " is outside the vocabulary [0, " +
+         std::to_string(tokens.size()) + ")");
   }
+}
 
-  void check_id(int32_t id, const char* what) const {
-    if (id < 0 || id >= static_cast<int64_t>(tokens.size())) {
-      fail(std::string(what) + ": id " + std::to_string(id) + " is outside the vocabulary [0, " +
-           std::to_string(tokens.size()) + ")");
-    }
+int32_t Tokenizer::Impl::special_at(std::string_view text, size_t i, bool parse_special) const {
+  for (int32_t id : specials[static_cast<unsigned char>(text[i])]) {
+    if (!parse_special && types[id] != kUserDefinedType) continue;
+    if (text.substr(i).starts_with(tokens[id])) return id;
   }
+  return -1;
+}
 
-  // The special token that starts at text[i] (the longest of those that do), or -1.
-  int32_t special_at(std::string_view text, size_t i, bool parse_special) const {
-    for (int32_t id : specials[static_cast<unsigned char>(text[i])]) {
-      if (!parse_special && types[id] != kUserDefinedType) continue;
-      if (text.substr(i).starts_with(tokens[id])) return id;
-    }
-    return -1;
-  }
-
-  // The token types encode matches in the text before anything else.
-  static bool is_special(int32_t type) {
-    return type == kControlType || type == kUserDefinedType || type == kUnknownType;
-  }
-
-  // Appends what `id` decodes to. Special tokens cut the text into runs, and with
-  // add_space_prefix encode puts a space before each run; decode takes it off again: one
-  // leading space of a normal token at the start (`run_start`) or right after a special token.
-  void append_bytes(int32_t id, bool& run_start, std::string& out) const {
-    const std::string& b = bytes[id];
-    const bool strip =
-        run_start && add_space_prefix && types[id] == kNormalType && b.starts_with(' ');
-    out.append(b, strip ? 1 : 0);
-    run_start = is_special(types[id]);
-  }
-
-  void encode_text(std::string_view text, std::vector<int32_t>& out) const;
-  void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
-};
+// Appends what `id` decodes to. Special tokens cut the text into runs, and with
+// add_space_prefix encode puts a space before each run; decode takes it off again: one
+// leading space of a normal token at the start (`run_start`) or right after a special token.
+// WordPiece puts a space before every token but continuations: the first token loses it.
+void Tokenizer::Impl::append_bytes(int32_t id, bool& run_start, std::string& out) const {
+  const std::string& b = bytes[id];
+  const bool wordpiece = model == TokenizerModel::kWordPiece;
+  const bool prefixed = wordpiece || (add_space_prefix && types[id] == kNormalType);
+  out.append(b, run_start && prefixed && b.starts_with(' ') ? 1 : 0);
+  run_start = !wordpiece && is_special(types[id]);
+}
 
 namespace {
 
@@ -380,14 +280,18 @@ struct Candidate {
 // Text without special tokens: pre-tokenized, then each piece merged on its own.
 void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
-  if (model == Model::kSpm) {
+  if (model == TokenizerModel::kSpm) {
     spm_encode(text, {ids, types, scores, byte_token, unknown, add_space_prefix}, out);
+    return;
+  }
+  if (model == TokenizerModel::kWordPiece) {
+    wordpiece_encode(text, ids, wordpiece, out);
     return;
   }
   Text t;
   t.chars = decode_utf8(text);
   t.flags.resize(t.chars.size());
-  for (size_t i = 0; i < t.chars.size(); ++i) t.flags[i] = categories(t.chars[i]);
+  for (size_t i = 0; i < t.chars.size(); ++i) t.flags[i] = unicode::flags(t.chars[i]);
   std::vector<size_t> ends{t.chars.size()};
   for (Split split : splits(pre)) ends = apply(split, t, ends);
   size_t begin = 0;
@@ -462,11 +366,11 @@ PreTokenizer read_pre_tokenizer(const GgufFile& file) {
        "', a pre-tokenizer Kiln does not know (supported: smollm, gpt-2, default)");
 }
 
-Model read_model(const GgufFile& file) {
+TokenizerModel read_model(const GgufFile& file) {
   const std::string key = "tokenizer.ggml.model";
   const std::string model = string_value(need(file, key, "\"gpt2\" or \"llama\""), key);
-  if (model == "gpt2") return Model::kGpt2;
-  if (model == "llama") return Model::kSpm;
+  if (model == "gpt2") return TokenizerModel::kGpt2;
+  if (model == "llama") return TokenizerModel::kSpm;
   fail(key + " is '" + model +
        "', a tokenizer Kiln does not support (supported: 'gpt2', byte-level BPE, and 'llama', "
        "SentencePiece BPE)");
@@ -477,14 +381,7 @@ void read_tokens(const GgufFile& file, Tokenizer::Impl& t) {
   for (const GgufValue& v : string_array(need(file, key, "an array of strings"), key)) {
     t.tokens.push_back(v.as_string());
   }
-  for (size_t i = 0; i < t.tokens.size(); ++i) {
-    if (t.tokens[i].empty()) continue;  // matches no text
-    auto [it, fresh] = t.ids.emplace(t.tokens[i], static_cast<int32_t>(i));
-    if (!fresh) {
-      fail(key + " holds '" + t.tokens[i] + "' twice, at ids " + std::to_string(it->second) +
-           " and " + std::to_string(i));
-    }
-  }
+  index_ids(t, key);
   t.types.assign(t.tokens.size(), kNormalType);  // when the file gives no types
   const std::string types_key = "tokenizer.ggml.token_type";
   if (const GgufValue* v = find(file, types_key)) {
@@ -522,32 +419,22 @@ int32_t token_of(const Tokenizer::Impl& t, std::string_view text) {
   return it == t.ids.end() ? -1 : it->second;
 }
 
-[[noreturn]] void bad_merge(size_t rank, const std::string& line, const std::string& problem) {
-  fail("tokenizer.ggml.merges[" + std::to_string(rank) + "] '" + line + "' " + problem);
-}
-
-// Merge `line` ("left right") of rank `rank` becomes the pair of ids it joins. The first space
-// after the first byte separates the two, as llama.cpp reads them.
-void add_merge(Tokenizer::Impl& t, size_t rank, const std::string& line) {
+// Merge `line` ("left right") of rank `rank`. The first space after the first byte separates
+// the two, as llama.cpp reads them.
+void add_merge_line(Tokenizer::Impl& t, int32_t rank, const std::string& line) {
+  const std::string where = "tokenizer.ggml.merges[" + std::to_string(rank) + "] '" + line + "'";
   const size_t space = line.find(' ', 1);
-  if (space == std::string::npos) bad_merge(rank, line, "has no space: expected \"left right\"");
-  const std::string_view left = std::string_view(line).substr(0, space);
-  const std::string_view right = std::string_view(line).substr(space + 1);
-  for (std::string_view part : {left, right}) {
-    if (token_of(t, part) < 0) {
-      bad_merge(rank, line, "names '" + std::string(part) + "', which is not a token");
-    }
-  }
-  std::string merged(left);
-  merged += right;
-  t.merges.emplace(Tokenizer::Impl::pair_key(token_of(t, left), token_of(t, right)),
-                   Tokenizer::Impl::Merge{static_cast<int32_t>(rank), token_of(t, merged)});
+  if (space == std::string::npos) fail(where + " has no space: expected \"left right\"");
+  const std::string_view view = line;
+  add_merge(t, rank, view.substr(0, space), view.substr(space + 1), where);
 }
 
 void read_merges(const GgufFile& file, Tokenizer::Impl& t) {
   const std::string key = "tokenizer.ggml.merges";
   const auto& merges = string_array(need(file, key, "an array of strings \"left right\""), key);
-  for (size_t rank = 0; rank < merges.size(); ++rank) add_merge(t, rank, merges[rank].as_string());
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    add_merge_line(t, static_cast<int32_t>(rank), merges[rank].as_string());
+  }
 }
 
 int32_t read_special_id(const GgufFile& file, const std::string& key, size_t vocab) {
@@ -593,8 +480,11 @@ int32_t read_unknown_id(const GgufFile& file, const Tokenizer::Impl& t) {
 // their text, byte tokens "<0xXX>" their byte, normal tokens their characters with "▁" as a
 // space (SentencePiece) or read back through GPT-2's alphabet (a character outside it stands for
 // itself, where llama.cpp writes "[UNK_BYTE_...]"). Unused and undefined tokens decode to
-// nothing, as in llama.cpp.
-std::string token_bytes(const std::string& text, int32_t type, Model model) {
+// nothing, as in llama.cpp. WordPiece's tokens all follow its decoder (llm/wordpiece.h).
+std::string token_bytes(const Tokenizer::Impl& t, int32_t id) {
+  const std::string& text = t.tokens[id];
+  const int32_t type = t.types[id];
+  if (t.model == TokenizerModel::kWordPiece) return wordpiece_token_bytes(text, t.wordpiece);
   if (Tokenizer::Impl::is_special(type)) return text;
   if (type == kByteType) {
     unsigned value = 0;
@@ -604,7 +494,7 @@ std::string token_bytes(const std::string& text, int32_t type, Model model) {
     return hex ? std::string(1, static_cast<char>(value)) : text;
   }
   if (type != kNormalType) return "";
-  if (model == Model::kSpm) return spm_unescape(text);
+  if (t.model == TokenizerModel::kSpm) return spm_unescape(text);
   std::string out;
   for (char32_t c : decode_utf8(text)) {
     const int b = byte_of_char(c);
@@ -618,9 +508,11 @@ std::string token_bytes(const std::string& text, int32_t type, Model model) {
 }
 
 // The text of the token that spells byte `b` alone: GPT-2's character for it, or SentencePiece's
-// byte token "<0xXX>" (upper-case hex, as sentencepiece and llama.cpp write it).
-std::string byte_spelling(Model model, int b) {
-  if (model == Model::kSpm) {
+// byte token "<0xXX>" (upper-case hex, as sentencepiece and llama.cpp write it). WordPiece has
+// none: "" is never a token.
+std::string byte_spelling(TokenizerModel model, int b) {
+  if (model == TokenizerModel::kWordPiece) return "";
+  if (model == TokenizerModel::kSpm) {
     constexpr char kHex[] = "0123456789ABCDEF";
     return std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">";
   }
@@ -629,10 +521,38 @@ std::string byte_spelling(Model model, int b) {
   return s;
 }
 
+}  // namespace
+
+void index_ids(Tokenizer::Impl& t, const std::string& key) {
+  for (size_t i = 0; i < t.tokens.size(); ++i) {
+    if (t.tokens[i].empty()) continue;  // matches no text
+    auto [it, fresh] = t.ids.emplace(t.tokens[i], static_cast<int32_t>(i));
+    if (!fresh) {
+      fail(key + " holds '" + t.tokens[i] + "' twice, at ids " + std::to_string(it->second) +
+           " and " + std::to_string(i));
+    }
+  }
+}
+
+// The pair of ids a merge joins, and the id of what it makes. Of two merges of one pair, the
+// first (of lower rank) counts.
+void add_merge(Tokenizer::Impl& t, int32_t rank, std::string_view left, std::string_view right,
+               const std::string& where) {
+  for (std::string_view part : {left, right}) {
+    if (token_of(t, part) < 0) {
+      fail(where + " names '" + std::string(part) + "', which is not a token");
+    }
+  }
+  std::string merged(left);
+  merged += right;
+  t.merges.emplace(Tokenizer::Impl::pair_key(token_of(t, left), token_of(t, right)),
+                   Tokenizer::Impl::Merge{rank, token_of(t, merged)});
+}
+
 void index_tokens(Tokenizer::Impl& t) {
   for (int b = 0; b < 256; ++b) t.byte_token[b] = token_of(t, byte_spelling(t.model, b));
   for (size_t i = 0; i < t.tokens.size(); ++i) {
-    t.bytes.push_back(token_bytes(t.tokens[i], t.types[i], t.model));
+    t.bytes.push_back(token_bytes(t, static_cast<int32_t>(i)));
     if (Tokenizer::Impl::is_special(t.types[i]) && !t.tokens[i].empty()) {
       t.specials[static_cast<unsigned char>(t.tokens[i][0])].push_back(static_cast<int32_t>(i));
     }
@@ -642,6 +562,8 @@ void index_tokens(Tokenizer::Impl& t) {
                      [&](int32_t a, int32_t b) { return t.tokens[a].size() > t.tokens[b].size(); });
   }
 }
+
+namespace {
 
 // How many bytes at the end of `s` begin a UTF-8 character that more bytes could complete.
 size_t unfinished_tail(const std::string& s) {
@@ -667,7 +589,7 @@ size_t unfinished_tail(const std::string& s) {
 Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   auto t = std::make_shared<Impl>();
   t->model = read_model(file);
-  const bool spm = t->model == Model::kSpm;
+  const bool spm = t->model == TokenizerModel::kSpm;
   if (!spm) t->pre = read_pre_tokenizer(file);
   read_tokens(file, *t);
   if (spm) {

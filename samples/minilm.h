@@ -49,7 +49,7 @@ Tensor embed_padded(const MiniLM& model, const Tensor& ids, const Tensor& mask);
 // the model must outlive it.
 Compiled compile_embed_padded(const MiniLM& model);
 
-// The embeddings [sentences, hidden] of token id rows (BertTokenizer::encode), one row
+// The embeddings [sentences, hidden] of token id rows (sentence_token_ids), one row
 // per sentence: embed_padded of pad_rows.
 Tensor embed_sentences(const MiniLM& model, const std::vector<std::vector<int64_t>>& ids);
 

