@@ -61,7 +61,7 @@ LayerView layer_view(const ModelConfig& c, const RopeSpec& rope, int64_t window,
   for (int64_t t = 0; t < tokens; ++t) positions[static_cast<size_t>(t)] = start + t;
   LayerView v;
   v.rope = rope_factors(Tensor::from_vector(positions, {tokens, 1}), c.head_dim, c.rope_pairs,
-                        rope.base, rope.scale);
+                        rope.base, rope.scale, DType::F32, rope.divisors);
   v.to = std::min(capacity,
                   (start + tokens + kAttentionStride - 1) / kAttentionStride * kAttentionStride);
   // A sliding layer skips the stretches that no query of the forward sees any more.

@@ -265,6 +265,19 @@ Model::Data read_weights(GgufFile& file, const ModelConfig& c, const std::string
     d.layers.push_back(std::move(l));
   }
   d.output_norm = take("output_norm.weight", {dim});
+  // Llama 3.1 and 3.2's RoPE scaling comes as one factor per pair of a head (llama.cpp's
+  // converter computes them from the checkpoint's rope_scaling): it divides the layers'
+  // angles.
+  if (c.architecture == "llama" && file.tensors.count("rope_freqs.weight")) {
+    for (float f :
+         take("rope_freqs.weight", {c.head_dim / 2}).astype(DType::F32).to_vector<float>()) {
+      if (!(f > 0)) {
+        throw Error("[llm::Model::load] " + path + ": tensor 'rope_freqs.weight' holds " +
+                    std::to_string(f) + ", expected factors > 0");
+      }
+      d.config.rope.divisors.push_back(f);
+    }
+  }
   d.output =
       file.tensors.count("output.weight") ? take("output.weight", {vocab, dim}) : d.embedding;
   for (const auto& [name, tensor] : file.tensors) {

@@ -26,6 +26,9 @@ enum class Activation {
 struct RopeSpec {
   double base = 10000.0;
   double scale = 1.0;  // linear RoPE scaling's factor (rope.scaling.type "linear")
+  // Llama 3's frequency factors (rope_freqs.weight): pair j's angle is divided by
+  // divisors[j]. Empty: none.
+  std::vector<double> divisors;
 };
 
 // The numbers a forward needs, read from `<architecture>.*` metadata keys (docs/llm.md).

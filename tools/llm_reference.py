@@ -15,7 +15,8 @@ all arithmetic after that is float64:
 The biases are qwen2's. RoPE turns pairs of a head's dims by position / linear_factor ·
 freq_base^(-2j / rope_dim) for pair j: llama files pair (2j, 2j + 1), since llama.cpp's
 converter permutes W_q's and W_k's rows for it; qwen2 and gemma3 pair (j, j + rope_dim / 2),
-the checkpoint's own layout.
+the checkpoint's own layout. A llama file with rope_freqs.weight (Llama 3.1 and 3.2) divides
+pair j's frequency by its factor j.
 
 gemma3 differs further (its GGUF norm weights already include Gemma's "1 +"):
 - each head's q and k are RMS-normalized (attn_q_norm, attn_k_norm) before RoPE;
@@ -102,11 +103,13 @@ class Model:
     def rms_norm(self, x, weight):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * weight
 
-    def rope(self, x, base, factor):
+    def rope(self, x, base, factor, divisors=None):
         """x [T, heads, head_dim] at positions 0 .. T-1: pairs of the first rope_dim dims."""
         tokens = x.shape[0]
         half = self.rope_dim // 2
         freq = base ** (-2.0 * np.arange(half) / self.rope_dim)
+        if divisors is not None:
+            freq = freq / divisors
         angle = np.arange(tokens)[:, None] / factor * freq[None, :]  # [T, half]
         cos, sin = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]
         out = x.copy()
@@ -130,7 +133,8 @@ class Model:
             k = self.rms_norm(k, self.w(p + "attn_k_norm.weight"))
         slides = self.sliding[layer]
         base, factor = (self.local_base, 1.0) if slides else (self.base, self.rope_factor)
-        q, k = self.rope(q, base, factor), self.rope(k, base, factor)
+        divisors = self.weights.get("rope_freqs.weight")  # llama 3: one factor per pair
+        q, k = self.rope(q, base, factor, divisors), self.rope(k, base, factor, divisors)
         group = self.heads // self.kv_heads
         distance = np.arange(tokens)[:, None] - np.arange(tokens)[None, :]  # query - key
         hidden = (distance < 0) | ((distance >= self.window) if slides else False)

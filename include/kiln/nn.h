@@ -4,6 +4,7 @@
 #define KILN_NN_H_
 
 #include <optional>
+#include <vector>
 
 #include "kiln/tensor.h"
 
@@ -83,8 +84,11 @@ struct RopeFactors {
   Tensor sin;       // -sin theta at a pair's first dim, +sin theta at its second
   Tensor partners;  // I32 [D]: each dim's partner in its pair
 };
+// `divisors`, when given, holds D / 2 values: pair j's angle is divided by divisors[j]
+// (Llama 3's RoPE frequency factors, GGUF's rope_freqs.weight).
 RopeFactors rope_factors(const Tensor& positions, int64_t dims, RopePairs pairs,
-                         double base = 10000.0, double scale = 1.0, DType dtype = DType::F32);
+                         double base = 10000.0, double scale = 1.0, DType dtype = DType::F32,
+                         const std::vector<double>& divisors = {});
 // x * cos + take(x, partners, -1) * sin: rope(x, positions, ...) with the factors given.
 Tensor rope(const Tensor& x, const RopeFactors& factors);
 

@@ -27,15 +27,18 @@ struct PairTables {
   std::vector<int32_t> partner;
 };
 
-PairTables pair_tables(int64_t d, RopePairs pairs, double base, double scale) {
+PairTables pair_tables(int64_t d, RopePairs pairs, double base, double scale,
+                       const std::vector<double>& divisors) {
   PairTables t;
   const int64_t half = d / 2;
   const bool adjacent = pairs == RopePairs::Adjacent;
   for (int64_t i = 0; i < d; ++i) {
     const int64_t pair = adjacent ? i / 2 : i % half;
     const bool first = adjacent ? i % 2 == 0 : i < half;
+    const double divisor = divisors.empty() ? 1.0 : divisors[static_cast<size_t>(pair)];
     t.frequency.push_back(
-        std::pow(base, -2.0 * static_cast<double>(pair) / static_cast<double>(d)) / scale);
+        std::pow(base, -2.0 * static_cast<double>(pair) / static_cast<double>(d)) /
+        (scale * divisor));
     t.sign.push_back(first ? -1.0 : 1.0);
     t.partner.push_back(static_cast<int32_t>(adjacent ? (i ^ 1) : (i + half) % d));
   }
@@ -55,7 +58,8 @@ Tensor angles(const Tensor& positions, const std::vector<double>& frequency) {
   return (angle - turns * kTwoPi).astype(DType::F32);
 }
 
-void check_factors(const Tensor& positions, int64_t dims, double base, double scale) {
+void check_factors(const Tensor& positions, int64_t dims, double base, double scale,
+                   const std::vector<double>& divisors) {
   auto fail = [&](const std::string& expected) {
     throw Error(absl::StrCat("[rope] ", expected, " (positions: ", type_of(positions),
                              ", dims: ", dims, ", base: ", base, ", scale: ", scale, ")"));
@@ -64,18 +68,24 @@ void check_factors(const Tensor& positions, int64_t dims, double base, double sc
   if (positions.dtype() == DType::Bool) fail("positions must be numbers, not bool");
   if (dims < 2 || dims % 2 != 0) fail("the rotated axis must have an even number of dims");
   if (!(base > 0) || !(scale > 0)) fail("base and scale must be > 0");
+  if (!divisors.empty() && static_cast<int64_t>(divisors.size()) * 2 != dims) {
+    fail(absl::StrCat("divisors must hold one value per pair, dims / 2, not ", divisors.size()));
+  }
+  for (double d : divisors) {
+    if (!(d > 0)) fail(absl::StrCat("every divisor must be > 0, not ", d));
+  }
 }
 
 }  // namespace
 
 RopeFactors rope_factors(const Tensor& positions, int64_t dims, RopePairs pairs, double base,
-                         double scale, DType dtype) {
-  check_factors(positions, dims, base, scale);
+                         double scale, DType dtype, const std::vector<double>& divisors) {
+  check_factors(positions, dims, base, scale, divisors);
   if (!is_floating(dtype)) {
     throw Error(
         absl::StrCat("[rope] the factors' dtype must be floating, not ", dtype_name(dtype)));
   }
-  const PairTables t = pair_tables(dims, pairs, base, scale);
+  const PairTables t = pair_tables(dims, pairs, base, scale, divisors);
   RopeFactors f;
   // The sin and cos tables each compute their own angles: a shared angle table would be
   // stored and each factor recomputed in every kernel that reads it, where these chains cost

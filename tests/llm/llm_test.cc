@@ -102,6 +102,31 @@ TEST_F(LlmTest, SmallModelsMatchTheFloat64Reference) {
   }
 }
 
+// Llama 3.1 and 3.2 files scale RoPE with one factor per pair of a head (rope_freqs.weight),
+// which divides the pair's angles: the logits and a greedy continuation follow the reference.
+TEST_F(LlmTest, LlamaRopeFrequencyFactorsMatchTheFloat64Reference) {
+  GgufFile f = testing::small_llama(false);
+  f.tensors["rope_freqs.weight"] = (Tensor::rand({4}, 99) * 7.0 + 1.0).eval();
+  save_gguf(path("llama3.gguf"), f);
+  const std::vector<int32_t> prompt{3, 50, 7, 81, 12, 12, 40, 2, 66};
+  const Reference ref = reference(path("llama3.gguf"), prompt, 8);
+  Session session(Model::load(path("llama3.gguf")), 128);
+  Tensor logits = session.prefill(prompt);
+  EXPECT_LT(max_abs_difference(values(logits), ref.logits), 2e-4);
+  for (size_t i = 0; i < ref.greedy.size(); ++i) {
+    const int32_t next = session.sample(logits, {});
+    ASSERT_EQ(next, ref.greedy[i]) << "token " << i << ", reference margin " << ref.margins[i];
+    logits = session.step(next);
+  }
+  // Without the factors the logits differ: the test sees them.
+  Session plain(Model::load(write_small_llama("plain.gguf", false)), 128);
+  EXPECT_GT(max_abs_difference(values(plain.prefill(prompt)), ref.logits), 1e-2);
+  f.tensors["rope_freqs.weight"] = Tensor::zeros({4});
+  save_gguf(path("zero.gguf"), f);
+  testing::expect_error([&] { Model::load(path("zero.gguf")); },
+                        {"'rope_freqs.weight' holds 0", "factors > 0"});
+}
+
 // The cache carries a prompt across calls: prefilled in pieces, or token by token, the last
 // position's logits are those of one prefill of the whole prompt (which runs in chunks of
 // 256 tokens, and whose attention reads the cache in stretches of 64 positions). gemma3's
