@@ -65,7 +65,8 @@ def llama_cpp_rates(path, threads, reps):
 
 def kiln_rates(binary, path, threads, reps):
     env = dict(os.environ, KILN_NUM_THREADS=str(threads), KILN_SMOLLM2=path)
-    out = subprocess.run([binary, f"--benchmark_repetitions={reps}", "--benchmark_format=json"],
+    out = subprocess.run([binary, f"--benchmark_repetitions={reps}", "--benchmark_format=json",
+                          "--benchmark_filter=Decode|Prefill"],
                          env=env, check=True, capture_output=True, text=True).stdout
     rates = {}
     for b in json.loads(out)["benchmarks"]:

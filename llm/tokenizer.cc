@@ -71,6 +71,9 @@ enum class Split {
   kPunctuationRuns,  // [\p{P}\$\+<=>\^~\|]+
   kNumberRuns,       // \p{N}+
   kDigitTriples,     // [0-9][0-9][0-9]
+  kLlama3,           // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+                     //  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+  kQwen2,            // the same with \p{N} for \p{N}{1,3}
 };
 
 std::vector<Split> splits(PreTokenizer p) {
@@ -81,6 +84,10 @@ std::vector<Split> splits(PreTokenizer p) {
       return {Split::kGpt2};
     case PreTokenizer::kDefault:
       return {Split::kPunctuationRuns, Split::kGpt2, Split::kNumberRuns, Split::kDigitTriples};
+    case PreTokenizer::kLlama3:
+      return {Split::kLlama3};
+    case PreTokenizer::kQwen2:
+      return {Split::kQwen2};
   }
   return {};
 }
@@ -101,15 +108,29 @@ Gpt2Class gpt2_class(uint8_t flags) {
   return Gpt2Class::kOther;
 }
 
+char32_t ascii_lower(char32_t c) { return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c; }
+
+// The end of the contraction 's|'t|'re|'ve|'m|'ll|'d at `i`, or `i` when none starts there.
+// `any_case` reads (?i:...) as llama.cpp does: ASCII letters of either case, and nothing else
+// (Oniguruma, under Hugging Face's tokenizers, also takes U+017F "ſ" for "s").
+size_t contraction_end(const std::u32string& s, size_t i, size_t end, bool any_case) {
+  if (s[i] != '\'' || i + 1 >= end) return i;
+  auto letter = [&](size_t k) -> char32_t {
+    if (k >= end) return 0;
+    return any_case ? ascii_lower(s[k]) : s[k];
+  };
+  const char32_t a = letter(i + 1), b = letter(i + 2);
+  if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+  if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+  return i;
+}
+
 // The end of GPT-2's regex match at `i` in the piece that ends at `end`. The piece's end acts
 // as the end of the text, as in llama.cpp's hand-written matcher.
 size_t gpt2_match(const Text& t, size_t i, size_t end) {
   const std::u32string& s = t.chars;
-  if (s[i] == '\'' && i + 1 < end) {  // 's|'t|'re|'ve|'m|'ll|'d, lowercase only
-    const char32_t a = s[i + 1], b = i + 2 < end ? s[i + 2] : 0;
-    if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
-    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
-  }
+  // 's|'t|'re|'ve|'m|'ll|'d, lowercase only
+  if (const size_t e = contraction_end(s, i, end, false); e > i) return e;
   // ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+': an optional space, then a run of one class.
   const size_t first = s[i] == ' ' ? i + 1 : i;
   if (first < end && gpt2_class(t.flags[first]) != Gpt2Class::kSpace) {
@@ -121,6 +142,51 @@ size_t gpt2_match(const Text& t, size_t i, size_t end) {
   // \s+(?!\S) leaves the last of several spaces to the word after them; \s+ takes the rest.
   size_t e = i;
   while (e < end && gpt2_class(t.flags[e]) == Gpt2Class::kSpace) ++e;
+  if (e - i > 1 && e < end) return e - 1;
+  return std::max(e, i + 1);
+}
+
+bool is_line_break(char32_t c) { return c == '\r' || c == '\n'; }
+
+// The end of Llama 3's regex match at `i` in the piece that ends at `end`, as llama.cpp's
+// hand-written matcher for it finds it; Qwen 2's regex is the same with `max_digits` 1. \s is
+// the White_Space property (llama.cpp's whitespace class), and everything that is not a letter,
+// a number or whitespace counts as [^\s\p{L}\p{N}], unassigned code points too.
+size_t llama3_match(const Text& t, size_t i, size_t end, size_t max_digits) {
+  const std::u32string& s = t.chars;
+  auto cls = [&](size_t k) { return gpt2_class(t.flags[k]); };
+  if (const size_t e = contraction_end(s, i, end, true); e > i) return e;
+  // [^\r\n\p{L}\p{N}]?\p{L}+: a word takes the one character before it unless that is a digit
+  // or a line break, so " hello", "$hello" and "(hello" are single pieces.
+  const bool may_lead = cls(i) != Gpt2Class::kNumber && !is_line_break(s[i]);
+  if (cls(i) == Gpt2Class::kLetter ||
+      (may_lead && i + 1 < end && cls(i + 1) == Gpt2Class::kLetter)) {
+    size_t e = i + 1;
+    while (e < end && cls(e) == Gpt2Class::kLetter) ++e;
+    return e;
+  }
+  // \p{N}{1,3}: a run of digits in pieces of max_digits, counted from its start.
+  if (cls(i) == Gpt2Class::kNumber) {
+    size_t e = i + 1;
+    while (e < end && e - i < max_digits && cls(e) == Gpt2Class::kNumber) ++e;
+    return e;
+  }
+  // ' ?[^\s\p{L}\p{N}]+[\r\n]*': punctuation and symbols, a space before them, and the line
+  // breaks after them.
+  const size_t first = s[i] == ' ' ? i + 1 : i;
+  if (first < end && cls(first) == Gpt2Class::kOther) {
+    size_t e = first + 1;
+    while (e < end && cls(e) == Gpt2Class::kOther) ++e;
+    while (e < end && is_line_break(s[e])) ++e;
+    return e;
+  }
+  // Whitespace: up to its last line break (\s*[\r\n]+); without one, all but the last of
+  // several spaces when something follows, which the word after takes (\s+(?!\S)); else all.
+  size_t e = i, after_break = i;
+  for (; e < end && cls(e) == Gpt2Class::kSpace; ++e) {
+    if (is_line_break(s[e])) after_break = e + 1;
+  }
+  if (after_break > i) return after_break;
   if (e - i > 1 && e < end) return e - 1;
   return std::max(e, i + 1);
 }
@@ -153,6 +219,10 @@ size_t match_at(Split split, const Text& t, size_t i, size_t end) {
                      is_ascii_digit(s[i + 2])
                  ? i + 3
                  : i;
+    case Split::kLlama3:
+      return llama3_match(t, i, end, 3);
+    case Split::kQwen2:
+      return llama3_match(t, i, end, 1);
   }
   return i;
 }
@@ -307,6 +377,16 @@ void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& o
 // BPE over one piece: start from one symbol per byte, and join the adjacent pair with the
 // lowest merge rank (the leftmost among equals) until no merge applies.
 void Tokenizer::Impl::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
+  if (ignore_merges) {
+    // Llama 3's vocabulary holds tokens that its merges do not reach: llama.cpp (and Hugging
+    // Face's ignore_merges) take a piece that is a token whole as that token.
+    std::string spelled;
+    for (char c : piece) append_utf8(byte_alphabet().chars[static_cast<unsigned char>(c)], spelled);
+    if (auto it = ids.find(spelled); it != ids.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
   const int32_t n = static_cast<int32_t>(piece.size());
   std::vector<Symbol> symbols(n);
   for (int32_t i = 0; i < n; ++i) {
@@ -355,15 +435,36 @@ void Tokenizer::Impl::encode_piece(std::string_view piece, std::vector<int32_t>&
 
 namespace {
 
-PreTokenizer read_pre_tokenizer(const GgufFile& file) {
+// A tokenizer.ggml.pre value and what llama.cpp (llama-vocab.cpp) makes of it.
+struct PreTokenizerName {
+  const char* name;
+  PreTokenizer pre;
+  bool llama3;  // llama.cpp's Llama 3 type: ignore_merges, and BOS wanted unless the file says
+};
+
+// Only names whose regexes are exactly these: "dbrx" and "smaug-bpe" have Llama 3's regex but
+// not its ignore_merges or BOS; "chatglm-bpe" has it too but drops the BOS token.
+constexpr PreTokenizerName kPreTokenizers[] = {
+    {"smollm", PreTokenizer::kSmolLM, false},          {"gpt-2", PreTokenizer::kGpt2, false},
+    {"default", PreTokenizer::kDefault, false},        {"llama-bpe", PreTokenizer::kLlama3, true},
+    {"llama3", PreTokenizer::kLlama3, true},           {"llama-v3", PreTokenizer::kLlama3, true},
+    {"falcon3", PreTokenizer::kLlama3, true},          {"dbrx", PreTokenizer::kLlama3, false},
+    {"smaug-bpe", PreTokenizer::kLlama3, false},       {"qwen2", PreTokenizer::kQwen2, false},
+    {"deepseek-r1-qwen", PreTokenizer::kQwen2, false}, {"stablelm2", PreTokenizer::kQwen2, false},
+};
+
+PreTokenizerName read_pre_tokenizer(const GgufFile& file) {
   const GgufValue* v = find(file, "tokenizer.ggml.pre");
-  if (v == nullptr) return PreTokenizer::kDefault;  // llama.cpp's choice, with a warning
+  // llama.cpp's choice, with a warning
+  if (v == nullptr) return {"default", PreTokenizer::kDefault, false};
   const std::string name = string_value(*v, "tokenizer.ggml.pre");
-  if (name == "smollm") return PreTokenizer::kSmolLM;
-  if (name == "gpt-2") return PreTokenizer::kGpt2;
-  if (name == "default") return PreTokenizer::kDefault;
+  std::string known;
+  for (const PreTokenizerName& p : kPreTokenizers) {
+    if (name == p.name) return p;
+    known += known.empty() ? p.name : std::string(", ") + p.name;
+  }
   fail("tokenizer.ggml.pre is '" + name +
-       "', a pre-tokenizer Kiln does not know (supported: smollm, gpt-2, default)");
+       "', a pre-tokenizer Kiln does not know (supported: " + known + ")");
 }
 
 TokenizerModel read_model(const GgufFile& file) {
@@ -590,7 +691,13 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   auto t = std::make_shared<Impl>();
   t->model = read_model(file);
   const bool spm = t->model == TokenizerModel::kSpm;
-  if (!spm) t->pre = read_pre_tokenizer(file);
+  bool llama3 = false;
+  if (!spm) {
+    const PreTokenizerName pre = read_pre_tokenizer(file);
+    t->pre = pre.pre;
+    llama3 = pre.llama3;
+    t->ignore_merges = pre.llama3;
+  }
   read_tokens(file, *t);
   if (spm) {
     read_scores(file, *t);
@@ -600,8 +707,9 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   index_tokens(*t);
   t->bos = read_special_id(file, "tokenizer.ggml.bos_token_id", t->tokens.size());
   t->eos = read_special_id(file, "tokenizer.ggml.eos_token_id", t->tokens.size());
-  // llama.cpp's defaults: SentencePiece models want BOS and a space prefix unless they say not.
-  t->add_bos = read_bool(file, "tokenizer.ggml.add_bos_token", spm);
+  // llama.cpp's defaults: SentencePiece models and Llama 3's want BOS unless they say not, and
+  // SentencePiece models a space prefix.
+  t->add_bos = read_bool(file, "tokenizer.ggml.add_bos_token", spm || llama3);
   if (spm) {
     t->add_space_prefix = read_bool(file, "tokenizer.ggml.add_space_prefix", true);
     t->unknown = read_unknown_id(file, *t);

@@ -21,8 +21,9 @@ namespace kiln {
 enum class TokenizerModel { kGpt2, kSpm, kWordPiece };
 
 // How byte-level BPE cuts text into pieces before merging (tokenizer.ggml.pre): "smollm"
-// (every digit alone, then GPT-2's regex), "gpt-2" (GPT-2's regex) or llama.cpp's "default".
-enum class PreTokenizer { kSmolLM, kGpt2, kDefault };
+// (every digit alone, then GPT-2's regex), "gpt-2" (GPT-2's regex), llama.cpp's "default",
+// "llama-bpe" (Llama 3's regex: digits in threes) or "qwen2" (the same, every digit alone).
+enum class PreTokenizer { kSmolLM, kGpt2, kDefault, kLlama3, kQwen2 };
 
 struct Tokenizer::Impl {
   struct Merge {
@@ -44,6 +45,7 @@ struct Tokenizer::Impl {
   int32_t bos = -1, eos = -1, unknown = -1;
   bool add_bos = false;
   bool add_space_prefix = false;  // SentencePiece only
+  bool ignore_merges = false;     // byte-level BPE: a piece that is a token is that token
 
   static uint64_t pair_key(int32_t left, int32_t right) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |

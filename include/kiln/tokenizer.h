@@ -27,9 +27,16 @@
 //     digit in a piece of its own, then applies GPT-2's regex ('s|'t|'re|'ve|'m|'ll|'d|
 //     ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+); "gpt-2" applies GPT-2's regex
 //     alone; "default" (also when the key is missing) is llama.cpp's fallback for unnamed
-//     pre-tokenizers. Bytes that are not UTF-8 each become U+FFFD, as in llama.cpp.
+//     pre-tokenizers; "llama-bpe" (Llama 3; also "llama3", "llama-v3", "falcon3", and "dbrx"
+//     and "smaug-bpe") applies (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|
+//     \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+, and "qwen2" (Qwen 2
+//     and 2.5; also "deepseek-r1-qwen", "stablelm2") the same with \p{N} for \p{N}{1,3}. As in
+//     llama.cpp, (?i) folds ASCII letters only and \s is Unicode's White_Space. Bytes that are
+//     not UTF-8 each become U+FFFD, as in llama.cpp.
 //  2. Each piece's bytes are spelled with GPT-2's byte-to-character table, and BPE merges
-//     adjacent symbols, lowest tokenizer.ggml.merges rank first (leftmost on ties).
+//     adjacent symbols, lowest tokenizer.ggml.merges rank first (leftmost on ties). For
+//     "llama-bpe" and its aliases but "dbrx" and "smaug-bpe", a piece that is a token whole is
+//     that token, merges or not (llama.cpp's and Hugging Face's ignore_merges).
 //
 // "llama" encodes a run as sentencepiece does (llm/spm_tokenizer.h):
 //  1. With tokenizer.ggml.add_space_prefix (true when absent; Gemma's files say false), a
@@ -125,7 +132,8 @@ class Tokenizer {
   int32_t bos() const;  // tokenizer.ggml.bos_token_id; -1 when absent and for tokenizer.json
   int32_t eos() const;  // tokenizer.ggml.eos_token_id; -1 when absent and for tokenizer.json
   // tokenizer.ggml.add_bos_token: whether the model expects BOS before a prompt. When absent,
-  // llama.cpp's default: true for "llama", false for "gpt2"; false for tokenizer.json. encode
+  // llama.cpp's default: true for "llama" and for "gpt2" with "llama-bpe" (or its aliases but
+  // "dbrx" and "smaug-bpe"), else false for "gpt2"; false for tokenizer.json. encode
   // never adds it; the caller prepends bos().
   bool add_bos() const;
   // token_type 3 (CONTROL); in tokenizer.json an added token with "special" true, except the

@@ -121,6 +121,57 @@ TEST(TokenizerTest, PreTokenizersSplitDigitsAndWords) {
   EXPECT_EQ(gpt2.encode("ab'LL"), (std::vector<int32_t>{259, '\'', 'L', 'L'}));
 }
 
+// Llama 3's regex ("llama-bpe") and Qwen 2's as llama.cpp runs them, on what the comparison
+// with the tokenizers package (Llama3AndQwen2MatchHuggingFaceTokenizers) cannot show: digits
+// in threes or alone; contractions of either case, but ASCII only ("'ſ" is an apostrophe
+// before a word, where Oniguruma's (?i) reads "ſ" as "s"); and llama.cpp's Llama 3 type taking a
+// piece that is a token whole (ignore_merges) and wanting BOS, which "dbrx", with the same
+// regex, does not. The aliases read as the names they stand for.
+TEST(TokenizerTest, Llama3AndQwen2PreTokenizersFollowLlamaCpp) {
+  // 256 12, 257 123, 258 Sx, 259 ſ, 260 ſx, 261 xyz (no merge makes it)
+  const std::vector<Token> extra{{"12"},
+                                 {"123"},
+                                 {"Sx"},
+                                 {byte_char(0xC5) + byte_char(0xBF)},
+                                 {byte_char(0xC5) + byte_char(0xBF) + "x"},
+                                 {"xyz"}};
+  const std::vector<std::string> merges{"1 2", "12 3", "S x",
+                                        byte_char(0xC5) + " " + byte_char(0xBF),
+                                        byte_char(0xC5) + byte_char(0xBF) + " x"};
+  auto load = [&](const std::string& pre) {
+    return Tokenizer::from_gguf(tiny_vocab(extra, merges, pre));
+  };
+  const Tokenizer llama3 = load("llama-bpe"), qwen2 = load("qwen2"), dbrx = load("dbrx");
+  EXPECT_EQ(llama3.encode("1231231"), (std::vector<int32_t>{257, 257, '1'}));
+  EXPECT_EQ(qwen2.encode("1231231"), bytes_of("1231231"));
+  EXPECT_EQ(dbrx.encode("1231231"), (std::vector<int32_t>{257, 257, '1'}));
+  for (const Tokenizer* t : {&llama3, &qwen2}) {
+    EXPECT_EQ(t->encode("'Sx"), bytes_of("'Sx"));  // "'S", then "x"
+    EXPECT_EQ(t->encode("'sx"), bytes_of("'sx"));
+    EXPECT_EQ(t->encode("'\u017Fx"), (std::vector<int32_t>{'\'', 260}));
+  }
+  // Without the contraction, "'Sx" is one piece, as in GPT-2's lowercase-only regex.
+  EXPECT_EQ(load("gpt-2").encode("x'Sx"), (std::vector<int32_t>{'x', '\'', 258}));
+  EXPECT_EQ(llama3.encode("xyz"), (std::vector<int32_t>{261}));
+  EXPECT_EQ(dbrx.encode("xyz"), bytes_of("xyz"));
+  EXPECT_EQ(qwen2.encode("xyz"), bytes_of("xyz"));
+  EXPECT_TRUE(llama3.add_bos());
+  EXPECT_FALSE(qwen2.add_bos());
+  EXPECT_FALSE(dbrx.add_bos());
+  GgufFile no_bos = tiny_vocab(extra, merges, "llama-bpe");
+  no_bos.metadata["tokenizer.ggml.add_bos_token"] = GgufValue::integer(Type::kBool, 0);
+  EXPECT_FALSE(Tokenizer::from_gguf(no_bos).add_bos());
+  const std::string text = "xyz 1231231 'Sx";
+  for (const char* alias : {"llama3", "llama-v3", "falcon3"}) {
+    EXPECT_EQ(load(alias).encode(text), llama3.encode(text)) << alias;
+    EXPECT_TRUE(load(alias).add_bos()) << alias;
+  }
+  EXPECT_EQ(load("smaug-bpe").encode(text), dbrx.encode(text));
+  for (const char* alias : {"deepseek-r1-qwen", "stablelm2"}) {
+    EXPECT_EQ(load(alias).encode(text), qwen2.encode(text)) << alias;
+  }
+}
+
 // Bytes that are not UTF-8 each read as U+FFFD, as in llama.cpp.
 TEST(TokenizerTest, MalformedUtf8ReadsAsReplacementCharacters) {
   const Tokenizer t = Tokenizer::from_gguf(tiny_vocab({}, {}));
@@ -525,20 +576,61 @@ class TokenizerModelTest : public testing::ScratchDirTest {
   // The ids of each line from the tokenizers package: with special tokens matched
   // ("special") and as plain text ("plain"). The tokenizer is saved too, as tokenizers saves
   // it (tokenizer.json: merges as ["left", "right"] pairs) and with the merges as "left right"
-  // strings, as older files have them (tokenizer-merge-strings.json).
+  // strings, as older files have them (tokenizer-merge-strings.json). With a `regex`, the
+  // pre-tokenizer is a Split on it and ByteLevel without its regex, as Llama 3's and Qwen 2's
+  // tokenizer.json have it, the BPE model takes `ignore_merges`, and the vocabulary grows by
+  // the tokens and merges of extra.json (below); without, it is SmolLM2's.
   std::map<std::string, std::vector<std::vector<int32_t>>> reference(
-      const std::vector<std::string>& lines) {
+      const std::vector<std::string>& lines, const std::string& regex = "",
+      bool ignore_merges = false) {
     std::ofstream(path("corpus.json")) << nlohmann::json(lines).dump();
-    const std::string script = "MODEL = '" + file_ + "'\n" + R"(
+    const std::string script =
+        "MODEL = '" + file_ +
+        "'\nREGEX = " + (regex.empty() ? "None" : nlohmann::json(regex).dump()) +
+        "\nIGNORE_MERGES = " + (ignore_merges ? "True" : "False") + "\n" + R"(
 import json, gguf
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 r = gguf.GGUFReader(MODEL)
 tokens = r.fields['tokenizer.ggml.tokens'].contents()
 types = r.fields['tokenizer.ggml.token_type'].contents()
 merges = [tuple(m.split(' ', 1)) for m in r.fields['tokenizer.ggml.merges'].contents()]
-t = Tokenizer(models.BPE({s: i for i, s in enumerate(tokens)}, merges))
-t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
-    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+vocab = {s: i for i, s in enumerate(tokens)}
+lines = json.load(open('corpus.json', encoding='utf-8'))
+def pre_tokenizer():
+    if REGEX is None:
+        return pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(REGEX), behavior='isolated'),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+if REGEX is not None:
+    # SmolLM2's merges never cross where its own pre-tokenizer cuts (between digits, before a
+    # newline after punctuation), so a piece cut there or not would give the same ids. Merges
+    # ranked after SmolLM2's join the tokens of each piece of the lines into one token, and
+    # then each two pieces that follow each other, so that a piece cut shorter or longer gives
+    # other ids.
+    base = Tokenizer(models.BPE(dict(vocab), list(merges)))
+    base.pre_tokenizer = pre_tokenizer()
+    known, extra = set(merges), []
+    def join(left, right):
+        if (left, right) not in known:
+            known.add((left, right))
+            merges.append((left, right))
+            extra.append(left + ' ' + right)
+        vocab.setdefault(left + right, len(vocab))
+        return left + right
+    pieces = [[p for p, _ in base.pre_tokenizer.pre_tokenize_str(s)] for s in lines]
+    for piece in (p for line in pieces for p in line):
+        parts = [p.value for p in base.model.tokenize(piece)]
+        left = parts[0]
+        for right in parts[1:]:
+            left = join(left, right)
+    for line in pieces:
+        for left, right in zip(line, line[1:]):
+            join(left, right)
+    json.dump({'tokens': list(vocab)[len(tokens):], 'merges': extra},
+              open('extra.json', 'w', encoding='utf-8'))
+t = Tokenizer(models.BPE(vocab, merges, ignore_merges=IGNORE_MERGES))
+t.pre_tokenizer = pre_tokenizer()
 t.decoder = decoders.ByteLevel()
 t.add_special_tokens([AddedToken(s, special=True, normalized=False)
                       for s, k in zip(tokens, types) if k == 3])
@@ -546,7 +638,6 @@ t.save('tokenizer.json')
 saved = json.load(open('tokenizer.json', encoding='utf-8'))
 saved['model']['merges'] = [' '.join(m) for m in saved['model']['merges']]
 json.dump(saved, open('tokenizer-merge-strings.json', 'w', encoding='utf-8'))
-lines = json.load(open('corpus.json', encoding='utf-8'))
 ids = {}
 for mode, as_text in (('special', False), ('plain', True)):
     t.encode_special_tokens = as_text
@@ -603,6 +694,79 @@ TEST_F(TokenizerModelTest, SmolLM2MatchesHuggingFaceTokenizers) {
     for (size_t i = 0; i < text.size(); ++i) {
       EXPECT_EQ(t.encode(text[i], parse_special), want[i])
           << "line " << i << " '" << text[i] << "', parse_special " << parse_special;
+    }
+  }
+}
+
+// The corpus, and lines for where Llama 3's and Qwen 2's regexes part from GPT-2's: runs of 1 to
+// 7 digits (ASCII, Arabic-Indic, Devanagari, fullwidth), contractions in upper case, "\r\n" and
+// runs of newlines, spaces before newlines, punctuation before newlines, a word after one
+// character that is not a letter, other scripts, emoji, and whitespace beyond ASCII.
+std::vector<std::string> llama3_lines() {
+  std::vector<std::string> out = corpus_and_docs();
+  for (const char* line : {
+           "1 12 123 1234 12345 123456 1234567",
+           "x1234567y 3.14159 v1.2.3 $100,000.00 12abc34 abc12",
+           "\u0661\u0662\u0663\u0664\u0665\u0666\u0667 \u0663\u0664 "
+           "\u0967\u0968\u0969\u096A\u096B \uFF12\uFF10\uFF12\uFF14\u5E74",
+           "IT'S HE'LL WE'VE THEY'RE I'M SHE'D DON'T 'S 'LL 'Ve 'rE it's",
+           "IT'SELF HE'LLO WE'VEN THEY'REAL I'MAGINE SHE'DO DON'TS O'NEIL",
+           "line\r\nline\r\n\r\nend\n\n\nx\n\n\n",
+           "spaces  \n  before\t\n\nnewlines   \r\n  \n end",
+           "Wait!!\n\nwhat?\r\n...\n   ---\n\n (ok)\n",
+           "$hello (world) #tag @user 'quoted' \"dq\" _under -dash",
+           "\u0928\u092E\u0938\u094D\u0924\u0947 \u0926\u0941\u0928\u093F\u092F\u093E "
+           "\u4E2D\u6587123\u5B57\u7B26 \u65E5\u672C\u8A9E",
+           "emoji \U0001F600\U0001F600 \U0001F44D\U0001F3FD\U0001F44D \U0001F1EB\U0001F1F7!\n"
+           "\U0001F9D1\u200D\U0001F4BB \u2728\u2728\u2728 done",
+           "a\u00A0b\u3000c \u2028d\u0085e\u00A0\u00A0 f",
+           "tab\thello\t\t(x)\t \n\tx",
+       }) {
+    out.push_back(line);
+  }
+  return out;
+}
+
+// SmolLM2's vocabulary with tokenizer.ggml.pre "llama-bpe" or "qwen2", and the tokens and
+// merges that join each piece of the lines whole (see reference): Kiln's ids are those of the
+// tokenizers package with the regex as a Split (and, for Llama 3, ignore_merges).
+TEST_F(TokenizerModelTest, Llama3AndQwen2MatchHuggingFaceTokenizers) {
+  constexpr const char* kLlama3 =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  constexpr const char* kQwen2 =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  const std::vector<std::string> text = llama3_lines();
+  for (const auto& [pre, regex] : {std::pair{"llama-bpe", kLlama3}, std::pair{"qwen2", kQwen2}}) {
+    auto want_by_mode = reference(text, regex, std::string(pre) == "llama-bpe");
+    const nlohmann::json extra = nlohmann::json::parse(std::ifstream(path("extra.json")));
+    ASSERT_FALSE(extra["merges"].empty()) << pre;
+    GgufFile file = load_gguf(file_);
+    file.metadata["tokenizer.ggml.pre"] = GgufValue::string(pre);
+    auto append = [&](const std::string& key, const std::vector<GgufValue>& more) {
+      const Type type = file.metadata.at(key).element_type();
+      std::vector<GgufValue> values = file.metadata.at(key).as_array();
+      values.insert(values.end(), more.begin(), more.end());
+      file.metadata[key] = GgufValue::array(type, std::move(values));
+    };
+    std::vector<GgufValue> tokens, merges, types;
+    const Type type_type = file.metadata.at("tokenizer.ggml.token_type").element_type();
+    for (const std::string token : extra["tokens"]) {
+      tokens.push_back(GgufValue::string(token));
+      types.push_back(GgufValue::integer(type_type, kNormal));
+    }
+    for (const std::string merge : extra["merges"]) merges.push_back(GgufValue::string(merge));
+    append("tokenizer.ggml.tokens", tokens);
+    append("tokenizer.ggml.token_type", types);
+    append("tokenizer.ggml.merges", merges);
+    const Tokenizer t = Tokenizer::from_gguf(file);
+    for (bool parse_special : {true, false}) {
+      const std::vector<std::vector<int32_t>>& want =
+          want_by_mode[parse_special ? "special" : "plain"];
+      ASSERT_EQ(want.size(), text.size()) << pre;
+      for (size_t i = 0; i < text.size(); ++i) {
+        EXPECT_EQ(t.encode(text[i], parse_special), want[i])
+            << pre << " line " << i << " '" << text[i] << "', parse_special " << parse_special;
+      }
     }
   }
 }
