@@ -187,6 +187,40 @@ void multiply(const A& a, const B& b, T* out, int64_t ldc) {
   }
 }
 
+// Query blocks of at most this many rows (a decode step's, one query per head) take their
+// scores and P V from the keys and values in place (simd_dot_rows, simd_weighted_rows): the
+// GEMM core would pack a copy of every key and value of the tile for them, which for one row
+// cost more than the products (a sixth of a SmolLM2 decode step at one thread).
+constexpr int64_t kDirectRows = 4;
+
+// Whether a block of `rows` f32 query rows can read q, k and v in place: each row contiguous.
+template <class T>
+bool reads_rows_in_place(const MatrixOperand<T>& q, const MatrixOperand<T>& k,
+                         const MatrixOperand<T>& v, int64_t rows) {
+  return std::is_same_v<T, float> && rows <= kDirectRows && q.col_stride == 1 &&
+         k.col_stride == 1 && v.col_stride == 1;
+}
+
+// tile (rows × cols) = the block's queries · keys j0 ... j0 + cols - 1, row by row.
+inline void direct_scores(const MatrixOperand<float>& q, const MatrixOperand<float>& k, int64_t qb,
+                          int64_t i0, int64_t kb, int64_t j0, int64_t rows, int64_t cols,
+                          int64_t depth, float* tile) {
+  for (int64_t r = 0; r < rows; ++r) {
+    simd_dot_rows(q.batch(qb) + (i0 + r) * q.row_stride, k.batch(kb) + j0 * k.row_stride,
+                  k.row_stride, cols, depth, tile + r * cols);
+  }
+}
+
+// out (rows × dv, row stride dv) = probs (rows × cols) · values j0 ... j0 + cols - 1.
+inline void direct_values(const float* probs, const MatrixOperand<float>& v, int64_t kb, int64_t j0,
+                          int64_t rows, int64_t cols, int64_t dv, float* out) {
+  std::fill_n(out, rows * dv, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    simd_weighted_rows(probs + r * cols, v.batch(kb) + j0 * v.row_stride, v.row_stride, cols, dv,
+                       out + r * dv);
+  }
+}
+
 template <class T>
 void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                const std::vector<const base::Buffer*>& inputs, const std::vector<double>& params,
@@ -226,7 +260,11 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, key_end - j0);
         T* tile = scores.data();
-        multiply(qs, block(k, kvb, j0, cols, s.d).transpose(), tile, cols);
+        const bool direct = reads_rows_in_place(q, k, v, rows);
+        if constexpr (std::is_same_v<T, float>) {
+          if (direct) direct_scores(q, k, b, i0, kvb, j0, rows, cols, s.d, tile);
+        }
+        if (!direct) multiply(qs, block(k, kvb, j0, cols, s.d).transpose(), tile, cols);
         if (scale != T(1)) scale_values(tile, rows * cols, scale);
         const T* probs_in = tile;
         if (split.addend >= 0) {  // X of the first query row's keys, added to every row
@@ -257,11 +295,13 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
         softmax_tile(probs_in, tile, rows, cols, max.data(), sum.data(), alpha.data());
         const Eigen::Map<const RowMajor<T>> probs(tile, rows, cols);
         const StridedMap<T> vs = block(v, kvb, j0, cols, s.dv);
-        if (j0 == 0) {  // nothing to rescale yet: P V is the accumulator
-          multiply(probs, vs, acc.data(), s.dv);
-          continue;
+        // Nothing to rescale in the first tile: P V is the accumulator.
+        T* product = j0 == 0 ? acc.data() : pv.data();
+        if constexpr (std::is_same_v<T, float>) {
+          if (direct) direct_values(tile, v, kvb, j0, rows, cols, s.dv, product);
         }
-        multiply(probs, vs, pv.data(), s.dv);
+        if (!direct) multiply(probs, vs, product, s.dv);
+        if (j0 == 0) continue;
         for (int64_t r = 0; r < rows; ++r) acc.row(r) = acc.row(r) * alpha[r] + pv.row(r);
       }
       for (int64_t r = 0; r < rows; ++r) {

@@ -230,6 +230,42 @@ void OnlineSoftmaxTileImpl(const float* in, float* out, int64_t rows, int64_t co
   }
 }
 
+void DotRowsImpl(const float* q, const float* rows, int64_t ld, int64_t n, int64_t depth,
+                 float* out) {
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t j = 0; j < n; ++j) {
+    const float* row = rows + j * ld;
+    auto total = hn::Zero(d);
+    int64_t i = 0;
+    for (; i + lanes <= depth; i += lanes) {
+      total = hn::MulAdd(hn::LoadU(d, q + i), hn::LoadU(d, row + i), total);
+    }
+    float dot = hn::GetLane(hn::SumOfLanes(d, total));
+    for (; i < depth; ++i) dot += q[i] * row[i];
+    out[j] = dot;
+  }
+}
+
+void WeightedRowsImpl(const float* p, const float* rows, int64_t ld, int64_t n, int64_t depth,
+                      float* acc) {
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + lanes <= depth; i += lanes) {  // one accumulator a column of lanes, over every row
+    auto total = hn::LoadU(d, acc + i);
+    for (int64_t j = 0; j < n; ++j) {
+      total = hn::MulAdd(hn::Set(d, p[j]), hn::LoadU(d, rows + j * ld + i), total);
+    }
+    hn::StoreU(total, d, acc + i);
+  }
+  for (; i < depth; ++i) {
+    float total = acc[i];
+    for (int64_t j = 0; j < n; ++j) total += p[j] * rows[j * ld + i];
+    acc[i] = total;
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace kiln::runtime::cpu
 HWY_AFTER_NAMESPACE();
@@ -248,6 +284,8 @@ HWY_EXPORT(DivImpl);
 HWY_EXPORT(MulScalarImpl);
 HWY_EXPORT(DivScalarImpl);
 HWY_EXPORT(OnlineSoftmaxTileImpl);
+HWY_EXPORT(DotRowsImpl);
+HWY_EXPORT(WeightedRowsImpl);
 
 namespace {
 // Highway's sin/cos are accurate for |x| <= 39000; anything else (or inf/NaN) uses libm.
@@ -305,6 +343,16 @@ void simd_pow(const float* a, const float* b, float* out, size_t n) {
 void online_softmax_tile(const float* in, float* out, int64_t rows, int64_t cols, int64_t ld,
                          float* max, float* sum, float* alpha) {
   HWY_DYNAMIC_DISPATCH(OnlineSoftmaxTileImpl)(in, out, rows, cols, ld, max, sum, alpha);
+}
+
+void simd_dot_rows(const float* q, const float* rows, int64_t ld, int64_t n, int64_t depth,
+                   float* out) {
+  HWY_DYNAMIC_DISPATCH(DotRowsImpl)(q, rows, ld, n, depth, out);
+}
+
+void simd_weighted_rows(const float* p, const float* rows, int64_t ld, int64_t n, int64_t depth,
+                        float* acc) {
+  HWY_DYNAMIC_DISPATCH(WeightedRowsImpl)(p, rows, ld, n, depth, acc);
 }
 
 const char* simd_target_name() { return hwy::TargetName(hwy::SupportedAndGeneratedTargets()[0]); }

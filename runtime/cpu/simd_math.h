@@ -65,6 +65,15 @@ void simd_div_scalar(const float* in, float s, float* out, size_t n);
 // max[r] = M.
 void online_softmax_tile(const float* in, float* out, int64_t rows, int64_t cols, int64_t ld,
                          float* max, float* sum, float* alpha);
+// Attention for a few query rows, read in place where the GEMM core would pack a copy of every
+// key and value. simd_dot_rows: out[j] = sum over i < depth of q[i] * rows[j * ld + i], for
+// j < n (one query against n keys). simd_weighted_rows: acc[i] += sum over j < n of
+// p[j] * rows[j * ld + i], for i < depth (a row of probabilities times n values). Both
+// accumulate with fused multiply-adds, lane by lane, then across the lanes.
+void simd_dot_rows(const float* q, const float* rows, int64_t ld, int64_t n, int64_t depth,
+                   float* out);
+void simd_weighted_rows(const float* p, const float* rows, int64_t ld, int64_t n, int64_t depth,
+                        float* acc);
 // The instruction set chosen at run time, e.g. "AVX2".
 const char* simd_target_name();
 

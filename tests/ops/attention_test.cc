@@ -207,6 +207,13 @@ TEST(Attention, MatchesReferenceWithMasksCausalAndGqa) {
       {.name = "several key tiles, causal, float mask [Sq, Sk], Dv != D",
        .shapes = {{1, 2, 150, 64}, {1, 2, 150, 64}, {1, 2, 150, 48}, {150, 150}},
        .causal = true},
+      // Blocks of a few query rows read the keys and values in place (a decode step's): head
+      // sizes with a tail past the last whole vector, several key tiles.
+      {.name = "decode: one query per head, gqa, float mask, D 20",
+       .shapes = {{1, 6, 1, 20}, {1, 2, 200, 20}, {1, 2, 200, 20}, {1, 1, 1, 200}}},
+      {.name = "three queries per head, causal, D 37, Dv 19",
+       .shapes = {{2, 2, 3, 37}, {2, 2, 140, 37}, {2, 2, 140, 19}},
+       .causal = true},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
