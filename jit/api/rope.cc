@@ -111,8 +111,10 @@ Tensor rope(const Tensor& x, const RopeFactors& factors) {
                              ops::format_shape(factors.cos.shape()),
                              ", must broadcast to x's shape (x: ", type_of(x), ")"));
   }
+  // A cast to the dtype a factor already has would still record a node, on every call.
+  auto as_x = [&](const Tensor& f) { return f.dtype() == x.dtype() ? f : f.astype(x.dtype()); };
   const Tensor turned = take(x, factors.partners, static_cast<int>(x.ndim() - 1));
-  return x * factors.cos.astype(x.dtype()) + turned * factors.sin.astype(x.dtype());
+  return x * as_x(factors.cos) + turned * as_x(factors.sin);
 }
 
 Tensor rope(const Tensor& x, const Tensor& positions, RopePairs pairs, double base, double scale) {
