@@ -52,16 +52,14 @@ struct StepInputs {
   LayerView global, local;  // local: only when some layer slides
 };
 
-// RoPE's factors for the positions [T, 1] of a forward's tokens, which broadcast over heads
-// [1, T, n, head_dim]: made once per forward and read by every layer's queries and keys, so
-// that the planner computes them once into two small tables.
+// A kind of layer's view for the tokens at `positions` [T, 1], which broadcast over heads
+// [1, T, n, head_dim]. Its RoPE factors are made once per forward and read by every layer's
+// queries and keys, so that the planner computes them once into two small tables.
 LayerView layer_view(const ModelConfig& c, const RopeSpec& rope, int64_t window, int64_t capacity,
-                     int64_t start, int64_t tokens) {
-  std::vector<int64_t> positions(static_cast<size_t>(tokens));
-  for (int64_t t = 0; t < tokens; ++t) positions[static_cast<size_t>(t)] = start + t;
+                     const Tensor& positions, int64_t start, int64_t tokens) {
   LayerView v;
-  v.rope = rope_factors(Tensor::from_vector(positions, {tokens, 1}), c.head_dim, c.rope_pairs,
-                        rope.base, rope.scale, DType::F32, rope.divisors);
+  v.rope = rope_factors(positions, c.head_dim, c.rope_pairs, rope.base, rope.scale, DType::F32,
+                        rope.divisors);
   v.to = std::min(capacity,
                   (start + tokens + kAttentionStride - 1) / kAttentionStride * kAttentionStride);
   // A sliding layer skips the stretches that no query of the forward sees any more.
@@ -72,10 +70,13 @@ LayerView layer_view(const ModelConfig& c, const RopeSpec& rope, int64_t window,
 }
 
 StepInputs step_inputs(const ModelConfig& c, int64_t capacity, int64_t start, int64_t tokens) {
+  std::vector<int64_t> at(static_cast<size_t>(tokens));
+  for (int64_t t = 0; t < tokens; ++t) at[static_cast<size_t>(t)] = start + t;
+  const Tensor positions = Tensor::from_vector(at, {tokens, 1});
   StepInputs in;
-  in.global = layer_view(c, c.rope, 0, capacity, start, tokens);
+  in.global = layer_view(c, c.rope, 0, capacity, positions, start, tokens);
   if (c.sliding_window > 0) {
-    in.local = layer_view(c, c.rope_local, c.sliding_window, capacity, start, tokens);
+    in.local = layer_view(c, c.rope_local, c.sliding_window, capacity, positions, start, tokens);
   }
   return in;
 }

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "jit/api/checked_axis.h"
 #include "jit/graph/record.h"
 #include "kiln/error.h"
 #include "kiln/nn.h"
@@ -21,10 +22,6 @@ Tensor row_op(OpKind op, const std::vector<Tensor>& inputs, int axis, double eps
   attrs.axis = axis;
   attrs.eps = eps;
   return jit::record(op, inputs, std::move(attrs));
-}
-
-std::string type_of(const Tensor& t) {
-  return t.defined() ? absl::StrCat(dtype_name(t.dtype()), ops::format_shape(t.shape())) : "empty";
 }
 
 // The attention node: causal with `bottom_right` puts query i at key Sk - Sq + i.
@@ -46,7 +43,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
     scores.back() = k.shape()[k.ndim() - 2];
     absl::StatusOr<ops::Shape> joint = ops::broadcast_shapes(mask.shape(), scores);
     if (!joint.ok() || *joint != scores) {
-      throw Error(absl::StrCat("[scaled_dot_product_attention] the mask ", type_of(mask),
+      throw Error(absl::StrCat("[scaled_dot_product_attention] the mask ", jit::type_text(mask),
                                " does not broadcast to the scores' shape ",
                                ops::format_shape(scores)));
     }
@@ -76,8 +73,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   bool ok = x.defined() && w.defined() && b.defined() && x.ndim() >= 1 && w.ndim() == 2 &&
             b.ndim() == 1 && x.shape().back() == w.shape()[1] && b.shape()[0] == w.shape()[0];
   if (!ok) {
-    throw Error(absl::StrCat("[linear] expected x [..., in], w [out, in], b [out] (x: ", type_of(x),
-                             ", w: ", type_of(w), ", b: ", type_of(b), ")"));
+    throw Error(
+        absl::StrCat("[linear] expected x [..., in], w [out, in], b [out] (x: ", jit::type_text(x),
+                     ", w: ", jit::type_text(w), ", b: ", jit::type_text(b), ")"));
   }
   return matmul(x, w.transpose(0, 1)) + b;
 }
@@ -97,8 +95,8 @@ Tensor linear(const Tensor& x, const Tensor& w) {
   bool ok = x.defined() && w.defined() && x.ndim() >= 1 && w.ndim() == 2 &&
             x.shape().back() == w.shape()[1];
   if (!ok) {
-    throw Error(absl::StrCat("[linear] expected x [..., in], w [out, in] (x: ", type_of(x),
-                             ", w: ", type_of(w), ")"));
+    throw Error(absl::StrCat("[linear] expected x [..., in], w [out, in] (x: ", jit::type_text(x),
+                             ", w: ", jit::type_text(w), ")"));
   }
   return matmul(x, w.transpose(0, 1));
 }

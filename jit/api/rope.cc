@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "jit/api/checked_axis.h"
 #include "kiln/error.h"
 #include "kiln/nn.h"
 #include "kiln/ops.h"
@@ -15,10 +16,6 @@
 
 namespace kiln {
 namespace {
-
-std::string type_of(const Tensor& t) {
-  return t.defined() ? absl::StrCat(dtype_name(t.dtype()), ops::format_shape(t.shape())) : "empty";
-}
 
 // Per dim i of a vector of D dims: the frequency of its pair, the sign its partner's term
 // takes (- for the pair's first dim, + for its second), and its partner.
@@ -61,7 +58,7 @@ Tensor angles(const Tensor& positions, const std::vector<double>& frequency) {
 void check_factors(const Tensor& positions, int64_t dims, double base, double scale,
                    const std::vector<double>& divisors) {
   auto fail = [&](const std::string& expected) {
-    throw Error(absl::StrCat("[rope] ", expected, " (positions: ", type_of(positions),
+    throw Error(absl::StrCat("[rope] ", expected, " (positions: ", jit::type_text(positions),
                              ", dims: ", dims, ", base: ", base, ", scale: ", scale, ")"));
   };
   if (!positions.defined()) fail("positions must be a defined tensor");
@@ -101,15 +98,15 @@ Tensor rope(const Tensor& x, const RopeFactors& factors) {
                   factors.sin.defined() && factors.partners.defined() &&
                   factors.partners.shape() == std::vector<int64_t>{x.shape().back()};
   if (!ok) {
-    throw Error(absl::StrCat(
-        "[rope] expected a floating x [..., D] and factors for D dims (x: ", type_of(x),
-        ", cos: ", type_of(factors.cos), ", partners: ", type_of(factors.partners), ")"));
+    throw Error(absl::StrCat("[rope] expected a floating x [..., D] and factors for D dims (x: ",
+                             jit::type_text(x), ", cos: ", jit::type_text(factors.cos),
+                             ", partners: ", jit::type_text(factors.partners), ")"));
   }
   absl::StatusOr<ops::Shape> joint = ops::broadcast_shapes(factors.cos.shape(), x.shape());
   if (!joint.ok() || *joint != x.shape()) {
     throw Error(absl::StrCat("[rope] the positions' shape followed by D, ",
                              ops::format_shape(factors.cos.shape()),
-                             ", must broadcast to x's shape (x: ", type_of(x), ")"));
+                             ", must broadcast to x's shape (x: ", jit::type_text(x), ")"));
   }
   // A cast to the dtype a factor already has would still record a node, on every call.
   auto as_x = [&](const Tensor& f) { return f.dtype() == x.dtype() ? f : f.astype(x.dtype()); };
@@ -119,8 +116,8 @@ Tensor rope(const Tensor& x, const RopeFactors& factors) {
 
 Tensor rope(const Tensor& x, const Tensor& positions, RopePairs pairs, double base, double scale) {
   if (!x.defined() || x.ndim() < 1) {
-    throw Error(
-        absl::StrCat("[rope] x must be a tensor of at least one axis (x: ", type_of(x), ")"));
+    throw Error(absl::StrCat(
+        "[rope] x must be a tensor of at least one axis (x: ", jit::type_text(x), ")"));
   }
   return rope(x, rope_factors(positions, x.shape().back(), pairs, base, scale,
                               is_floating(x.dtype()) ? x.dtype() : DType::F32));

@@ -252,6 +252,7 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
       const int64_t b = t / row_blocks, i0 = (t % row_blocks) * kQueryBlock;
       const int64_t rows = std::min(kQueryBlock, s.sq - i0), kvb = s.kv_batch(b);
       const StridedMap<T> qs = block(q, b, i0, rows, s.d);
+      const bool direct = reads_rows_in_place(q, k, v, rows);
       std::fill_n(max.begin(), rows, -std::numeric_limits<T>::infinity());
       std::fill_n(sum.begin(), rows, T(0));
       // Keys j <= i + offset: none for a block whose last row is before key 0.
@@ -260,7 +261,6 @@ void attention(const jit::KernelProgram& program, const jit::KernelLaunch& launc
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, key_end - j0);
         T* tile = scores.data();
-        const bool direct = reads_rows_in_place(q, k, v, rows);
         if constexpr (std::is_same_v<T, float>) {
           if (direct) direct_scores(q, k, b, i0, kvb, j0, rows, cols, s.d, tile);
         }

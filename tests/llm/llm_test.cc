@@ -53,6 +53,16 @@ class LlmTest : public testing::ScratchDirTest {
     return ref;
   }
 
+  // Greedy sampling from `logits` (the prompt's last position) picks the reference's tokens one
+  // by one, each step's logits the next pick's.
+  static void expect_greedy_continuation(Session& session, Tensor logits, const Reference& ref) {
+    for (size_t i = 0; i < ref.greedy.size(); ++i) {
+      const int32_t next = session.sample(logits, {});
+      ASSERT_EQ(next, ref.greedy[i]) << "token " << i << ", reference margin " << ref.margins[i];
+      logits = session.step(next);
+    }
+  }
+
   std::string write_small_llama(const std::string& name, bool tied) {
     save_gguf(path(name), testing::small_llama(tied));
     return path(name);
@@ -90,13 +100,9 @@ TEST_F(LlmTest, SmallModelsMatchTheFloat64Reference) {
       EXPECT_EQ(model.vocab_size(), 96);
       EXPECT_EQ(model.context_length(), 512);
       Session session(model, 512);  // attention reads 64 of the 512 positions
-      Tensor logits = session.prefill(prompt);
+      const Tensor logits = session.prefill(prompt);
       EXPECT_LT(max_abs_difference(values(logits), ref.logits), 2e-4);
-      for (size_t i = 0; i < ref.greedy.size(); ++i) {
-        const int32_t next = session.sample(logits, {});
-        ASSERT_EQ(next, ref.greedy[i]) << "token " << i << ", reference margin " << ref.margins[i];
-        logits = session.step(next);
-      }
+      expect_greedy_continuation(session, logits, ref);
       EXPECT_EQ(session.position(), static_cast<int64_t>(prompt.size() + ref.greedy.size()));
     }
   }
@@ -111,13 +117,9 @@ TEST_F(LlmTest, LlamaRopeFrequencyFactorsMatchTheFloat64Reference) {
   const std::vector<int32_t> prompt{3, 50, 7, 81, 12, 12, 40, 2, 66};
   const Reference ref = reference(path("llama3.gguf"), prompt, 8);
   Session session(Model::load(path("llama3.gguf")), 128);
-  Tensor logits = session.prefill(prompt);
+  const Tensor logits = session.prefill(prompt);
   EXPECT_LT(max_abs_difference(values(logits), ref.logits), 2e-4);
-  for (size_t i = 0; i < ref.greedy.size(); ++i) {
-    const int32_t next = session.sample(logits, {});
-    ASSERT_EQ(next, ref.greedy[i]) << "token " << i << ", reference margin " << ref.margins[i];
-    logits = session.step(next);
-  }
+  expect_greedy_continuation(session, logits, ref);
   // Without the factors the logits differ: the test sees them.
   Session plain(Model::load(write_small_llama("plain.gguf", false)), 128);
   EXPECT_GT(max_abs_difference(values(plain.prefill(prompt)), ref.logits), 1e-2);
