@@ -119,6 +119,41 @@ TEST(QuantizedDot, OneRowOfAKFormatMayEndInsideASuperBlock) {
   }
 }
 
+// One row of a 32-value block format long enough for the 512-bit path of AVX-512 VNNI (8
+// chunks at a time, the rest one by one): 8 chunks exactly, and 19 (two groups and a tail
+// of 3), against the exact product; a non-finite activation in the second group makes every
+// column NaN.
+TEST(QuantizedDot, OneLongRowOfABlockFormatGivesTheProduct) {
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE(testing::test_seed());
+  const int cols = 5;
+  for (DType format : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+    SCOPED_TRACE(dtype_name(format));
+    for (int64_t k : {256, 608}) {
+      const int64_t blocks = k / 32;
+      const std::vector<uint8_t> w = random_rows(format, cols, k, rng);
+      std::vector<float> a = testing::random_floats(static_cast<size_t>(k), rng);
+      std::vector<ActivationBlock> qa(static_cast<size_t>(blocks));
+      quantize_activations(a.data(), k, qa.data());
+      for (const Kernel& kernel : kernels_here()) {
+        SCOPED_TRACE(kernel.name);
+        std::vector<float> c(cols, std::numeric_limits<float>::quiet_NaN());
+        kernel.run({format, qa.data(), blocks, 1, w.data(), storage_bytes(format, k), cols, k,
+                    c.data(), cols});
+        expect_exact_product(format, qa, 1, w, cols, k, c);
+      }
+      a[k - 250] = std::numeric_limits<float>::infinity();
+      quantize_activations(a.data(), k, qa.data());
+      for (const Kernel& kernel : kernels_here()) {
+        std::vector<float> c(cols, 0.0f);
+        kernel.run({format, qa.data(), blocks, 1, w.data(), storage_bytes(format, k), cols, k,
+                    c.data(), cols});
+        for (int j = 0; j < cols; ++j) EXPECT_TRUE(std::isnan(c[j])) << kernel.name << " " << j;
+      }
+    }
+  }
+}
+
 // The panel kernels (columns in vector lanes), where this CPU has them: the same product, for
 // whole panels (16 or 8 columns) and partial ones, decoded once and run over blocks of rows.
 TEST(QuantizedDot, ThePanelKernelsGiveTheSameProduct) {
