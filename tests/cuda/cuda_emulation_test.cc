@@ -7,14 +7,21 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "jit/eval/sync_dump.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/trace.h"
 #include "kiln/custom.h"
+#include "kiln/io.h"
 #include "kiln/nn.h"
+#include "llm/llama_forward.h"
+#include "llm/model_config.h"
+#include "llm/model_data.h"
 #include "ops/element_access.h"
 #include "runtime/cuda/cuda_renderer.h"
 #include "runtime/cuda/kernel_args.h"
@@ -22,6 +29,7 @@
 #include "tests/cuda/kernel_corpus.h"
 #include "tests/cuda_emulation/emulated_kernels.h"
 #include "tests/cuda_emulation/run_emulated.h"
+#include "tests/llm/small_llama.h"
 #include "tests/quantized_util.h"
 #include "tests/random_program.h"
 #include "tests/reference_util.h"
@@ -137,6 +145,13 @@ double tolerance(DType dt) {
   }
 }
 
+// A matmul with a block-quantized weight rounds its activations to 8-bit blocks of 32, the
+// same way on both devices; but an activation the two computed a bit apart (sums in another
+// order, exp from SIMD or from libm) can round to the next 8-bit step, which moves a product
+// by max|x| / 127 times one weight: a few thousandths in a small model, within 1e-2 of its
+// values' scale, where a wrong decoder, mask or cache write moves them far more.
+constexpr double kQuantizedActivationTolerance = 1e-2;
+
 class CudaEmulationTest : public testing::ScratchDirTest {
  protected:
   // Plans `results` (still lazy) as a sync would and renders its kernels.
@@ -160,6 +175,10 @@ class CudaEmulationTest : public testing::ScratchDirTest {
       if (added) modules_.push_back({source, k.program->name});
       c.modules.push_back(it->second);
       families_.insert(k.program->anchor);
+      if (runtime::cuda::matmul_reads_quantized_weight(*k.program)) {
+        ++quantized_matmuls_;
+        c.tolerance = std::max(c.tolerance, kQuantizedActivationTolerance);
+      }
     }
     cases_.push_back(std::move(c));
   }
@@ -193,6 +212,7 @@ class CudaEmulationTest : public testing::ScratchDirTest {
   }
 
   std::set<jit::AnchorKind> families_;
+  int quantized_matmuls_ = 0;           // kernels that multiply by a block-quantized weight
   testing::EmulatedCounters counters_;  // what the last run_and_compare's kernels did
 
  private:
@@ -604,6 +624,67 @@ TEST_F(CudaEmulationTest, NarrowOuterReductionsComputeWhatTheCpuComputes) {
     add_case({sum(Tensor::randn({5000, 7}, ++seed, dt).eval(), {0})});
   }
   add_case({sum(Tensor::arange(1500, DType::I32).reshape({300, 5}), {0})});
+  run_and_compare();
+}
+
+// The small model of `architecture` (tests/llm/small_llama.h) as the forward reads it, its
+// matrices stored as `format` where their rows hold whole blocks: every one but the MLP's
+// down projection, whose rows of 48 values are no multiple of 32, so it stays f32. Read with
+// the loader's own steps, from memory rather than a file: the kernels are under test here,
+// not the loading.
+llm::Model::Data small_model_data(const std::string& architecture, bool tied, DType format) {
+  GgufFile file = testing::small_model(architecture, tied);
+  if (format != DType::F32) {
+    for (auto& [name, t] : file.tensors) {
+      if (t.ndim() == 2 && t.shape()[1] % block_values(format) == 0) t = t.astype(format);
+    }
+  }
+  const std::string path = architecture + ".gguf";  // only named in errors
+  return llm::read_weights(file, llm::read_config(file, path), path);
+}
+
+// The kernels of kiln::llm's forward (llm/llama_forward.cc) as a Session runs them: a prefill
+// of 5 tokens, a decode step, then a chunk of 4 tokens at position 6. Each step's logits and
+// every layer's updated keys and values are checked, then evaluated on the CPU, so that the
+// next step reads a cache that holds values. llama, and gemma3 with its sliding-window layer
+// (the decode step and the chunk no longer see position 0), QK norms, post norms and GELU;
+// each with f32 weights and with block-quantized ones (Q4_1, Q8_0), whose projections run the
+// integer products of a real decode. What the corpus checks one op at a time meets here as a
+// model's plans fuse it: the quantized matrix-vector and matrix products with their
+// epilogues, RMSNorm and RoPE on the projected heads, attention over a slice of the cache
+// with its mask (a bias row for one query, compared positions for a chunk), and the cache
+// writes.
+TEST_F(CudaEmulationTest, LlmForwardStepsComputeWhatTheCpuComputes) {
+  std::mt19937_64 rng(testing::test_seed());
+  SCOPED_TRACE("KILN_TEST_SEED=" + std::to_string(testing::test_seed()));
+  struct SmallModel {
+    std::string architecture;
+    bool tied;
+    DType weights;
+  };
+  for (const SmallModel& m :
+       {SmallModel{"llama", false, DType::F32}, SmallModel{"llama", false, DType::Q4_1},
+        SmallModel{"gemma3", true, DType::F32}, SmallModel{"gemma3", true, DType::Q8_0}}) {
+    const llm::Model::Data model = small_model_data(m.architecture, m.tied, m.weights);
+    // 80 positions, of which attention reads the first 64 (its stride): a slice of the cache.
+    llm::KvCache cache = llm::empty_kv_cache(model, 80);
+    std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(model.config.vocab) - 1);
+    auto step = [&](int64_t start, int64_t tokens) {
+      std::vector<int32_t> ids(static_cast<size_t>(tokens));
+      for (int32_t& id : ids) id = token(rng);
+      std::vector<Tensor> results = {llm::llama_forward(model, cache, ids, start)};
+      results.insert(results.end(), cache.keys.begin(), cache.keys.end());
+      results.insert(results.end(), cache.values.begin(), cache.values.end());
+      add_case(results);
+      kiln::eval(results);
+    };
+    step(0, 5);
+    step(5, 1);
+    step(6, 4);
+  }
+  EXPECT_TRUE(families_.count(jit::AnchorKind::kAttention));
+  EXPECT_TRUE(families_.count(jit::AnchorKind::kUpdateSlice));
+  EXPECT_GT(quantized_matmuls_, 0);
   run_and_compare();
 }
 
