@@ -1,15 +1,18 @@
 // A decode step against the KV cache's capacity. The cache write (update_slice): in place,
 // a step costs the update's size whatever the capacity; with the old cache still held (so
-// the write goes into a copy) it costs the whole cache. Then a whole step of the Llama-style
-// decoder of samples/llama.h. Results: bench/RESULTS.md.
+// the write goes into a copy) it costs the whole cache. Then a whole step of kiln::llm on a
+// small random model (samples/random_llama.h). Results: bench/RESULTS.md.
 //
 //   build-bench/bench/decode_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only
 #include <benchmark/benchmark.h>
 
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "kiln/kiln.h"
-#include "samples/llama.h"
+#include "kiln/llm.h"
+#include "samples/random_llama.h"
 
 namespace {
 
@@ -37,20 +40,29 @@ void cache_writes(benchmark::State& state, bool hold_previous) {
 void BM_CacheWriteInPlace(benchmark::State& state) { cache_writes(state, false); }
 void BM_CacheWriteWithOldCacheHeld(benchmark::State& state) { cache_writes(state, true); }
 
-// A whole decode step of the Llama-style decoder of samples/text_generation (2 layers,
-// dim 64, 4 query heads over 2 key/value heads) against its cache's capacity: attention
-// reads every position (masked), so the step grows with the capacity while its cache
-// writes do not.
+// A whole decode step of kiln::llm on the random model of samples/text_generation
+// (samples/random_llama.h: 2 layers, dim 64, 4 query heads over 2 key/value heads) against
+// its cache's capacity: attention reads the positions written so far, in stretches of 64,
+// so the capacity costs memory, not time. Steps run from position 1 to the capacity, then
+// the Session starts again.
 void BM_LlamaDecodeStep(benchmark::State& state) {
-  kiln::samples::LlamaConfig config;
-  config.capacity = state.range(0);
-  const kiln::samples::LlamaWeights w = kiln::samples::random_llama_weights(config, 7);
-  kiln::samples::KvCache cache = kiln::samples::empty_kv_cache(config);
-  const Tensor token = Tensor::from_vector(std::vector<int64_t>{42}, {1, 1});
+  const int64_t capacity = state.range(0);
+  kiln::samples::RandomLlamaShape shape;
+  shape.context = capacity;
+  const std::string path = std::filesystem::temp_directory_path() / "kiln_decode_bench.gguf";
+  kiln::save_gguf(path, kiln::samples::random_llama_gguf(shape, 7));
+  const kiln::llm::Model model = kiln::llm::Model::load(path);
+  std::filesystem::remove(path);  // the model maps the file; its pages stay readable
+  kiln::llm::Session session(model, capacity);
+  (void)session.prefill({42});
   for (auto _ : state) {
-    if (cache.length == config.capacity) cache.length = 0;  // wrap: the same shapes
-    const Tensor logits = kiln::samples::llama_forward(w, cache, token);
-    kiln::eval(kiln::samples::step_outputs(logits, cache));
+    if (session.position() == capacity) {
+      state.PauseTiming();
+      session.reset();
+      (void)session.prefill({42});
+      state.ResumeTiming();
+    }
+    benchmark::DoNotOptimize(session.step(42).to_vector<float>());
   }
 }
 

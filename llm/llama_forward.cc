@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kiln/kiln.h"
+#include "llm/tensor_parallel.h"
 
 namespace kiln::llm {
 namespace {
@@ -113,7 +114,8 @@ Tensor attention(const Model::Data& m, const LayerWeights& l, KvCache& cache, si
       q, cache.keys[layer].slice(2, view.from, view.to),
       cache.values[layer].slice(2, view.from, view.to), view.mask, false,
       c.attention_scale);  // [1, heads, T, head_dim]
-  return linear(context.permute({0, 2, 1, 3}).reshape({1, tokens, c.heads * c.head_dim}), l.wo);
+  return sum_over_shards(
+      m, linear(context.permute({0, 2, 1, 3}).reshape({1, tokens, c.heads * c.head_dim}), l.wo));
 }
 
 // GELU's tanh approximation, x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as ggml and
@@ -124,10 +126,10 @@ Tensor gelu_tanh(const Tensor& x) {
 }
 
 // down(act(gate(h)) * up(h)).
-Tensor mlp(const ModelConfig& c, const LayerWeights& l, const Tensor& h) {
+Tensor mlp(const Model::Data& m, const LayerWeights& l, const Tensor& h) {
   const Tensor gate = linear(h, l.w_gate);
-  const Tensor active = c.activation == Activation::kGeluTanh ? gelu_tanh(gate) : silu(gate);
-  return linear(active * linear(h, l.w_up), l.w_down);
+  const Tensor active = m.config.activation == Activation::kGeluTanh ? gelu_tanh(gate) : silu(gate);
+  return sum_over_shards(m, linear(active * linear(h, l.w_up), l.w_down));
 }
 
 // A sublayer's output as it joins the residual stream: RMS-normalized first when the
@@ -161,7 +163,7 @@ Tensor llama_forward(const Model::Data& m, KvCache& cache, const std::vector<int
     const Tensor a =
         attention(m, l, cache, i, rms_norm(x, l.attention_norm, c.norm_eps), in, start);
     x = x + post_norm(c, a, l.post_attention_norm);
-    x = x + post_norm(c, mlp(c, l, rms_norm(x, l.mlp_norm, c.norm_eps)), l.post_mlp_norm);
+    x = x + post_norm(c, mlp(m, l, rms_norm(x, l.mlp_norm, c.norm_eps)), l.post_mlp_norm);
   }
   const Tensor last = x.slice(1, tokens - 1, tokens);
   return linear(rms_norm(last, m.output_norm, c.norm_eps), m.output).reshape({c.vocab});

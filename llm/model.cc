@@ -9,6 +9,7 @@
 #include "kiln/llm.h"
 #include "llm/model_config.h"
 #include "llm/model_data.h"
+#include "llm/tensor_parallel.h"
 
 namespace kiln::llm {
 namespace {
@@ -25,17 +26,19 @@ std::vector<int32_t> end_of_turn_ids(const Tokenizer& t) {
   return ids;
 }
 
-}  // namespace
-
-Model Model::load(const std::string& gguf_path, Device device) {
+// The configuration, the weights (this rank's share of them with `tensor_parallel`), the
+// tokenizer and the chat template.
+std::shared_ptr<Model::Data> load_data(const std::string& gguf_path,
+                                       const distributed::Group* tensor_parallel, Device device) {
   if (device.type != DeviceType::CPU) {
     throw Error("[llm::Model::load] " + device_name(device) +
                 ": Sessions run on the CPU only for now (docs/llm.md)");
   }
   GgufFile file = load_gguf(gguf_path, device);
   const ModelConfig config = read_config(file, gguf_path);
-  auto data = std::make_shared<Data>(read_weights(file, config, gguf_path));
+  auto data = std::make_shared<Model::Data>(read_weights(file, config, gguf_path));
   data->device = device;
+  if (tensor_parallel != nullptr) keep_tensor_parallel_share(*data, *tensor_parallel, gguf_path);
   // A tokenizer Kiln cannot read (WordPiece, T5's Unigram) leaves the model usable with ids.
   if (file.metadata.count("tokenizer.ggml.tokens")) {
     try {
@@ -50,7 +53,18 @@ Model Model::load(const std::string& gguf_path, Device device) {
   if (auto it = file.metadata.find("tokenizer.chat_template"); it != file.metadata.end()) {
     data->chat_template = it->second.as_string();
   }
-  return Model(std::move(data));
+  return data;
+}
+
+}  // namespace
+
+Model Model::load(const std::string& gguf_path, Device device) {
+  return Model(load_data(gguf_path, nullptr, device));
+}
+
+Model Model::load(const std::string& gguf_path, const distributed::Group& tensor_parallel,
+                  Device device) {
+  return Model(load_data(gguf_path, &tensor_parallel, device));
 }
 
 const Tokenizer& tokenizer_of(const Model::Data& model, const std::string& caller) {

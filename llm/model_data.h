@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/distributed.h"
 #include "kiln/llm.h"
 #include "kiln/nn.h"
 #include "kiln/tensor.h"
@@ -84,6 +85,9 @@ struct Model::Data {
   std::string tokenizer_error;         // why there is none
   std::string chat_template;           // tokenizer.chat_template, or empty
   std::vector<int32_t> end_of_turn;    // ids that end a generated turn
+  // Set when this process holds one rank's share of the layers of a group of two or more
+  // (llm/tensor_parallel.h): the configuration's heads and MLP width are then the rank's.
+  std::optional<distributed::Group> tensor_parallel;
 };
 
 // The model's tokenizer, or a kiln::Error from `caller` saying why it has none.

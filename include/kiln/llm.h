@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/distributed.h"
 #include "kiln/tensor.h"
 #include "kiln/tokenizer.h"
 
@@ -43,6 +44,16 @@ class Model {
   // now. A tokenizer Kiln cannot read leaves the model usable with token ids (tokenizer()
   // then says why).
   static Model load(const std::string& gguf_path, Device device = default_device());
+  // This rank's share of the model for tensor parallelism over `group` (Megatron-LM style,
+  // docs/llm.md): the rank keeps its heads' rows of W_q, W_k, W_v and their columns of W_o,
+  // its MLP features' rows of W_gate, W_up and their columns of W_down, copied (the rest
+  // of the file is never read; block-quantized columns of W_o and W_down are decoded to
+  // f32); one all_reduce per attention and one per MLP sums the ranks' parts. Every rank of
+  // the group loads the same file and runs the same Session calls with the same ids, and
+  // every rank gets the whole logits. A group size that does not divide the key/value heads
+  // or the MLP width is a kiln::Error.
+  static Model load(const std::string& gguf_path, const distributed::Group& tensor_parallel,
+                    Device device = default_device());
 
   std::string architecture() const;  // general.architecture: "llama", "qwen2" or "gemma3"
   int64_t vocab_size() const;

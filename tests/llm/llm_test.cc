@@ -55,11 +55,11 @@ class LlmTest : public testing::ScratchDirTest {
 
   // Greedy sampling from `logits` (the prompt's last position) picks the reference's tokens one
   // by one, each step's logits the next pick's.
-  static void expect_greedy_continuation(Session& session, Tensor logits, const Reference& ref) {
+  static void expect_greedy_continuation(Session& sequence, Tensor logits, const Reference& ref) {
     for (size_t i = 0; i < ref.greedy.size(); ++i) {
-      const int32_t next = session.sample(logits, {});
+      const int32_t next = sequence.sample(logits, {});
       ASSERT_EQ(next, ref.greedy[i]) << "token " << i << ", reference margin " << ref.margins[i];
-      logits = session.step(next);
+      logits = sequence.step(next);
     }
   }
 

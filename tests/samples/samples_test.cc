@@ -11,7 +11,6 @@
 
 #include "kiln/tokenizer.h"
 #include "nlohmann/json.hpp"
-#include "samples/llama.h"
 #include "samples/minilm.h"
 #include "samples/sentence_tokens.h"
 #include "samples/transformer_block.h"
@@ -187,74 +186,6 @@ TEST(MiniLMTest, IdsAndMaskOfDifferentShapesAreAClearError) {
     EXPECT_NE(std::string(e.what()).find("ids [2, 3] and mask [2, 4]"), std::string::npos)
         << e.what();
   }
-}
-
-// The Llama-style decoder of text_generation: every logit and cache element of a prefill
-// and of each decode step against the reference evaluator, with greedy tokens fed back.
-TEST(TextGeneration, EveryDecodeStepMatchesTheReferenceEvaluator) {
-  SCOPED_TRACE(testing::test_seed());
-  samples::LlamaConfig config;
-  config.capacity = 12;
-  const samples::LlamaWeights w = samples::random_llama_weights(config, testing::test_seed());
-  samples::KvCache cache = samples::empty_kv_cache(config);
-  std::mt19937_64 rng(testing::test_seed());
-  std::vector<int64_t> tokens(5);
-  for (int64_t& t : tokens) t = static_cast<int64_t>(rng() % 256);
-  Tensor input = Tensor::from_vector(tokens, {1, 5});
-  int64_t plans_at_third_step = 0;
-  for (int step = 0; step < 7; ++step) {
-    SCOPED_TRACE("step " + std::to_string(step));
-    if (step == 3) plans_at_third_step = stats().plans_built;  // steps 1, 2: the decode plan
-    const Tensor logits = samples::llama_forward(w, cache, input);
-    const std::vector<Tensor> outputs = samples::step_outputs(logits, cache);
-    std::vector<std::vector<double>> want;
-    for (const Tensor& t : outputs) want.push_back(testing::values(testing::reference_tensor(t)));
-    eval(outputs);
-    for (size_t o = 0; o < outputs.size(); ++o) {
-      const std::vector<double> got = testing::values(outputs[o]);
-      ASSERT_EQ(got.size(), want[o].size());
-      for (size_t i = 0; i < got.size(); ++i) {
-        ASSERT_TRUE(testing::close(want[o][i], got[i], 1e-4)) << "output " << o << " element " << i;
-      }
-    }
-    const int64_t vocab = config.vocab, last = logits.shape()[1] - 1;
-    const int64_t next =
-        argmax(logits.slice(1, last, last + 1).reshape({vocab}), 0).to_vector<int64_t>()[0];
-    tokens.push_back(next);
-    input = Tensor::from_vector(std::vector<int64_t>{next}, {1, 1});
-  }
-  EXPECT_EQ(cache.length, 11);
-  EXPECT_EQ(stats().plans_built, plans_at_third_step) << "decode steps share one plan";
-}
-
-// Decoding one token at a time through the cache computes what one pass over the whole
-// sequence computes.
-TEST(TextGeneration, CachedDecodingEqualsAFullForward) {
-  samples::LlamaConfig config;
-  config.capacity = 10;
-  const samples::LlamaWeights w = samples::random_llama_weights(config, testing::test_seed() + 1);
-  const std::vector<int64_t> tokens = {72, 101, 108, 108, 111, 32, 75, 105, 108, 110};
-  samples::KvCache stepped = samples::empty_kv_cache(config);
-  std::vector<float> step_logits;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    Tensor logits =
-        samples::llama_forward(w, stepped, Tensor::from_vector(std::vector{tokens[i]}, {1, 1}));
-    eval(samples::step_outputs(logits, stepped));
-    const std::vector<float> l = logits.to_vector<float>();
-    step_logits.insert(step_logits.end(), l.begin(), l.end());
-  }
-  samples::KvCache whole = samples::empty_kv_cache(config);
-  const std::vector<float> full =
-      samples::llama_forward(w, whole, Tensor::from_vector(tokens, {1, 10})).to_vector<float>();
-  ASSERT_EQ(full.size(), step_logits.size());
-  for (size_t i = 0; i < full.size(); ++i) {
-    ASSERT_TRUE(testing::close(full[i], step_logits[i], 1e-4)) << "element " << i;
-  }
-  testing::expect_error(
-      [&] {
-        samples::llama_forward(w, whole, Tensor::from_vector(tokens, {1, 10}));
-      },
-      {"llama_forward", "capacity of 10"});
 }
 
 TEST_F(SamplesTest, TextGenerationPrintsGreedyAndSampledTokens) {
