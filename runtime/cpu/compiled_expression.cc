@@ -1,18 +1,12 @@
 #include "runtime/cpu/compiled_expression.h"
 
 #include <atomic>
-#include <cstdio>
-#include <mutex>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
-#include "base/cache_dir.h"
 #include "ops/op_catalog.h"
-#include "runtime/cpu/host_compiler.h"
 #include "runtime/cpu/simd_math.h"
-#include "runtime/cpu/simd_math_inl_source.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -167,34 +161,6 @@ extern "C" __attribute__((visibility("default"))) void $SIGNATURE {
        {"$VALUE", value_type},
        {"$FULL", absl::StrReplaceAll(call, {{"$TAG", "d"}})},
        {"$ONE", absl::StrReplaceAll(call, {{"$TAG", "one"}})}});
-}
-
-void* compiled_kernel_function(
-    const jit::KernelProgram& program, const std::string& symbol,
-    const std::function<std::optional<std::string>(const jit::KernelProgram&)>& generate) {
-  static std::mutex mutex;
-  static auto* functions = new absl::flat_hash_map<std::string, void*>();
-  const std::string key = absl::StrCat(symbol, "\n", program.to_string());
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = functions->find(key); it != functions->end()) return it->second;
-  }
-  void* function = nullptr;
-  if (std::optional<std::string> source = generate(program)) {
-    absl::StatusOr<void*> compiled = compiled_function(kSimdMathInlSource, *source, symbol);
-    if (compiled.ok()) {
-      function = *compiled;
-    } else if (!base::reported_on_stderr(compiled.status())) {  // a refused cache file was said
-      static std::once_flag said;
-      std::call_once(said, [&] {
-        std::fprintf(stderr, "kiln: %s; the tile evaluator runs such kernels instead\n",
-                     std::string(compiled.status().message()).c_str());
-      });
-    }
-  }
-  std::lock_guard<std::mutex> lock(mutex);
-  functions->emplace(key, function);
-  return function;
 }
 
 void note_compiled_loop(bool ran) {

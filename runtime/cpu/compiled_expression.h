@@ -37,9 +37,11 @@ std::string kernel_source(const jit::KernelProgram& program, const std::string& 
                           const std::string& functions, const std::string& signature,
                           const std::string& call, const std::string& value_type);
 
-// The address of `symbol` in the source `generate(program)` gives, compiled on first use
-// (host_compiler.h) and kept per program and symbol; null when `generate` gives nothing or
-// the compiler failed (said once on stderr: the tile evaluator then runs such kernels).
+// The address of `symbol` in the source `generate(program)` gives (host_compiler.h), kept
+// per program and symbol; null while it is not compiled yet (compiled_kernel_cache.h says
+// when that happens), when `generate` gives nothing, or when the compiler failed (said once
+// on stderr). The tile evaluator runs the kernel whenever it is null: the same bits.
+// Defined in compiled_kernel_cache.cc.
 void* compiled_kernel_function(
     const jit::KernelProgram& program, const std::string& symbol,
     const std::function<std::optional<std::string>(const jit::KernelProgram&)>& generate);

@@ -7,13 +7,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string_view>
 #include <thread>
@@ -21,6 +25,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -69,26 +74,108 @@ std::string read_whole_file(const std::string& path) {
   return text.str();
 }
 
-// Runs `argv` with its output into `log_path`; returns the exit status (-1: not started).
-int run_process(const std::vector<std::string>& argv, const std::string& log_path) {
+// The compilers running now, each with the files it writes: at exit they are killed and
+// their files removed, so that a process that ends mid-compile leaves nothing half-written.
+struct RunningCompiler {
+  pid_t group;
+  std::vector<std::string> files;
+};
+
+std::mutex& running_mutex() {
+  static auto* mutex = new std::mutex();  // never destroyed: the exit handler locks it
+  return *mutex;
+}
+
+std::vector<RunningCompiler>& running_compilers() {
+  static auto* running = new std::vector<RunningCompiler>();
+  return *running;
+}
+
+void kill_running_compilers() {
+  std::lock_guard<std::mutex> lock(running_mutex());
+  for (const RunningCompiler& r : running_compilers()) {
+    kill(-r.group, SIGKILL);
+    int status = 0;
+    waitpid(r.group, &status, 0);
+    for (const std::string& file : r.files) std::remove(file.c_str());
+  }
+  running_compilers().clear();
+}
+
+void note_finished(pid_t group) {
+  std::lock_guard<std::mutex> lock(running_mutex());
+  std::erase_if(running_compilers(), [&](const RunningCompiler& r) { return r.group == group; });
+}
+
+// KILN_CPU_JIT_TIMEOUT: how long a compiler may run, in seconds (default 120).
+std::chrono::milliseconds compiler_timeout() {
+  const char* text = std::getenv("KILN_CPU_JIT_TIMEOUT");
+  double seconds = 0;
+  if (text == nullptr || !absl::SimpleAtod(text, &seconds) || !(seconds > 0)) seconds = 120;
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+constexpr int kNotStarted = -1, kTimedOut = -2;
+
+// Runs `argv` in a process group of its own with its output into `log_path`, killing the
+// group when it runs past the timeout; returns the exit status (kNotStarted, kTimedOut).
+// `files` (what it writes, the log among them) are removed if this process exits meanwhile.
+int run_process(const std::vector<std::string>& argv, const std::string& log_path,
+                const std::vector<std::string>& files) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 34)
+  // Nothing else of this process's: a compiler left running must not hold its pipes open.
+  posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
+#endif
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);  // its own group: a timeout kills all it started
   std::vector<char*> args;
   args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  static std::once_flag installed;
+  std::call_once(installed, [] { std::atexit(kill_running_compilers); });
   pid_t pid = 0;
-  const int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0) return -1;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
+  int spawned = 0;
+  {
+    // Started and noted under the lock the exit handler takes, so that an exit meanwhile
+    // finds it.
+    std::lock_guard<std::mutex> lock(running_mutex());
+    spawned = posix_spawnp(&pid, args[0], &actions, &attributes, args.data(), environ);
+    if (spawned == 0) running_compilers().push_back({pid, files});
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  if (spawned != 0) return kNotStarted;
+  const auto deadline = std::chrono::steady_clock::now() + compiler_timeout();
+  int status = 0;
+  // Polled: a compile takes a fifth of a second or more, so waking every few milliseconds
+  // costs it nothing, and no signal or second thread is needed to time it out.
+  auto pause = std::chrono::microseconds(500);
+  for (;;) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) {
+      note_finished(pid);
+      return kNotStarted;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      note_finished(pid);
+      return kTimedOut;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(2 * pause, std::chrono::milliseconds(10));
+  }
+  note_finished(pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : kNotStarted;
 }
 
 // A name no other process or thread writing into the same folder uses.
@@ -112,7 +199,7 @@ std::vector<std::string> compiler_command() {
 absl::Status run_compiler(const std::vector<std::string>& argv, const std::string& temporary,
                           const std::string& target, mode_t mode) {
   const std::string log = temporary + ".log";
-  const int status = run_process(argv, log);
+  const int status = run_process(argv, log, {temporary, log});
   const std::string output = read_whole_file(log);
   std::error_code ignored;
   fs::remove(log, ignored);
@@ -121,11 +208,15 @@ absl::Status run_compiler(const std::vector<std::string>& argv, const std::strin
     std::vector<absl::string_view> lines =
         absl::StrSplit(absl::StripTrailingAsciiWhitespace(output), '\n', absl::SkipEmpty());
     if (lines.size() > 12) lines.resize(12);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "compiled CPU kernel: `", absl::StrJoin(argv, " "), "` ",
-        status < 0 ? "could not be run (set KILN_CXX to a C++ compiler, or KILN_CPU_JIT=0)"
-                   : absl::StrCat("exited with status ", status),
-        lines.empty() ? "" : ":\n", absl::StrJoin(lines, "\n")));
+    const std::string what =
+        status == kTimedOut ? absl::StrCat("ran past ", compiler_timeout().count() / 1000.0,
+                                           " s and was stopped (KILN_CPU_JIT_TIMEOUT)")
+        : status == kNotStarted
+            ? "could not be run (set KILN_CXX to a C++ compiler, or KILN_CPU_JIT=0)"
+            : absl::StrCat("exited with status ", status);
+    return absl::FailedPreconditionError(
+        absl::StrCat("compiled CPU kernel: `", absl::StrJoin(argv, " "), "` ", what,
+                     lines.empty() ? "" : ":\n", absl::StrJoin(lines, "\n")));
   }
   if (chmod(temporary.c_str(), mode) != 0) {
     fs::remove(temporary, ignored);
@@ -265,9 +356,11 @@ absl::StatusOr<CacheFolder> cache_folder() {
   return cache;
 }
 
-// Loads the library for `key`, building it first when the cache holds none that matches.
+// Loads the library for `key`, building it first when the cache holds none that matches
+// (or, without `build`, a NotFound status then).
 absl::StatusOr<void*> load_or_build(const std::string& key, const std::string& prelude,
-                                    const std::string& source, const std::string& symbol) {
+                                    const std::string& source, const std::string& symbol,
+                                    bool build) {
   absl::StatusOr<CacheFolder> cache = cache_folder();
   if (!cache.ok()) return cache.status();
   const std::string stem = base::cache_file_stem(key);
@@ -275,6 +368,7 @@ absl::StatusOr<void*> load_or_build(const std::string& key, const std::string& p
   const std::string library = path_stem + ".so", key_path = path_stem + ".key";
   std::error_code error;
   if (!(fs::exists(library, error) && read_whole_file(key_path) == key)) {
+    if (!build) return absl::NotFoundError("compiled CPU kernel: not in the cache");
     absl::Status built = build_library(*cache, prelude, source, path_stem + ".cc", library);
     if (!built.ok()) return built;
     built = base::write_file_atomically(
@@ -286,13 +380,28 @@ absl::StatusOr<void*> load_or_build(const std::string& key, const std::string& p
 
 }  // namespace
 
-bool host_compiler_enabled() {
-  static const bool enabled = [] {
+namespace {
+
+std::atomic<int> mode_override{-1};  // a HostCompileMode, or -1: KILN_CPU_JIT's
+
+}  // namespace
+
+HostCompileMode host_compile_mode() {
+  static const HostCompileMode from_environment = [] {
     const char* jit = std::getenv("KILN_CPU_JIT");
-    return jit == nullptr || std::string_view(jit) != "0";
+    if (jit != nullptr && std::string_view(jit) == "0") return HostCompileMode::kOff;
+    if (jit != nullptr && std::string_view(jit) == "sync") return HostCompileMode::kWait;
+    return HostCompileMode::kBackground;
   }();
-  return enabled;
+  const int forced = mode_override.load();
+  return forced < 0 ? from_environment : static_cast<HostCompileMode>(forced);
 }
+
+void set_host_compile_mode(std::optional<HostCompileMode> mode) {
+  mode_override = mode ? static_cast<int>(*mode) : -1;
+}
+
+bool host_compiler_enabled() { return host_compile_mode() != HostCompileMode::kOff; }
 
 const std::string& host_compiler_flags() {
   // -ffp-contract=off: a product and a sum stay two roundings, as in the executor's
@@ -303,15 +412,31 @@ const std::string& host_compiler_flags() {
 }
 
 absl::StatusOr<void*> compiled_function(const std::string& prelude, const std::string& source,
-                                        const std::string& symbol) {
-  static std::mutex mutex;
+                                        const std::string& symbol, bool build) {
+  static std::mutex mutex, building;
   static auto* loaded = new absl::flat_hash_map<std::string, absl::StatusOr<void*>>();
   const std::string key =
       build_key(absl::StrCat("prelude=", prelude.size(), "\n", prelude, source));
-  std::lock_guard<std::mutex> lock(mutex);  // one build at a time; loads are quick
-  if (auto it = loaded->find(key); it != loaded->end()) return it->second;
-  absl::StatusOr<void*> function = load_or_build(key, prelude, source, symbol);
-  loaded->emplace(key, function);
+  auto known = [&]() -> std::optional<absl::StatusOr<void*>> {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = loaded->find(key); it != loaded->end()) return it->second;
+    return std::nullopt;
+  };
+  if (auto function = known()) return *function;
+  // One build at a time. A load from the cache alone does not wait for a build under way
+  // (the launch that asked for it would wait for a compiler): the library is renamed into
+  // place whole, and its .key file is written after it, so a load sees it complete or not
+  // at all.
+  std::unique_lock<std::mutex> one_build(building, std::defer_lock);
+  if (build) {
+    one_build.lock();
+    if (auto function = known()) return *function;  // built while this one waited
+  }
+  absl::StatusOr<void*> function = load_or_build(key, prelude, source, symbol, build);
+  if (!absl::IsNotFound(function.status())) {
+    std::lock_guard<std::mutex> lock(mutex);
+    loaded->emplace(key, function);
+  }
   return function;
 }
 

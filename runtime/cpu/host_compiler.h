@@ -12,18 +12,36 @@
 // checked. Otherwise, or with no cache folder at all, compiled_function fails and the caller
 // runs the kernel another way.
 //
+// A compiler that runs longer than KILN_CPU_JIT_TIMEOUT seconds (default 120) is killed,
+// with every process it started. A process that exits while a compiler runs kills it and
+// removes its temporary files, so that nothing half-written is left in the cache.
+//
 // Environment: KILN_CPU_JIT=0 turns compiled CPU kernels off (the tile evaluator runs
-// everything); KILN_CXX names the compiler (default: c++ on the PATH).
+// everything), KILN_CPU_JIT=sync makes a launch wait for its kernel's compile instead of
+// running the evaluator meanwhile (compiled_expression.h); KILN_CXX names the compiler
+// (default: c++ on the PATH).
 #ifndef KILN_RUNTIME_CPU_HOST_COMPILER_H_
 #define KILN_RUNTIME_CPU_HOST_COMPILER_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 
 namespace kiln::runtime::cpu {
 
-// Whether compiled CPU kernels may be used (KILN_CPU_JIT is not "0").
+// When compiled CPU kernels are built (KILN_CPU_JIT).
+enum class HostCompileMode {
+  kOff,         // "0": never; the tile evaluator runs every kernel
+  kBackground,  // the default: on a background thread, the evaluator running the kernel
+                // until its loop is ready (compiled_expression.h)
+  kWait,        // "sync": while the launch waits, as benchmarks of compiled loops want
+};
+HostCompileMode host_compile_mode();
+// Overrides KILN_CPU_JIT's mode (tests); nullopt restores it.
+void set_host_compile_mode(std::optional<HostCompileMode> mode);
+
+// Whether compiled CPU kernels may be used (the mode is not kOff).
 bool host_compiler_enabled();
 
 // The compiler flags every compiled kernel is built with, the instruction set among them
@@ -36,8 +54,10 @@ const std::string& host_compiler_flags();
 // prelude is written once to <cache dir>/cpu/prelude_<checksum>.h and precompiled beside it,
 // so each source only pays for its own lines. An error names the compiler, its command and
 // its first lines of output; a source that once failed in this process is not compiled again.
+// With `build` false only a library the cache already holds is loaded: a NotFound status
+// when it holds none (and nothing is remembered, so a later call may build it).
 absl::StatusOr<void*> compiled_function(const std::string& prelude, const std::string& source,
-                                        const std::string& symbol);
+                                        const std::string& symbol, bool build = true);
 
 }  // namespace kiln::runtime::cpu
 

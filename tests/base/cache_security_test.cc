@@ -78,9 +78,9 @@ TEST(CacheSecurityChild, RunsThePlantableKernel) {
 // What a fresh process printed when it ran the kernel with `cache` as its cache folder.
 testing::Result run_child(const fs::path& cache) {
   const fs::path self = fs::read_symlink("/proc/self/exe");
-  return testing::run(absl::StrCat(kChildVariable, "=1 KILN_DEVICE=cpu KILN_CACHE_DIR='",
-                                   cache.string(), "' '", self.string(),
-                                   "' --gtest_filter=", kChildTest));
+  return testing::run(
+      absl::StrCat(kChildVariable, "=1 KILN_DEVICE=cpu KILN_CPU_JIT=sync KILN_CACHE_DIR='",
+                   cache.string(), "' '", self.string(), "' --gtest_filter=", kChildTest));
 }
 
 bool compiled_in(const testing::Result& run, int runs) {

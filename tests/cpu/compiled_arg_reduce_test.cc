@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -76,6 +77,7 @@ TEST(CompiledArgReduce, NearestCentersMatchALoopAndTheEvaluator) {
   cpu::set_compiled_pointwise_min_elements(std::numeric_limits<int64_t>::max());
   const std::vector<int64_t> evaluated = nearest(points, centers).to_vector<int64_t>();
   cpu::set_compiled_pointwise_min_elements(0);
+  cpu::set_host_compile_mode(cpu::HostCompileMode::kWait);  // the loop from its first launch
   const int64_t runs = cpu::compiled_pointwise_runs();
   const std::vector<int64_t> compiled = nearest(points, centers).to_vector<int64_t>();
   // With an epilogue: the positions as floats, plus one.
@@ -88,6 +90,7 @@ TEST(CompiledArgReduce, NearestCentersMatchALoopAndTheEvaluator) {
       nearest(points, Tensor::from_vector(c_nan, {k, 2})).to_vector<int64_t>();
   const int64_t compiled_runs = cpu::compiled_pointwise_runs() - runs;
   cpu::set_compiled_pointwise_min_elements(-1);
+  cpu::set_host_compile_mode(std::nullopt);
 
   EXPECT_EQ(compiled_runs, 3);
   const std::vector<int64_t> want = nearest_by_loop(p, c);
@@ -117,11 +120,13 @@ TEST(CompiledArgReduce, ArgmaxWithAParameterMatchesALoop) {
   cpu::set_compiled_pointwise_min_elements(std::numeric_limits<int64_t>::max());
   const std::vector<int64_t> evaluated = largest().to_vector<int64_t>();
   cpu::set_compiled_pointwise_min_elements(0);
+  cpu::set_host_compile_mode(cpu::HostCompileMode::kWait);  // the loop from its first launch
   const int64_t runs = cpu::compiled_pointwise_runs();
   const Tensor got_tensor = largest();
   const std::vector<int64_t> got = got_tensor.to_vector<int64_t>();
   EXPECT_EQ(cpu::compiled_pointwise_runs() - runs, 1);
   cpu::set_compiled_pointwise_min_elements(-1);
+  cpu::set_host_compile_mode(std::nullopt);
   EXPECT_EQ(got_tensor.shape(), (std::vector<int64_t>{n, 1}));
   EXPECT_EQ(got, evaluated);  // the same values, the same first largest
   for (int64_t i = 0; i < n; ++i) {
@@ -143,11 +148,13 @@ TEST(CompiledArgReduce, OtherFormsStayOnTheEvaluator) {
   const std::vector<float> x = testing::random_floats(static_cast<size_t>(rows * cols), rng);
   const Tensor t = Tensor::from_vector(x, {rows, cols});
   cpu::set_compiled_pointwise_min_elements(0);
+  cpu::set_host_compile_mode(cpu::HostCompileMode::kWait);  // the loop from its first launch
   const int64_t runs = cpu::compiled_pointwise_runs();
   const std::vector<int64_t> along_rows = argmin(t * 2.0, 1).to_vector<int64_t>();
   const std::vector<int64_t> along_columns = argmax(t, 0).to_vector<int64_t>();
   EXPECT_EQ(cpu::compiled_pointwise_runs(), runs);
   cpu::set_compiled_pointwise_min_elements(-1);
+  cpu::set_host_compile_mode(std::nullopt);
   for (int64_t i = 0; i < rows; ++i) {
     int64_t best = 0;
     for (int64_t j = 1; j < cols; ++j) {

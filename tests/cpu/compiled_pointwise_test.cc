@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,11 +25,18 @@ namespace {
 
 namespace cpu = runtime::cpu;
 
-// Compiled kernels of every size while alive (the default only compiles large ones).
+// Compiled kernels of every size while alive (the default only compiles large ones), each
+// compiled at its first launch (the default compiles at the second, in the background).
 class CompileEveryKernel {
  public:
-  CompileEveryKernel() { cpu::set_compiled_pointwise_min_elements(0); }
-  ~CompileEveryKernel() { cpu::set_compiled_pointwise_min_elements(-1); }
+  CompileEveryKernel() {
+    cpu::set_compiled_pointwise_min_elements(0);
+    cpu::set_host_compile_mode(cpu::HostCompileMode::kWait);
+  }
+  ~CompileEveryKernel() {
+    cpu::set_compiled_pointwise_min_elements(-1);
+    cpu::set_host_compile_mode(std::nullopt);
+  }
 };
 
 // Random floats with the special values spread among them.

@@ -1,0 +1,185 @@
+#include "runtime/cpu/compiled_kernel_cache.h"
+
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "base/cache_dir.h"
+#include "runtime/cpu/compiled_expression.h"
+#include "runtime/cpu/host_compiler.h"
+#include "runtime/cpu/simd_math_inl_source.h"
+
+namespace kiln::runtime::cpu {
+namespace {
+
+// Where a program's compiled function stands.
+enum class State {
+  kLooking,    // its first launch is generating the source and looking in the disk cache
+  kNotCached,  // the disk cache had no library: the next launch queues a compile
+  kQueued,     // compiling on the background thread
+  kSettled,    // `function` is final: the loop, or null (no source, or the compile failed)
+};
+
+struct Entry {
+  State state = State::kLooking;
+  void* function = nullptr;
+  std::string source;  // kept from the first look until the compile is queued
+};
+
+struct Compile {
+  std::string key, source, symbol;
+};
+
+// Every program's entry (by symbol and program text), the queue of compiles and the
+// background thread's state, under one mutex. Never destroyed: the background thread may
+// still be compiling when the process exits.
+struct KernelCache {
+  std::mutex mutex;
+  std::condition_variable settled;  // a queued compile has finished
+  absl::flat_hash_map<std::string, Entry> entries;
+  std::deque<Compile> queue;
+  bool worker_running = false;
+  int64_t unfinished = 0;  // queued or compiling
+  int64_t queued_total = 0;
+};
+
+KernelCache& kernel_cache() {
+  static auto* cache = new KernelCache();
+  return *cache;
+}
+
+// A compile that failed, on stderr once per compiler and kind of failure in a process (a
+// missing compiler fails every kernel alike), unless it was said already (a refused cache
+// file).
+void report(const absl::Status& status) {
+  if (status.ok() || base::reported_on_stderr(status)) return;
+  static std::mutex mutex;
+  static auto* said = new absl::flat_hash_set<std::string>();
+  const absl::string_view message = status.message();
+  // The message names the command in backquotes: its compiler, then how it failed.
+  const size_t command = message.find('`'), end = message.find('`', command + 1);
+  const absl::string_view compiler =
+      command == absl::string_view::npos
+          ? message
+          : message.substr(command, message.find(' ', command) - command);
+  const absl::string_view failure =
+      end == absl::string_view::npos ? "" : message.substr(end, message.find(':', end) - end);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!said->insert(absl::StrCat(compiler, failure)).second) return;
+  }
+  std::fprintf(stderr, "kiln: %s; the tile evaluator runs such kernels instead\n",
+               std::string(message).c_str());
+}
+
+void settle(const std::string& key, void* function) {
+  KernelCache& c = kernel_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  Entry& e = c.entries[key];
+  e.state = State::kSettled;
+  e.function = function;
+  e.source.clear();
+}
+
+// The background thread: compiles the queue one at a time (the host compiler builds one
+// library at a time anyway), then ends until the next compile is queued.
+void compile_queued() {
+  KernelCache& c = kernel_cache();
+  for (;;) {
+    Compile next;
+    {
+      std::lock_guard<std::mutex> lock(c.mutex);
+      if (c.queue.empty()) {
+        c.worker_running = false;
+        return;
+      }
+      next = std::move(c.queue.front());
+      c.queue.pop_front();
+    }
+    const absl::StatusOr<void*> function =
+        compiled_function(kSimdMathInlSource, next.source, next.symbol);
+    report(function.status());
+    settle(next.key, function.ok() ? *function : nullptr);
+    {
+      std::lock_guard<std::mutex> lock(c.mutex);
+      --c.unfinished;
+    }
+    c.settled.notify_all();
+  }
+}
+
+// Queues `key`'s compile (the caller holds the mutex), starting the thread when none runs.
+void queue_compile(KernelCache& c, const std::string& key, Entry& e, const std::string& symbol) {
+  e.state = State::kQueued;
+  c.queue.push_back({key, std::move(e.source), symbol});
+  ++c.unfinished;
+  ++c.queued_total;
+  if (!c.worker_running) {
+    c.worker_running = true;
+    std::thread(compile_queued).detach();
+  }
+}
+
+}  // namespace
+
+void* compiled_kernel_function(
+    const jit::KernelProgram& program, const std::string& symbol,
+    const std::function<std::optional<std::string>(const jit::KernelProgram&)>& generate) {
+  KernelCache& c = kernel_cache();
+  const std::string key = absl::StrCat(symbol, "\n", program.to_string());
+  const bool wait = host_compile_mode() == HostCompileMode::kWait;
+  std::optional<std::string> source;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto [it, added] = c.entries.try_emplace(key);
+    Entry& e = it->second;
+    if (!added && e.state != State::kNotCached) return e.function;  // null until settled
+    if (!added && !wait) {  // a second launch: compile it, on the background thread
+      queue_compile(c, key, e, symbol);
+      return nullptr;
+    }
+    if (!added) source = std::move(e.source);  // KILN_CPU_JIT=sync since the first launch
+    e.state = State::kLooking;
+  }
+  if (!source) source = generate(program);
+  if (!source) {
+    settle(key, nullptr);
+    return nullptr;
+  }
+  const absl::StatusOr<void*> function =
+      compiled_function(kSimdMathInlSource, *source, symbol, /*build=*/wait);
+  if (absl::IsNotFound(function.status())) {  // not built yet: the evaluator runs this launch
+    std::lock_guard<std::mutex> lock(c.mutex);
+    Entry& e = c.entries[key];
+    e.state = State::kNotCached;
+    e.source = std::move(*source);
+    return nullptr;
+  }
+  report(function.status());
+  settle(key, function.ok() ? *function : nullptr);
+  return function.ok() ? *function : nullptr;
+}
+
+void wait_for_background_compiles() {
+  KernelCache& c = kernel_cache();
+  std::unique_lock<std::mutex> lock(c.mutex);
+  c.settled.wait(lock, [&] { return c.unfinished == 0; });
+}
+
+int64_t background_compiles_queued() {
+  KernelCache& c = kernel_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  return c.queued_total;
+}
+
+}  // namespace kiln::runtime::cpu
