@@ -62,7 +62,8 @@ KernelCache& kernel_cache() {
 // missing compiler fails every kernel alike), unless it was said already (a refused cache
 // file).
 void report(const absl::Status& status) {
-  if (status.ok() || base::reported_on_stderr(status)) return;
+  // Cancelled: the process is exiting, and nothing more needs saying.
+  if (status.ok() || absl::IsCancelled(status) || base::reported_on_stderr(status)) return;
   static std::mutex mutex;
   static auto* said = new absl::flat_hash_set<std::string>();
   const absl::string_view message = status.message();

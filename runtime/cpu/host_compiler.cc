@@ -91,8 +91,13 @@ std::vector<RunningCompiler>& running_compilers() {
   return *running;
 }
 
+// Set by the exit handler: from then on no compiler starts (a background compile still
+// running would otherwise start its next step, after the handler is done).
+bool exiting = false;  // guarded by running_mutex()
+
 void kill_running_compilers() {
   std::lock_guard<std::mutex> lock(running_mutex());
+  exiting = true;
   for (const RunningCompiler& r : running_compilers()) {
     kill(-r.group, SIGKILL);
     int status = 0;
@@ -115,10 +120,11 @@ std::chrono::milliseconds compiler_timeout() {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
-constexpr int kNotStarted = -1, kTimedOut = -2;
+constexpr int kNotStarted = -1, kTimedOut = -2, kProcessExiting = -3;
 
 // Runs `argv` in a process group of its own with its output into `log_path`, killing the
-// group when it runs past the timeout; returns the exit status (kNotStarted, kTimedOut).
+// group when it runs past the timeout; returns the exit status (kNotStarted, kTimedOut, or
+// kProcessExiting when the exit handler has run).
 // `files` (what it writes, the log among them) are removed if this process exits meanwhile.
 int run_process(const std::vector<std::string>& argv, const std::string& log_path,
                 const std::vector<std::string>& files) {
@@ -147,11 +153,13 @@ int run_process(const std::vector<std::string>& argv, const std::string& log_pat
     // Started and noted under the lock the exit handler takes, so that an exit meanwhile
     // finds it.
     std::lock_guard<std::mutex> lock(running_mutex());
-    spawned = posix_spawnp(&pid, args[0], &actions, &attributes, args.data(), environ);
+    spawned = exiting ? ECANCELED
+                      : posix_spawnp(&pid, args[0], &actions, &attributes, args.data(), environ);
     if (spawned == 0) running_compilers().push_back({pid, files});
   }
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
+  if (spawned == ECANCELED) return kProcessExiting;
   if (spawned != 0) return kNotStarted;
   const auto deadline = std::chrono::steady_clock::now() + compiler_timeout();
   int status = 0;
@@ -200,6 +208,9 @@ absl::Status run_compiler(const std::vector<std::string>& argv, const std::strin
                           const std::string& target, mode_t mode) {
   const std::string log = temporary + ".log";
   const int status = run_process(argv, log, {temporary, log});
+  if (status == kProcessExiting) {
+    return absl::CancelledError("compiled CPU kernel: the process is exiting");
+  }
   const std::string output = read_whole_file(log);
   std::error_code ignored;
   fs::remove(log, ignored);
