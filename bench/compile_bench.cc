@@ -1,11 +1,15 @@
 // What compiling a plan's CUDA kernels costs, measured without a GPU (NVRTC needs none): the
 // kernels of one transformer block (samples/transformer_block.h) compiled for sm_90 one after
 // another, all at once through compile_in_parallel, through the disk cache cold, and loaded
-// from a warm disk cache. Also the renderer's own time, Kiln's part of a cold compile.
+// from a warm disk cache. Also the renderer's own time, Kiln's part of a cold compile, and
+// how compile_in_parallel scales with threads: 20 kernels (two blocks of different widths)
+// on 1, 2, 4 ... threads up to the cores this process may use.
 //
 //   build-bench/bench/compile_bench --benchmark_repetitions=3
 #include <benchmark/benchmark.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "jit/fusion/launch_plan.h"
@@ -21,18 +25,35 @@ namespace {
 using kiln::runtime::cuda::CubinCache;
 using kiln::runtime::cuda::KernelSource;
 
-// The distinct kernels of one transformer block over 16 tokens.
+// The distinct kernels of one transformer block of width `width` over 16 tokens.
+std::vector<KernelSource> kernels_of_block(int64_t width) {
+  const auto w = kiln::samples::random_block_weights(width, 4, 1);
+  kiln::Tensor y = kiln::samples::transformer_block(kiln::Tensor::rand({1, 16, width}, 2), w);
+  kiln::jit::Trace trace = kiln::jit::build_trace({kiln::detail::TensorAccess::node(y).get()});
+  std::vector<KernelSource> out;
+  const auto plan = kiln::jit::build_plan(trace);
+  for (const auto& k : plan->kernels) {
+    // As the backend compiles them: the 32-bit entry point only, at these sizes.
+    out.push_back({k.program->name, kiln::runtime::cuda::render_cuda(
+                                        *k.program, kiln::runtime::cuda::IndexWidths::k32)});
+  }
+  return out;
+}
+
 const std::vector<KernelSource>& block_kernels() {
+  static const std::vector<KernelSource> kernels = kernels_of_block(64);
+  return kernels;
+}
+
+// 20 distinct kernels: those of blocks of widths 64 and 96 (their sources differ in the
+// sizes they hold), the first 20.
+const std::vector<KernelSource>& twenty_kernels() {
   static const std::vector<KernelSource> kernels = [] {
-    const auto w = kiln::samples::random_block_weights(64, 4, 1);
-    kiln::Tensor y = kiln::samples::transformer_block(kiln::Tensor::rand({1, 16, 64}, 2), w);
-    kiln::jit::Trace trace = kiln::jit::build_trace({kiln::detail::TensorAccess::node(y).get()});
-    std::vector<KernelSource> out;
-    const auto plan = kiln::jit::build_plan(trace);
-    for (const auto& k : plan->kernels) {
-      // As the backend compiles them: the 32-bit entry point only, at these sizes.
-      out.push_back({k.program->name, kiln::runtime::cuda::render_cuda(
-                                          *k.program, kiln::runtime::cuda::IndexWidths::k32)});
+    std::vector<KernelSource> out = kernels_of_block(64);
+    for (KernelSource& k : kernels_of_block(96)) {
+      const bool known = std::any_of(out.begin(), out.end(),
+                                     [&](const KernelSource& o) { return o.source == k.source; });
+      if (!known && out.size() < 20) out.push_back(std::move(k));
     }
     return out;
   }();
@@ -68,6 +89,36 @@ void NvrtcInParallel(benchmark::State& state) {
     benchmark::DoNotOptimize(
         kiln::runtime::cuda::compile_in_parallel(memory_only, block_kernels(), 90));
   }
+}
+
+// The 20 kernels through compile_in_parallel on state.range(0) threads (0: one after
+// another, without compile_in_parallel).
+void TwentyKernels(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const int before = kiln::num_threads();
+  if (threads > 0) kiln::set_num_threads(threads);
+  for (auto _ : state) {
+    if (threads == 0) {
+      for (const KernelSource& k : twenty_kernels()) {
+        benchmark::DoNotOptimize(kiln::runtime::cuda::compile_to_cubin(k.source, k.name, 90));
+      }
+    } else {
+      CubinCache memory_only("", 0);
+      benchmark::DoNotOptimize(
+          kiln::runtime::cuda::compile_in_parallel(memory_only, twenty_kernels(), 90));
+    }
+  }
+  kiln::set_num_threads(before);
+  state.counters["kernels"] = static_cast<double>(twenty_kernels().size());
+}
+
+// 0 (one after another), then 1, 2, 4 ... threads up to the cores this process may use.
+void ThreadCounts(benchmark::internal::Benchmark* b) {
+  b->Arg(0);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  for (int n = 1; n < 2 * cores; n *= 2) b->Arg(std::min(n, cores));
 }
 
 std::string scratch_dir() {
@@ -106,6 +157,11 @@ BENCHMARK(InParallelThroughColdDiskCache)
     ->Iterations(2)
     ->UseRealTime();
 BENCHMARK(WarmDiskCacheLoadPerKernel)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(TwentyKernels)
+    ->Apply(ThreadCounts)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2)
+    ->UseRealTime();
 
 }  // namespace
 

@@ -164,6 +164,9 @@ step() {
 step info 30 bash -c 'nvidia-smi --format=csv \
     --query-gpu=name,memory.total,driver_version,clocks.max.sm
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH KILN_NCCL_LIBRARY=${KILN_NCCL_LIBRARY:-}"; nproc
+  # A CPU quota (cgroup v2: quota and period in microseconds) caps parallel compiles below
+  # what nproc promises.
+  echo "cpu.max: $(cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo none)"
   build-gpu/kiln info'
 step tests 150 "$0" --in-processes tests shards
 step differential 150 "$0" --in-processes differential slices

@@ -1,0 +1,99 @@
+// Time to first result: one process's first call of a model, then its later calls. Run in
+// fresh processes by bench/first_call.py, which sets the state (an empty cache folder, or one
+// an earlier process filled) and the compile mode (KILN_CPU_JIT); results: bench/RESULTS.md.
+//
+//   build/bench/first_call_bench minilm|smollm2
+//
+// minilm: all-MiniLM-L6-v2 (scripts/fetch-minilm.sh) on 8 sentences of 64 tokens.
+// smollm2: SmolLM2-135M-Instruct Q4_1 (scripts/fetch-smollm2.sh), a 16-token prefill then a
+// decode step. Prints one line: `first <ms> second <ms> later <median ms of 10 calls> load
+// <ms>`, the load (reading the weights) not counted in the calls.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "kiln/llm.h"
+#include "samples/minilm.h"
+#include "samples/model_cache.h"
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+double time_call(const std::function<void()>& call) {
+  const auto start = std::chrono::steady_clock::now();
+  call();
+  return ms_since(start);
+}
+
+// The first call, the second, and the median of the ten after.
+void report(double load_ms, const std::function<void()>& call) {
+  const double first = time_call(call), second = time_call(call);
+  std::vector<double> later;
+  for (int i = 0; i < 10; ++i) later.push_back(time_call(call));
+  std::sort(later.begin(), later.end());
+  std::printf("first %.2f second %.2f later %.2f load %.2f\n", first, second, later[5], load_ms);
+}
+
+void minilm() {
+  const std::string dir = kiln::samples::model_cache_dir() + "/all-MiniLM-L6-v2";
+  const auto start = std::chrono::steady_clock::now();
+  const kiln::samples::MiniLM model = kiln::samples::load_minilm(dir);
+  const double load = ms_since(start);
+  std::vector<std::vector<int64_t>> rows(8, std::vector<int64_t>(64));
+  for (size_t b = 0; b < rows.size(); ++b) {
+    for (size_t s = 0; s < 64; ++s) {
+      rows[b][s] = s == 0    ? 101
+                   : s == 63 ? 102
+                             : 1000 + static_cast<int64_t>((b * 64 + s) * 37 % 29000);
+    }
+  }
+  report(load, [&] { kiln::samples::embed_sentences(model, rows).eval(); });
+}
+
+void smollm2() {
+  const char* file = std::getenv("KILN_SMOLLM2");
+  const std::string path = file != nullptr ? file
+                                           : kiln::samples::model_cache_dir() +
+                                                 "/SmolLM2-135M-Instruct/"
+                                                 "SmolLM2-135M-Instruct.Q4_1.gguf";
+  const auto start = std::chrono::steady_clock::now();
+  const kiln::llm::Model model = kiln::llm::Model::load(path);
+  const double load = ms_since(start);
+  std::vector<int32_t> prompt = {1};
+  for (int32_t i = 1; i < 16; ++i) prompt.push_back(100 + (i * 7919) % 40000);
+  kiln::llm::Session session(model, 64);
+  report(load, [&] {
+    session.reset();
+    (void)session.prefill(prompt);
+    (void)session.step(253).to_vector<float>();
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string which = argc > 1 ? argv[1] : "";
+  try {
+    if (which == "minilm") {
+      minilm();
+    } else if (which == "smollm2") {
+      smollm2();
+    } else {
+      std::fprintf(stderr, "usage: first_call_bench minilm|smollm2\n");
+      return 2;
+    }
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "first_call_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
