@@ -2,8 +2,8 @@
 // kernels of one transformer block (samples/transformer_block.h) compiled for sm_90 one after
 // another, all at once through compile_in_parallel, through the disk cache cold, and loaded
 // from a warm disk cache. Also the renderer's own time, Kiln's part of a cold compile, and
-// how compile_in_parallel scales with threads: 20 kernels (two blocks of different widths)
-// on 1, 2, 4 ... threads up to the cores this process may use.
+// how compile_in_parallel scales with threads: 20 distinct kernels on 1, 2, 4 ... threads up
+// to the cores this process may use.
 //
 //   build-bench/bench/compile_bench --benchmark_repetitions=3
 #include <benchmark/benchmark.h>
@@ -45,15 +45,26 @@ const std::vector<KernelSource>& block_kernels() {
   return kernels;
 }
 
-// 20 distinct kernels: those of blocks of widths 64 and 96 (their sources differ in the
-// sizes they hold), the first 20.
+// 20 distinct kernels: a row sum of b(a(x) + y) for each ordered pair of five unary ops
+// (sizes and scalars are launch parameters, so only the ops make two sources differ).
 const std::vector<KernelSource>& twenty_kernels() {
   static const std::vector<KernelSource> kernels = [] {
-    std::vector<KernelSource> out = kernels_of_block(64);
-    for (KernelSource& k : kernels_of_block(96)) {
-      const bool known = std::any_of(out.begin(), out.end(),
-                                     [&](const KernelSource& o) { return o.source == k.source; });
-      if (!known && out.size() < 20) out.push_back(std::move(k));
+    using Unary = kiln::Tensor (*)(const kiln::Tensor&);
+    const Unary ops[] = {kiln::exp, kiln::tanh, kiln::sigmoid, kiln::silu, kiln::square};
+    const kiln::Tensor x = kiln::Tensor::rand({64, 256}, 3), y = kiln::Tensor::rand({64, 256}, 4);
+    std::vector<KernelSource> out;
+    for (Unary a : ops) {
+      for (Unary b : ops) {
+        if (a == b) continue;
+        const kiln::Tensor r = kiln::sum(b(a(x) + y), {1});
+        kiln::jit::Trace trace =
+            kiln::jit::build_trace({kiln::detail::TensorAccess::node(r).get()});
+        const auto plan = kiln::jit::build_plan(trace);
+        for (const auto& k : plan->kernels) {
+          out.push_back({k.program->name, kiln::runtime::cuda::render_cuda(
+                                              *k.program, kiln::runtime::cuda::IndexWidths::k32)});
+        }
+      }
     }
     return out;
   }();

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Time to first result: bench/first_call_bench in fresh processes, cold and warm.
 
-For each model (all-MiniLM-L6-v2 at 8 x 64 tokens; SmolLM2-135M-Instruct Q4_1, a 16-token
-prefill and a decode step) and each compile mode (the default, which compiles CPU loops in
+For each model (one large pointwise kernel over 2M floats; all-MiniLM-L6-v2 at 8 x 64 tokens;
+SmolLM2-135M-Instruct Q4_1, a 16-token prefill and a decode step) and each compile mode (the default, which compiles CPU loops in
 the background, and KILN_CPU_JIT=sync, which waits for them):
   - cold: a new, empty cache folder (KILN_CACHE_DIR);
   - warm: a cache folder that an earlier process with KILN_CPU_JIT=sync filled.
@@ -39,7 +39,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bench", default="build/bench/first_call_bench")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--models", default="minilm,smollm2")
+    parser.add_argument("--models", default="pointwise,minilm,smollm2")
     args = parser.parse_args()
     print("| model | compile mode | cache | first call ms | second ms | later ms |")
     print("|---|---|---|---|---|---|")

@@ -2,8 +2,10 @@
 // fresh processes by bench/first_call.py, which sets the state (an empty cache folder, or one
 // an earlier process filled) and the compile mode (KILN_CPU_JIT); results: bench/RESULTS.md.
 //
-//   build/bench/first_call_bench minilm|smollm2
+//   build/bench/first_call_bench pointwise|minilm|smollm2
 //
+// pointwise: tanh(exp(x * 0.5 + 1) * x - x * x) + 0.25 over 2M floats, a kernel the CPU
+// compiles into a loop.
 // minilm: all-MiniLM-L6-v2 (scripts/fetch-minilm.sh) on 8 sentences of 64 tokens.
 // smollm2: SmolLM2-135M-Instruct Q4_1 (scripts/fetch-smollm2.sh), a 16-token prefill then a
 // decode step. Prints one line: `first <ms> second <ms> later <median ms of 10 calls> load
@@ -41,6 +43,13 @@ void report(double load_ms, const std::function<void()>& call) {
   for (int i = 0; i < 10; ++i) later.push_back(time_call(call));
   std::sort(later.begin(), later.end());
   std::printf("first %.2f second %.2f later %.2f load %.2f\n", first, second, later[5], load_ms);
+}
+
+// tanh(exp(x * 0.5 + 1) * x - x * x) + 0.25 over 2M floats: one pointwise kernel, large
+// enough for a compiled loop.
+void pointwise() {
+  const kiln::Tensor x = kiln::Tensor::rand({1 << 21}, 7).eval();
+  report(0, [&] { (kiln::tanh(kiln::exp(x * 0.5 + 1.0) * x - x * x) + 0.25).eval(); });
 }
 
 void minilm() {
@@ -83,12 +92,14 @@ void smollm2() {
 int main(int argc, char** argv) {
   const std::string which = argc > 1 ? argv[1] : "";
   try {
-    if (which == "minilm") {
+    if (which == "pointwise") {
+      pointwise();
+    } else if (which == "minilm") {
       minilm();
     } else if (which == "smollm2") {
       smollm2();
     } else {
-      std::fprintf(stderr, "usage: first_call_bench minilm|smollm2\n");
+      std::fprintf(stderr, "usage: first_call_bench pointwise|minilm|smollm2\n");
       return 2;
     }
   } catch (const kiln::Error& e) {
