@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
   std::optional<kiln::llm::Session> reference;
   if (rank == 0) reference.emplace(*whole, shape.context);
   const std::string prompt = "Kiln shards its heads";
-  std::vector<int32_t> ids(prompt.begin(), prompt.end());
+  std::vector<int32_t> ids;
+  for (unsigned char byte : prompt) ids.push_back(byte);
   std::vector<double> sharded_ms, whole_ms;
   double worst = 0, scale = 0, range = 0;
   for (int64_t s = 0; s <= steps; ++s) {

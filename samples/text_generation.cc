@@ -83,7 +83,8 @@ int main(int argc, char** argv) {
         static_cast<long long>(shape.layers), static_cast<long long>(shape.dim),
         static_cast<long long>(shape.heads), static_cast<long long>(shape.kv_heads),
         static_cast<long long>(shape.context));
-    const std::vector<int32_t> ids(prompt.begin(), prompt.end());
+    std::vector<int32_t> ids;  // bytes, as unsigned: UTF-8 beyond ASCII is 128 to 255
+    for (unsigned char byte : prompt) ids.push_back(byte);
     kiln::llm::Sampling sampled_with;
     sampled_with.temperature = temperature;
     sampled_with.top_k = top_k;

@@ -1,9 +1,13 @@
 #include "runtime/cpu/compiled_kernel_cache.h"
 
+#include <pthread.h>
+
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <thread>
@@ -49,12 +53,41 @@ struct KernelCache {
   absl::flat_hash_map<std::string, Entry> entries;
   std::deque<Compile> queue;
   bool worker_running = false;
+  bool stopping = false;   // the process is exiting: start no more compiles
   int64_t unfinished = 0;  // queued or compiling
   int64_t queued_total = 0;
 };
 
+KernelCache& kernel_cache();
+
+// At exit: the background thread takes no more compiles (the one under way is stopped by
+// the host compiler's own exit handler).
+void stop_compiling() {
+  KernelCache& c = kernel_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.stopping = true;
+}
+
+// In a forked child, which has no background thread: the compiles its parent had queued or
+// under way are forgotten, and their programs looked at again when launched.
+void forget_parents_compiles() {
+  KernelCache& c = kernel_cache();
+  new (&c.mutex) std::mutex();  // as the forking thread saw it; only that thread runs here
+  c.queue.clear();
+  c.worker_running = false;
+  c.unfinished = 0;
+  absl::erase_if(c.entries, [](const auto& entry) {
+    return entry.second.state == State::kQueued || entry.second.state == State::kLooking;
+  });
+}
+
 KernelCache& kernel_cache() {
-  static auto* cache = new KernelCache();
+  static KernelCache* cache = [] {
+    auto* made = new KernelCache();
+    pthread_atfork(nullptr, nullptr, forget_parents_compiles);
+    std::atexit(stop_compiling);
+    return made;
+  }();
   return *cache;
 }
 
@@ -100,6 +133,7 @@ void compile_queued() {
     Compile next;
     {
       std::lock_guard<std::mutex> lock(c.mutex);
+      if (c.stopping) return;  // exiting: the thread ends with the process
       if (c.queue.empty()) {
         c.worker_running = false;
         return;

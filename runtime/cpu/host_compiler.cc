@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -17,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -94,10 +96,14 @@ std::vector<RunningCompiler>& running_compilers() {
 // Set by the exit handler: from then on no compiler starts (a background compile still
 // running would otherwise start its next step, after the handler is done).
 bool exiting = false;  // guarded by running_mutex()
+// The process whose compilers these are: a child forked from it inherits the list and the
+// exit handler, and must neither kill nor wait for its parent's compilers.
+pid_t owner = 0;  // guarded by running_mutex()
 
 void kill_running_compilers() {
   std::lock_guard<std::mutex> lock(running_mutex());
   exiting = true;
+  if (owner != getpid()) return;
   for (const RunningCompiler& r : running_compilers()) {
     kill(-r.group, SIGKILL);
     int status = 0;
@@ -107,9 +113,12 @@ void kill_running_compilers() {
   running_compilers().clear();
 }
 
-void note_finished(pid_t group) {
-  std::lock_guard<std::mutex> lock(running_mutex());
-  std::erase_if(running_compilers(), [&](const RunningCompiler& r) { return r.group == group; });
+// In a forked child: the parent's compilers are not its own.
+void forget_parents_compilers() {
+  // The fork copied the mutex as the forking thread saw it; only that thread runs here.
+  new (&running_mutex()) std::mutex();
+  running_compilers().clear();
+  owner = getpid();
 }
 
 // KILN_CPU_JIT_TIMEOUT: how long a compiler may run, in seconds (default 120).
@@ -120,12 +129,42 @@ std::chrono::milliseconds compiler_timeout() {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
-constexpr int kNotStarted = -1, kTimedOut = -2, kProcessExiting = -3;
+// run_process's results besides an exit status.
+constexpr int kNotStarted = -1, kTimedOut = -2, kProcessExiting = -3, kKilled = -4;
+
+// Waits (polling) for compiler `pid` until `deadline`, then kills its group. Reaped and
+// struck off the list under the lock the exit handler takes, so the handler never signals a
+// group that is gone. Returns its exit status, or kTimedOut, kProcessExiting (the exit
+// handler killed it) or kKilled (a signal).
+int wait_for_compiler(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+  // Polled: a compile takes a fifth of a second or more, so waking every few milliseconds
+  // costs it nothing, and no signal or second thread is needed to time it out.
+  auto pause = std::chrono::microseconds(500);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(running_mutex());
+      if (exiting) return kProcessExiting;  // killed and reaped by the handler
+      const bool late = std::chrono::steady_clock::now() >= deadline;
+      if (late) kill(-pid, SIGKILL);
+      int status = 0;
+      const pid_t done = waitpid(pid, &status, late ? 0 : WNOHANG);
+      if (done == pid || (done < 0 && errno != EINTR)) {
+        std::erase_if(running_compilers(),
+                      [&](const RunningCompiler& r) { return r.group == pid; });
+        if (late) return kTimedOut;
+        if (done < 0) return kNotStarted;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : kKilled;
+      }
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(2 * pause, std::chrono::milliseconds(10));
+  }
+}
 
 // Runs `argv` in a process group of its own with its output into `log_path`, killing the
-// group when it runs past the timeout; returns the exit status (kNotStarted, kTimedOut, or
-// kProcessExiting when the exit handler has run).
-// `files` (what it writes, the log among them) are removed if this process exits meanwhile.
+// group when it runs past the timeout; returns wait_for_compiler's result (kNotStarted when
+// it could not start). `files` (what it writes, the log among them) are removed if this
+// process exits meanwhile.
 int run_process(const std::vector<std::string>& argv, const std::string& log_path,
                 const std::vector<std::string>& files) {
   posix_spawn_file_actions_t actions;
@@ -133,9 +172,11 @@ int run_process(const std::vector<std::string>& argv, const std::string& log_pat
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 34)
+#if defined(__GLIBC__)
+#if __GLIBC_PREREQ(2, 34)
   // Nothing else of this process's: a compiler left running must not hold its pipes open.
   posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
+#endif
 #endif
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
@@ -146,7 +187,14 @@ int run_process(const std::vector<std::string>& argv, const std::string& log_pat
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   static std::once_flag installed;
-  std::call_once(installed, [] { std::atexit(kill_running_compilers); });
+  std::call_once(installed, [] {
+    {
+      std::lock_guard<std::mutex> lock(running_mutex());
+      owner = getpid();
+    }
+    pthread_atfork(nullptr, nullptr, forget_parents_compilers);
+    std::atexit(kill_running_compilers);
+  });
   pid_t pid = 0;
   int spawned = 0;
   {
@@ -161,29 +209,7 @@ int run_process(const std::vector<std::string>& argv, const std::string& log_pat
   posix_spawnattr_destroy(&attributes);
   if (spawned == ECANCELED) return kProcessExiting;
   if (spawned != 0) return kNotStarted;
-  const auto deadline = std::chrono::steady_clock::now() + compiler_timeout();
-  int status = 0;
-  // Polled: a compile takes a fifth of a second or more, so waking every few milliseconds
-  // costs it nothing, and no signal or second thread is needed to time it out.
-  auto pause = std::chrono::microseconds(500);
-  for (;;) {
-    const pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (done < 0 && errno != EINTR) {
-      note_finished(pid);
-      return kNotStarted;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      kill(-pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      note_finished(pid);
-      return kTimedOut;
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min<std::chrono::microseconds>(2 * pause, std::chrono::milliseconds(10));
-  }
-  note_finished(pid);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : kNotStarted;
+  return wait_for_compiler(pid, std::chrono::steady_clock::now() + compiler_timeout());
 }
 
 // A name no other process or thread writing into the same folder uses.
@@ -224,7 +250,8 @@ absl::Status run_compiler(const std::vector<std::string>& argv, const std::strin
                                            " s and was stopped (KILN_CPU_JIT_TIMEOUT)")
         : status == kNotStarted
             ? "could not be run (set KILN_CXX to a C++ compiler, or KILN_CPU_JIT=0)"
-            : absl::StrCat("exited with status ", status);
+        : status == kKilled ? "was killed by a signal"
+                            : absl::StrCat("exited with status ", status);
     return absl::FailedPreconditionError(
         absl::StrCat("compiled CPU kernel: `", absl::StrJoin(argv, " "), "` ", what,
                      lines.empty() ? "" : ":\n", absl::StrJoin(lines, "\n")));
@@ -417,8 +444,10 @@ bool host_compiler_enabled() { return host_compile_mode() != HostCompileMode::kO
 const std::string& host_compiler_flags() {
   // -ffp-contract=off: a product and a sum stay two roundings, as in the executor's
   // op-at-a-time loops, so a compiled kernel computes the same bits.
-  static const std::string flags = absl::StrCat(
-      "-std=c++17 -O2 -fPIC -shared -fno-exceptions -ffp-contract=off -w ", instruction_set_flag());
+  // Never destroyed: a background compile may still read it while the process exits.
+  static const std::string& flags = *new std::string(
+      absl::StrCat("-std=c++17 -O2 -fPIC -shared -fno-exceptions -ffp-contract=off -w ",
+                   instruction_set_flag()));
   return flags;
 }
 

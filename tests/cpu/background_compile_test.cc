@@ -48,6 +48,8 @@ Tensor chain(const Tensor& x, int variant) {
       return sigmoid(square(x)) - abs(tanh(x)) * x;
     case 3:
       return relu(tanh(x) - square(sigmoid(x)));
+    case 5:
+      return square(tanh(x)) * sigmoid(-x);
     default:
       return abs(exp(tanh(x)) - sigmoid(x)) * square(x);
   }
@@ -115,29 +117,38 @@ class BackgroundCompileTest : public testing::ScratchDirTest {
   std::vector<float> x_;
 };
 
-// A compiler that takes 30 s (then would succeed): three launches each run on the evaluator,
-// with its bits, long before the compiler is done; the second queues the compile. The
-// compiler is then stopped by KILN_CPU_JIT_TIMEOUT, which the next test relies on too.
+// A compiler that does not finish until the test lets it (it waits for a file; the timeout,
+// 20 s, would stop it otherwise): three launches of a kernel each run on the evaluator, with
+// its bits, the second queueing the compile, and another kernel's first launch, which looks
+// in the disk cache while the compile runs, does not wait for it either. A launch that
+// waited would take the timeout, twice the bound.
 TEST_F(BackgroundCompileTest, LaunchesDoNotWaitForASlowCompiler) {
+  const fs::path go = dir_ / "go";
   testing::ScopedEnv cache("KILN_CACHE_DIR", (dir_ / "cache").c_str());
-  testing::ScopedEnv cxx("KILN_CXX", compiler("slow-c++", "sleep 30\nexec c++ \"$@\"").c_str());
-  testing::ScopedEnv timeout("KILN_CPU_JIT_TIMEOUT", "3");
-  const std::vector<float> want = evaluated(0);
+  testing::ScopedEnv cxx("KILN_CXX", compiler("slow-c++", "while [ ! -e " + go.string() +
+                                                              " ]; do sleep 0.05; done\nexit 1")
+                                         .c_str());
+  testing::ScopedEnv timeout("KILN_CPU_JIT_TIMEOUT", "20");
+  const std::vector<float> want = evaluated(0), want_other = evaluated(5);
   const int64_t queued = cpu::background_compiles_queued();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 3; ++i) {
     bool compiled = true;
     EXPECT_TRUE(same_bits(launch(0, &compiled), want)) << "launch " << i;
     EXPECT_FALSE(compiled) << "launch " << i;
-    if (i == 0)
+    if (i == 0) {
       EXPECT_EQ(cpu::background_compiles_queued(), queued) << "a first launch queues none";
+    }
   }
+  EXPECT_TRUE(same_bits(launch(5), want_other));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(cpu::background_compiles_queued(), queued + 1);
-  // The evaluator takes milliseconds here; the compiler sleeps 30 s. A generous bound, for a
-  // shared machine: what is checked is that no launch waited for the compiler.
+  // The evaluator takes milliseconds here. A generous bound, for a shared machine: what is
+  // checked is that no launch waited for the compiler.
   EXPECT_LT(seconds, 10.0);
+  std::ofstream(go) << "go\n";
+  cpu::wait_for_background_compiles();  // before the environment it reads is restored
 }
 
 // A compiler that runs past KILN_CPU_JIT_TIMEOUT is stopped: the evaluator keeps the kernel,
@@ -186,7 +197,7 @@ TEST_F(BackgroundCompileTest, AFailingCompilerLeavesTheEvaluatorWithOneLine) {
 
 // With a working compiler: the first launch finds no library and runs the evaluator, the
 // second queues the compile, and once it is done the next launch runs the loop, with the
-// evaluator's bits. A fresh process then loads the library at its first launch.
+// evaluator's bits.
 TEST_F(BackgroundCompileTest, TheLoopIsUsedOnceReady) {
   testing::ScopedEnv cache("KILN_CACHE_DIR", (dir_ / "cache").c_str());
   testing::ScopedEnv cxx("KILN_CXX", compiler("working-c++", "exec c++ \"$@\"").c_str());
@@ -238,7 +249,9 @@ TEST_F(BackgroundCompileTest, ExitingDuringACompileLeavesNoHalfWrittenLibrary) {
         for (int i = 0; i < 1000 && !fs::exists(pid_file); ++i) {
           std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
-        std::exit(fs::exists(pid_file) ? 0 : 1);
+        const bool started = fs::exists(pid_file);
+        if (dir_ != base) fs::remove_all(dir_);  // the child's own scratch folder
+        std::exit(started ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "");
   ASSERT_TRUE(fs::exists(pid_file));
