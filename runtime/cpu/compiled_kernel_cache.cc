@@ -116,13 +116,18 @@ void report(const absl::Status& status) {
                std::string(message).c_str());
 }
 
-void settle(const std::string& key, void* function) {
+// Makes `key`'s function final: the compiled loop, or null (said on stderr when a compile
+// failed). Returns it.
+void* settle(const std::string& key, const absl::StatusOr<void*>& function) {
+  report(function.status());
+  void* const loop = function.ok() ? *function : nullptr;
   KernelCache& c = kernel_cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   Entry& e = c.entries[key];
   e.state = State::kSettled;
-  e.function = function;
+  e.function = loop;
   e.source.clear();
+  return loop;
 }
 
 // The background thread: compiles the queue one at a time (the host compiler builds one
@@ -141,10 +146,7 @@ void compile_queued() {
       next = std::move(c.queue.front());
       c.queue.pop_front();
     }
-    const absl::StatusOr<void*> function =
-        compiled_function(kSimdMathInlSource, next.source, next.symbol);
-    report(function.status());
-    settle(next.key, function.ok() ? *function : nullptr);
+    settle(next.key, compiled_function(kSimdMathInlSource, next.source, next.symbol));
     {
       std::lock_guard<std::mutex> lock(c.mutex);
       --c.unfinished;
@@ -187,10 +189,7 @@ void* compiled_kernel_function(
     e.state = State::kLooking;
   }
   if (!source) source = generate(program);
-  if (!source) {
-    settle(key, nullptr);
-    return nullptr;
-  }
+  if (!source) return settle(key, nullptr);
   const absl::StatusOr<void*> function =
       compiled_function(kSimdMathInlSource, *source, symbol, /*build=*/wait);
   if (absl::IsNotFound(function.status())) {  // not built yet: the evaluator runs this launch
@@ -200,9 +199,7 @@ void* compiled_kernel_function(
     e.source = std::move(*source);
     return nullptr;
   }
-  report(function.status());
-  settle(key, function.ok() ? *function : nullptr);
-  return function.ok() ? *function : nullptr;
+  return settle(key, function);
 }
 
 void wait_for_background_compiles() {

@@ -416,10 +416,6 @@ absl::StatusOr<void*> load_or_build(const std::string& key, const std::string& p
   return load_function(*cache, stem + ".so", symbol);
 }
 
-}  // namespace
-
-namespace {
-
 std::atomic<int> mode_override{-1};  // a HostCompileMode, or -1: KILN_CPU_JIT's
 
 }  // namespace
