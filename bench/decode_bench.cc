@@ -6,8 +6,6 @@
 //   build-bench/bench/decode_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only
 #include <benchmark/benchmark.h>
 
-#include <filesystem>
-#include <string>
 #include <vector>
 
 #include "kiln/kiln.h"
@@ -49,10 +47,7 @@ void BM_LlamaDecodeStep(benchmark::State& state) {
   const int64_t capacity = state.range(0);
   kiln::samples::RandomLlamaShape shape;
   shape.context = capacity;
-  const std::string path = std::filesystem::temp_directory_path() / "kiln_decode_bench.gguf";
-  kiln::save_gguf(path, kiln::samples::random_llama_gguf(shape, 7));
-  const kiln::llm::Model model = kiln::llm::Model::load(path);
-  std::filesystem::remove(path);  // the model maps the file; its pages stay readable
+  const kiln::llm::Model model = kiln::samples::load_random_llama(shape, 7);
   kiln::llm::Session session(model, capacity);
   (void)session.prefill({42});
   for (auto _ : state) {

@@ -1,6 +1,9 @@
 #include "samples/random_llama.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <string>
 
 #include "kiln/kiln.h"
@@ -45,6 +48,16 @@ GgufFile random_llama_gguf(const RandomLlamaShape& s, uint64_t seed) {
     f.tensors[p + "ffn_down.weight"] = matrix(s.dim, s.hidden);
   }
   return f;
+}
+
+llm::Model load_random_llama(const RandomLlamaShape& shape, uint64_t seed) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("kiln_random_llama_" + std::to_string(::getpid()) + ".gguf"))
+                               .string();
+  save_gguf(path, random_llama_gguf(shape, seed));
+  llm::Model model = llm::Model::load(path);
+  std::filesystem::remove(path);
+  return model;
 }
 
 }  // namespace kiln::samples

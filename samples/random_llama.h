@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kiln/io.h"
+#include "kiln/llm.h"
 
 namespace kiln::samples {
 
@@ -26,6 +27,11 @@ struct RandomLlamaShape {
 // The metadata and tensors of a random model of `shape` (GGUF's llama names and keys,
 // docs/llm.md), the same for the same seed.
 GgufFile random_llama_gguf(const RandomLlamaShape& shape, uint64_t seed);
+
+// That model loaded by kiln::llm, from a GGUF file written to the temporary folder (its name
+// unique to this process) and removed once loaded: the model maps it, and its pages stay
+// readable.
+llm::Model load_random_llama(const RandomLlamaShape& shape, uint64_t seed);
 
 }  // namespace kiln::samples
 

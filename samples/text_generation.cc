@@ -4,12 +4,9 @@
 // a real GGUF model (`kiln generate`, samples/chat.cc).
 //
 //   build/samples/text_generation [--tokens N] [--top-k K] [--temperature T] [prompt]
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -71,12 +68,7 @@ int main(int argc, char** argv) {
     }
     kiln::samples::RandomLlamaShape shape;
     shape.context = static_cast<int64_t>(prompt.size()) + count;
-    const std::filesystem::path path =
-        std::filesystem::temp_directory_path() /
-        ("kiln_text_generation_" + std::to_string(::getpid()) + ".gguf");
-    kiln::save_gguf(path.string(), kiln::samples::random_llama_gguf(shape, 7));
-    const kiln::llm::Model model = kiln::llm::Model::load(path.string());
-    std::filesystem::remove(path);  // the model maps the file; its pages stay readable
+    const kiln::llm::Model model = kiln::samples::load_random_llama(shape, 7);
     std::printf(
         "Llama-architecture model, random weights: %lld layers, dim %lld, %lld query heads "
         "sharing %lld key/value heads, KV cache of %lld positions\n",
