@@ -5,7 +5,9 @@ For each model (one large pointwise kernel over 2M floats; all-MiniLM-L6-v2 at 8
 SmolLM2-135M-Instruct Q4_1, a 16-token prefill and a decode step) and each compile mode (the default, which compiles CPU loops in
 the background, and KILN_CPU_JIT=sync, which waits for them):
   - cold: a new, empty cache folder (KILN_CACHE_DIR);
-  - warm: a cache folder that an earlier process with KILN_CPU_JIT=sync filled.
+  - warm: a cache folder that an earlier process with KILN_CPU_JIT=sync filled;
+  - bundle (MiniLM): a new, empty cache folder, the model's compiled function loaded from a
+    bundle that an earlier process saved (docs/bundles.md).
 Each state runs --runs fresh processes; the table gives medians of their first call, their
 second, and the median of their next ten.
 
@@ -21,12 +23,12 @@ import subprocess
 import tempfile
 
 
-def run(bench, model, cache, sync):
+def run(bench, model, cache, sync, extra=()):
     env = dict(os.environ, KILN_CACHE_DIR=cache, KILN_DEVICE="cpu")
     env.pop("KILN_CPU_JIT", None)
     if sync:
         env["KILN_CPU_JIT"] = "sync"
-    out = subprocess.run([bench, model], env=env, check=True, capture_output=True,
+    out = subprocess.run([bench, model, *extra], env=env, check=True, capture_output=True,
                          text=True).stdout.split()
     return {out[i]: float(out[i + 1]) for i in range(0, len(out), 2)}
 
@@ -45,7 +47,9 @@ def main():
     print("|---|---|---|---|---|---|")
     for model in args.models.split(","):
         warm = tempfile.mkdtemp(prefix="kiln_first_call_warm_")
-        run(args.bench, model, warm, sync=True)  # fills the cache: every loop compiled
+        bundle = os.path.join(warm, "bundle") if model == "minilm" else None
+        # Fills the cache (every loop compiled) and, for MiniLM, saves the bundle.
+        run(args.bench, model, warm, sync=True, extra=(bundle,) if bundle else ())
         for sync in (False, True):
             mode = "sync" if sync else "background"
             cold = []
@@ -53,9 +57,16 @@ def main():
                 folder = tempfile.mkdtemp(prefix="kiln_first_call_cold_")
                 cold.append(run(args.bench, model, folder, sync))
                 shutil.rmtree(folder)
-            for state, results in (("cold", cold),
-                                   ("warm", [run(args.bench, model, warm, sync)
-                                             for _ in range(args.runs)])):
+            states = [("cold", cold),
+                      ("warm", [run(args.bench, model, warm, sync) for _ in range(args.runs)])]
+            if bundle:
+                from_bundle = []
+                for _ in range(args.runs):
+                    folder = tempfile.mkdtemp(prefix="kiln_first_call_bundle_")
+                    from_bundle.append(run(args.bench, "minilm-bundle", folder, sync, (bundle,)))
+                    shutil.rmtree(folder)
+                states.append(("bundle", from_bundle))
+            for state, results in states:
                 m = medians(results)
                 print(f"| {model} | {mode} | {state} | {m['first']:.1f} | {m['second']:.1f} | "
                       f"{m['later']:.1f} |", flush=True)

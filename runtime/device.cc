@@ -54,6 +54,7 @@ void register_builtin_backends() {
   cpu.device_count = []() -> absl::StatusOr<int> { return 1; };
   cpu.make = [](int) { return runtime::cpu::make_cpu_backend(); };
   cpu.setting = "cpu";
+  cpu.machine_code = runtime::cpu::cpu_machine_code_store();
   register_backend(DeviceType::CPU, std::move(cpu));
   register_backend(DeviceType::CUDA, runtime::cuda::cuda_backend_factory());
 }

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
 jobs=$(nproc)
-targets=(fuzz_trace_loader fuzz_npy fuzz_safetensors fuzz_gguf fuzz_ops)
+targets=(fuzz_trace_loader fuzz_npy fuzz_safetensors fuzz_gguf fuzz_ops fuzz_bundle)
 # -O1 with line tables, as libFuzzer's documentation builds its targets: a crash's report
 # names the lines, and the instrumented build compiles in far less time than at -O2 -g.
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON \

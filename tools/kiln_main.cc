@@ -5,6 +5,8 @@
 //                                          compile every DIR/*.cu (or every Nth, by name)
 //                                          with NVRTC to cubins, or run NVRTC's front end
 //                                          alone on each (syntax)
+//   kiln bundle DIR                         a compiled bundle's signatures, kernels and
+//                                          machine code (after checking every file)
 //   kiln info                               devices, NVRTC, SIMD target, cache location
 //   kiln generate --model M.gguf --prompt TEXT [...]   text from a language model
 //                                          (tools/generate_command.h lists the flags)
@@ -17,6 +19,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +30,7 @@
 #include "absl/strings/str_split.h"
 #include "base/cache_dir.h"
 #include "base/thread_pool.h"
+#include "jit/eval/compiled_bundle.h"
 #include "kiln/kiln.h"
 #include "runtime/cpu/simd_math.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -43,6 +47,7 @@ int usage() {
                "usage: kiln replay TRACE.json --inputs DIR --out DIR [--device cpu|cuda]\n"
                "       kiln dump TRACE.json [--format text|json|dot]\n"
                "       kiln compile-cuda DIR [--arch 80,90] [--check cubin|syntax] [--every N]\n"
+               "       kiln bundle DIR\n"
                "       kiln info\n"
                "       kiln generate --model M.gguf --prompt TEXT [--max-tokens N] ...\n");
   return 2;
@@ -182,6 +187,13 @@ int info() {
   return 0;
 }
 
+int bundle(const std::string& dir) {
+  absl::StatusOr<std::string> listing = kiln::jit::describe_bundle(dir);
+  if (!listing.ok()) throw std::runtime_error(std::string(listing.status().message()));
+  std::fputs(listing->c_str(), stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -195,6 +207,7 @@ int main(int argc, char** argv) {
     if (command == "replay") return replay(argv[2], flags);
     if (command == "dump") return dump(argv[2], flags);
     if (command == "compile-cuda") return compile_cuda(argv[2], flags);
+    if (command == "bundle" && flags.empty()) return bundle(argv[2]);
     return usage();
   } catch (const std::exception& e) {
     std::string reason = e.what();

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kiln/tensor.h"
@@ -50,10 +51,34 @@ class Compiled {
   struct State;
 
  private:
+  friend void save_compiled(const Compiled& f, const std::string& dir);
+  friend Compiled load_compiled(const std::string& dir, Fn fallback);
+
   std::shared_ptr<State> state_;
 };
 
 Compiled compile(Fn fn, CompileOptions options = {});
+
+// Bundles: a compiled function's recordings on disk, so a deployed program runs its first
+// call without recording, planning or compiling (docs/bundles.md has the format).
+//
+// save_compiled writes every replayable signature `f` has recorded into the folder `dir`
+// (made when missing; a bundle already there is replaced): its launch plans and their Kernel
+// IR, the tensors `f` captured (the weights, say), and the machine code this process has
+// compiled for those kernels (the CPU's compiled loops). It throws kiln::Error when `f` has
+// recorded nothing replayable or uses what a bundle cannot hold (a custom function or
+// kernel, a collective).
+void save_compiled(const Compiled& f, const std::string& dir);
+
+// A compiled function whose recordings come from the bundle in `dir`: a call with one of its
+// signatures replays at once (Stats::plans_built and kernels_compiled stay as they were). A
+// call with another signature records `fallback`, as compile(fallback) would; without a
+// fallback it is a kiln::Error that names the signature and the ones the bundle holds.
+// Throws kiln::Error naming the file and the reason when the bundle is missing, corrupt or
+// truncated, or was written by another version of Kiln (then, when a fallback is given, it
+// says so once on stderr and returns compile(fallback) instead). Machine code for another
+// instruction set is left out: those kernels run uncompiled, with the same bits.
+Compiled load_compiled(const std::string& dir, Fn fallback = {});
 
 }  // namespace kiln
 

@@ -48,6 +48,11 @@ class Backend {
     return run(*plan, args);
   }
 
+  // Prepares what `plan`'s kernels derive from the inputs that `constants` binds (the rest
+  // null) before its first run: a loaded bundle's captured weights, which the CPU packs for
+  // its GEMM once here rather than in the first call. Optional; runs nothing.
+  virtual void prepare(const LaunchPlan& /*plan*/, const PlanArguments& /*constants*/) {}
+
   // Waits until all work queued on the device has finished (a no-op where run() is
   // synchronous, as on the CPU).
   virtual void synchronize() {}
@@ -74,6 +79,26 @@ class SourceRenderer {
   virtual absl::Status check(const std::string& source, const std::string& name) const = 0;
 };
 
+// A kernel's compiled machine code as a bundle carries it (docs/bundles.md): the key the
+// device's compile cache files it under, and the code.
+struct MachineCode {
+  std::string key;
+  std::string code;
+};
+
+// How a device type's compiled kernels travel in bundles.
+struct MachineCodeStore {
+  // What the code runs on, e.g. the CPU compiler's flags with their instruction set: a
+  // bundle's code for another target is never installed.
+  std::function<std::string()> target;
+  // The compiled code this process holds for `program` (none while it runs uncompiled).
+  std::function<std::vector<MachineCode>(const KernelProgram& program)> code_for;
+  // Puts `code` into the device's compile cache, where the kernel's launches find it.
+  std::function<absl::Status(const MachineCode& code)> install;
+  // Waits for compiles under way, so that code_for sees their code (optional).
+  std::function<void()> finish_pending;
+};
+
 // What a device type provides to the registry.
 struct BackendFactory {
   std::string name;  // "CUDA", for messages
@@ -84,6 +109,8 @@ struct BackendFactory {
   std::function<std::unique_ptr<Backend>(int index)> make;
   // Optional: the device's kernel language.
   std::shared_ptr<const SourceRenderer> renderer;
+  // Optional: how its compiled kernels are saved into bundles and installed from them.
+  std::shared_ptr<const MachineCodeStore> machine_code;
   // How KILN_DEVICE names the type ("cuda"; "cuda:N" picks device N), and whether "auto"
   // prefers it to the CPU when its device 0 is usable.
   std::string setting;
@@ -118,6 +145,9 @@ void synchronize_all_devices();
 
 // The renderer registered for `type`, or nullptr when it has none.
 const SourceRenderer* source_renderer(DeviceType type);
+
+// The machine-code store registered for `type`, or nullptr when it has none.
+const MachineCodeStore* machine_code_store(DeviceType type);
 
 // The renderer whose source KILN_DUMP=kernels and explain_plan show: the first DeviceType
 // (in enum order) with one, or nullptr when none has. It needs no usable device.

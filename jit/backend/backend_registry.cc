@@ -77,6 +77,12 @@ class Registry {
     return e.factory ? e.factory->renderer.get() : nullptr;
   }
 
+  const MachineCodeStore* machine_code(DeviceType type) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Entry& e = entries_[slot(type)];
+    return e.factory ? e.factory->machine_code.get() : nullptr;
+  }
+
   // The factory registered for `type` (a copy: factories may be replaced meanwhile), or
   // nullopt.
   std::optional<BackendFactory> factory(DeviceType type) {
@@ -172,6 +178,10 @@ void synchronize_all_devices() {
 }
 
 const SourceRenderer* source_renderer(DeviceType type) { return registry().renderer(type); }
+
+const MachineCodeStore* machine_code_store(DeviceType type) {
+  return registry().machine_code(type);
+}
 
 const SourceRenderer* dump_source_renderer() {
   for (size_t t = 0; t < kDeviceTypes; ++t) {

@@ -1,14 +1,14 @@
 // kiln::compile: one recording per input signature, replayed without calling the function.
 #include <algorithm>
 #include <cstdlib>
-#include <deque>
 #include <mutex>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/stats_counters.h"
 #include "jit/backend/backend.h"
+#include "jit/eval/compiled_recording.h"
 #include "jit/eval/sync.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/trace.h"
@@ -23,47 +23,10 @@ namespace {
 
 using detail::Node;
 using detail::TensorAccess;
-using Signature = std::vector<int64_t>;
-
-// Where a plan input comes from on replay: argument `arg` of the call, or a buffer the
-// function captured (a constant of the recording).
-struct InputBinding {
-  int arg = -1;
-  std::shared_ptr<base::Buffer> fixed;
-};
-
-// Where an output of the function comes from on replay.
-struct OutputSource {
-  int plan_output = -1;  // the plan's output k
-  int arg = -1;          // or the call's argument (the function returned an input)
-  Tensor fixed;          // or a captured, already computed tensor
-};
-
-// One recorded signature.
-struct Recording {
-  bool replayable = false;
-  std::shared_ptr<const jit::LaunchPlan> plan;  // null when no output needed computing
-  Device device;
-  std::vector<InputBinding> inputs;  // per plan input slot
-  std::vector<double> params;
-  std::vector<ops::ValueType> output_types;  // per plan output
-  std::vector<OutputSource> outputs;         // per function output
-  std::vector<int64_t> trace_key;            // for check_every_call
-};
-
-Signature signature_of(const std::vector<Tensor>& inputs) {
-  Signature sig{static_cast<int64_t>(inputs.size())};
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) {
-      throw Error(absl::StrCat("[compile] input ", i, " is an empty (undefined) tensor"));
-    }
-    const Tensor& t = inputs[i];
-    sig.insert(sig.end(), {static_cast<int64_t>(t.dtype()), static_cast<int64_t>(t.device().type),
-                           t.device().index, static_cast<int64_t>(t.shape().size())});
-    sig.insert(sig.end(), t.shape().begin(), t.shape().end());
-  }
-  return sig;
-}
+using jit::InputBinding;
+using jit::OutputSource;
+using jit::Recording;
+using jit::Signature;
 
 bool env_check_every_call() {
   static const bool on = [] {
@@ -220,29 +183,57 @@ void check_unchanged(const Fn& fn, const Recording& rec, const std::vector<Tenso
 
 }  // namespace
 
-struct Compiled::State {
-  Fn fn;
-  CompileOptions options;
-  std::mutex mutex;
-  absl::flat_hash_map<Signature, std::shared_ptr<const Recording>> recordings;
-  std::deque<Signature> order;  // oldest first, for dropping beyond max_signatures
+namespace jit {
 
-  std::shared_ptr<const Recording> find(const Signature& sig) {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = recordings.find(sig);
-    return it == recordings.end() ? nullptr : it->second;
-  }
-
-  void add(const Signature& sig, const std::shared_ptr<const Recording>& rec) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (!recordings.emplace(sig, rec).second) return;  // another thread was first
-    order.push_back(sig);
-    while (recordings.size() > std::max<size_t>(options.max_signatures, 1)) {
-      recordings.erase(order.front());
-      order.pop_front();
+Signature signature_of(const std::vector<Tensor>& inputs) {
+  Signature sig{static_cast<int64_t>(inputs.size())};
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) {
+      throw Error(absl::StrCat("[compile] input ", i, " is an empty (undefined) tensor"));
     }
+    const Tensor& t = inputs[i];
+    sig.insert(sig.end(), {static_cast<int64_t>(t.dtype()), static_cast<int64_t>(t.device().type),
+                           t.device().index, static_cast<int64_t>(t.shape().size())});
+    sig.insert(sig.end(), t.shape().begin(), t.shape().end());
   }
-};
+  return sig;
+}
+
+std::string describe_signature(const Signature& signature) {
+  std::vector<std::string> inputs;
+  size_t at = 1;
+  for (int64_t i = 0; i < signature.front() && at + 4 <= signature.size(); ++i) {
+    const auto dtype = static_cast<DType>(signature[at]);
+    const Device device{static_cast<DeviceType>(signature[at + 1]),
+                        static_cast<int>(signature[at + 2])};
+    const auto rank = static_cast<size_t>(signature[at + 3]);
+    at += 4;
+    const ops::Shape shape(
+        signature.begin() + static_cast<int64_t>(at),
+        signature.begin() + static_cast<int64_t>(std::min(at + rank, signature.size())));
+    at += rank;
+    inputs.push_back(absl::StrCat(ops::format_type({shape, dtype}), " on ", device_name(device)));
+  }
+  return absl::StrCat("(", absl::StrJoin(inputs, ", "), ")");
+}
+
+}  // namespace jit
+
+std::shared_ptr<const Recording> Compiled::State::find(const Signature& sig) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = recordings.find(sig);
+  return it == recordings.end() ? nullptr : it->second;
+}
+
+void Compiled::State::add(const Signature& sig, const std::shared_ptr<const Recording>& rec) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!recordings.emplace(sig, rec).second) return;  // another thread was first
+  order.push_back(sig);
+  while (recordings.size() > std::max<size_t>(options.max_signatures, 1)) {
+    recordings.erase(order.front());
+    order.pop_front();
+  }
+}
 
 Compiled::Compiled(Fn fn, CompileOptions options) : state_(std::make_shared<State>()) {
   if (!fn) throw Error("[compile] the function is empty");
@@ -251,11 +242,11 @@ Compiled::Compiled(Fn fn, CompileOptions options) : state_(std::make_shared<Stat
 }
 
 std::vector<Tensor> Compiled::operator()(const std::vector<Tensor>& inputs) {
-  const Signature sig = signature_of(inputs);
+  const Signature sig = jit::signature_of(inputs);
   eval(inputs);  // a compiled call binds computed inputs
   std::shared_ptr<const Recording> rec = state_->find(sig);
   if (rec != nullptr && rec->replayable) {
-    if (state_->options.check_every_call || env_check_every_call()) {
+    if (!rec->from_bundle && (state_->options.check_every_call || env_check_every_call())) {
       check_unchanged(state_->fn, *rec, inputs);
     }
     base::counters().compiled_replays += 1;

@@ -85,6 +85,10 @@ OutputStart output_start(const LaunchPlan& plan, const std::vector<bool>& donate
 using NewKernelObserver = void (*)(const KernelProgram& program);
 void set_new_kernel_observer(NewKernelObserver observer);
 
+// `program` shared through the kernel cache, as plans share it, without counting it as a
+// kernel compiled (Stats::kernels_compiled): how a bundle's programs join this process.
+std::shared_ptr<const KernelProgram> share_program(KernelProgram program);
+
 // Plans `trace`: fusion, lowering, the kernel cache, the buffer plan.
 std::shared_ptr<const LaunchPlan> build_plan(const Trace& trace);
 

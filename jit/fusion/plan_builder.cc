@@ -144,6 +144,11 @@ OutputStart output_start(const LaunchPlan& plan, const std::vector<bool>& donate
   return last_read_here ? OutputStart::kXInPlace : OutputStart::kCopyOfX;
 }
 
+std::shared_ptr<const KernelProgram> share_program(KernelProgram program) {
+  bool added = false;
+  return kernel_cache().find_or_add(std::move(program), &added);
+}
+
 std::shared_ptr<const LaunchPlan> build_plan(const Trace& user_trace) {
   // Hand-written attention becomes attention nodes first (same node ids, same inputs and
   // parameters), so the plan runs with the user's trace's arguments.

@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "base/cache_dir.h"
@@ -37,7 +38,8 @@ enum class State {
 struct Entry {
   State state = State::kLooking;
   void* function = nullptr;
-  std::string source;  // kept from the first look until the compile is queued
+  std::string source;       // kept from the first look until the compile is queued
+  std::string library_key;  // settled with a loop: its library's key in the disk cache
 };
 
 struct Compile {
@@ -116,9 +118,10 @@ void report(const absl::Status& status) {
                std::string(message).c_str());
 }
 
-// Makes `key`'s function final: the compiled loop, or null (said on stderr when a compile
-// failed). Returns it.
-void* settle(const std::string& key, const absl::StatusOr<void*>& function) {
+// Makes `key`'s function final: the compiled loop of `source`, or null (said on stderr when a
+// compile failed). Returns it.
+void* settle(const std::string& key, const absl::StatusOr<void*>& function,
+             const std::string& source) {
   report(function.status());
   void* const loop = function.ok() ? *function : nullptr;
   KernelCache& c = kernel_cache();
@@ -127,6 +130,7 @@ void* settle(const std::string& key, const absl::StatusOr<void*>& function) {
   e.state = State::kSettled;
   e.function = loop;
   e.source.clear();
+  if (loop != nullptr) e.library_key = compiled_function_key(kSimdMathInlSource, source);
   return loop;
 }
 
@@ -146,7 +150,7 @@ void compile_queued() {
       next = std::move(c.queue.front());
       c.queue.pop_front();
     }
-    settle(next.key, compiled_function(kSimdMathInlSource, next.source, next.symbol));
+    settle(next.key, compiled_function(kSimdMathInlSource, next.source, next.symbol), next.source);
     {
       std::lock_guard<std::mutex> lock(c.mutex);
       --c.unfinished;
@@ -189,7 +193,7 @@ void* compiled_kernel_function(
     e.state = State::kLooking;
   }
   if (!source) source = generate(program);
-  if (!source) return settle(key, nullptr);
+  if (!source) return settle(key, nullptr, "");
   const absl::StatusOr<void*> function =
       compiled_function(kSimdMathInlSource, *source, symbol, /*build=*/wait);
   if (absl::IsNotFound(function.status())) {  // not built yet: the evaluator runs this launch
@@ -199,7 +203,7 @@ void* compiled_kernel_function(
     e.source = std::move(*source);
     return nullptr;
   }
-  return settle(key, function);
+  return settle(key, function, *source);
 }
 
 void wait_for_background_compiles() {
@@ -212,6 +216,17 @@ int64_t background_compiles_queued() {
   KernelCache& c = kernel_cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   return c.queued_total;
+}
+
+std::vector<std::string> compiled_library_keys(const jit::KernelProgram& program) {
+  const std::string text = absl::StrCat("\n", program.to_string());
+  KernelCache& c = kernel_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  std::vector<std::string> keys;
+  for (const auto& [key, entry] : c.entries) {
+    if (!entry.library_key.empty() && absl::EndsWith(key, text)) keys.push_back(entry.library_key);
+  }
+  return keys;
 }
 
 }  // namespace kiln::runtime::cpu

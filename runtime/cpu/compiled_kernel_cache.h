@@ -13,6 +13,10 @@
 #define KILN_RUNTIME_CPU_COMPILED_KERNEL_CACHE_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jit/fusion/kernel_ir.h"
 
 namespace kiln::runtime::cpu {
 
@@ -22,6 +26,10 @@ void wait_for_background_compiles();
 
 // Compiles queued on the background thread so far, in this process.
 int64_t background_compiles_queued();
+
+// The disk-cache keys (host_compiler.h) of the compiled loops this process has loaded for
+// `program`: what a bundle copies for it (docs/bundles.md).
+std::vector<std::string> compiled_library_keys(const jit::KernelProgram& program);
 
 }  // namespace kiln::runtime::cpu
 

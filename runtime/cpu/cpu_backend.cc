@@ -17,6 +17,7 @@
 #include "jit/backend/backend.h"
 #include "runtime/cpu/compiled_pointwise.h"
 #include "runtime/cpu/kernel_executor.h"
+#include "runtime/cpu/kernel_families.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -61,6 +62,23 @@ std::shared_ptr<base::Buffer> recycled(std::multimap<int64_t, std::shared_ptr<ba
 
 class CpuBackend final : public jit::Backend {
  public:
+  void prepare(const jit::LaunchPlan& plan, const jit::PlanArguments& constants) override {
+    absl::flat_hash_map<int, const base::Buffer*> bound;
+    for (size_t slot = 0; slot < plan.input_nodes.size(); ++slot) {
+      const base::Buffer* buffer = constants.inputs[slot].get();
+      if (buffer != nullptr && !buffer->on_device()) bound[plan.input_nodes[slot]] = buffer;
+    }
+    for (const jit::PlannedKernel& pk : plan.kernels) {
+      if (pk.program->anchor != jit::AnchorKind::kMatmul) continue;
+      std::vector<const base::Buffer*> ins;
+      for (int n : pk.launch.inputs) {
+        const auto it = bound.find(n);
+        ins.push_back(it == bound.end() ? nullptr : it->second);
+      }
+      prepare_matmul_weight(*pk.program, pk.launch, ins);
+    }
+  }
+
   std::vector<std::shared_ptr<base::Buffer>> run(const jit::LaunchPlan& plan,
                                                  const jit::PlanArguments& args) override {
     absl::flat_hash_map<int, std::shared_ptr<base::Buffer>> buffers;

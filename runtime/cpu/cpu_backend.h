@@ -12,6 +12,9 @@ namespace kiln::runtime::cpu {
 // The backend of the one CPU device.
 std::unique_ptr<jit::Backend> make_cpu_backend();
 
+// The compiled CPU kernels' libraries as bundles carry them (cpu_machine_code.cc).
+std::shared_ptr<const jit::MachineCodeStore> cpu_machine_code_store();
+
 }  // namespace kiln::runtime::cpu
 
 #endif  // KILN_RUNTIME_CPU_CPU_BACKEND_H_

@@ -478,12 +478,13 @@ int64_t packed_floats(int64_t k, int64_t n) {
 
 // From the cache when this weight was packed before; else packed now, and offered to the
 // cache when it has been seen before.
-PackedGemmB pack_gemm_b(int64_t k, int64_t n, const GemmOperand& b) {
+PackedGemmB pack_gemm_b(int64_t k, int64_t n, const GemmOperand& b, bool keep_now) {
   static const int64_t width = HWY_DYNAMIC_DISPATCH(PanelWidthImpl)();
   const PackedWeightKey key{b.data, b.version, k, n, b.row_stride, b.col_stride, b.element, width};
   bool keep = false;
   if (b.version != 0) {
     if (PackedMatrix found = find_packed_weight(key, &keep)) return PackedGemmB(found, k, n);
+    keep = keep || keep_now;
   } else {
     count_transient_pack();
   }

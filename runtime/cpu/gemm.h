@@ -54,7 +54,10 @@ class PackedGemmB {
   int64_t k_, n_;
 };
 
-PackedGemmB pack_gemm_b(int64_t k, int64_t n, const GemmOperand& b);
+// B packed for the GEMM core: from the packed-weight cache when it holds it; else packed
+// now and offered to the cache when B has been seen before, or at once with `keep_now` (a
+// weight known to be read again: a loaded bundle's).
+PackedGemmB pack_gemm_b(int64_t k, int64_t n, const GemmOperand& b, bool keep_now = false);
 
 // What the core does to C as it finishes it, so a linear layer's bias, activation and
 // residual add cost no pass of their own over the product:

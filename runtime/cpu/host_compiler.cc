@@ -451,8 +451,7 @@ absl::StatusOr<void*> compiled_function(const std::string& prelude, const std::s
                                         const std::string& symbol, bool build) {
   static std::mutex mutex, building;
   static auto* loaded = new absl::flat_hash_map<std::string, absl::StatusOr<void*>>();
-  const std::string key =
-      build_key(absl::StrCat("prelude=", prelude.size(), "\n", prelude, source));
+  const std::string key = compiled_function_key(prelude, source);
   auto known = [&]() -> std::optional<absl::StatusOr<void*>> {
     std::lock_guard<std::mutex> lock(mutex);
     if (auto it = loaded->find(key); it != loaded->end()) return it->second;
@@ -474,6 +473,38 @@ absl::StatusOr<void*> compiled_function(const std::string& prelude, const std::s
     loaded->emplace(key, function);
   }
   return function;
+}
+
+std::string host_compiler_target() { return absl::StrCat(compiler(), " ", host_compiler_flags()); }
+
+std::string compiled_function_key(const std::string& prelude, const std::string& source) {
+  return build_key(absl::StrCat("prelude=", prelude.size(), "\n", prelude, source));
+}
+
+absl::StatusOr<std::string> read_cached_library(const std::string& key) {
+  absl::StatusOr<CacheFolder> cache = cache_folder();
+  if (!cache.ok()) return cache.status();
+  const std::string path_stem = absl::StrCat(cache->dir, "/", base::cache_file_stem(key));
+  std::error_code error;
+  if (!fs::exists(path_stem + ".so", error) || read_whole_file(path_stem + ".key") != key) {
+    return absl::NotFoundError("compiled CPU kernel: not in the cache");
+  }
+  return read_whole_file(path_stem + ".so");
+}
+
+absl::Status install_cached_library(const std::string& key, const std::string& library) {
+  absl::StatusOr<CacheFolder> cache = cache_folder();
+  if (!cache.ok()) return cache.status();
+  const std::string path_stem = absl::StrCat(cache->dir, "/", base::cache_file_stem(key));
+  std::error_code error;
+  if (fs::exists(path_stem + ".so", error) && read_whole_file(path_stem + ".key") == key) {
+    return absl::OkStatus();
+  }
+  absl::Status written = base::write_file_atomically(
+      path_stem + ".so", [&](std::ostream& out) { out << library; }, 0700);
+  if (!written.ok()) return written;
+  return base::write_file_atomically(
+      path_stem + ".key", [&](std::ostream& out) { out << key; }, 0600);
 }
 
 }  // namespace kiln::runtime::cpu

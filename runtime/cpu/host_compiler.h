@@ -59,6 +59,22 @@ const std::string& host_compiler_flags();
 absl::StatusOr<void*> compiled_function(const std::string& prelude, const std::string& source,
                                         const std::string& symbol, bool build = true);
 
+// What a compiled library is built with: the compiler's command and its flags. A library
+// runs where both are the same (bundles compare it: docs/bundles.md).
+std::string host_compiler_target();
+
+// The cache key compiled_function files `source` with `prelude` under: the compiler, its
+// flags (the instruction set among them), the prelude and the source.
+std::string compiled_function_key(const std::string& prelude, const std::string& source);
+
+// Bundles (docs/bundles.md) carry compiled libraries from one cache to another. The library
+// the cache holds for `key`, as bytes (NotFound when it holds none for exactly that key).
+absl::StatusOr<std::string> read_cached_library(const std::string& key);
+// Puts `library` into the cache as the library of `key`, as a compile would: the library is
+// renamed into place whole, then its key written beside it. A library already there for the
+// key is kept.
+absl::Status install_cached_library(const std::string& key, const std::string& library);
+
 }  // namespace kiln::runtime::cpu
 
 #endif  // KILN_RUNTIME_CPU_HOST_COMPILER_H_

