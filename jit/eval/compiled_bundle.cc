@@ -22,7 +22,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,13 +60,17 @@ uint32_t crc32_of(const std::string& bytes) {
   return static_cast<uint32_t>(crc);
 }
 
+// The whole file in one read into storage of its size (a bundle's constants are the model's
+// weights: hundreds of megabytes, which a growing stream would copy several times).
 std::string read_file(const std::string& path, bool* ok) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   *ok = static_cast<bool>(in);
   if (!*ok) return {};
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
+  const std::streamoff size = in.tellg();
+  std::string bytes(size > 0 ? static_cast<size_t>(size) : 0, '\0');
+  in.seekg(0);
+  if (size > 0 && !in.read(bytes.data(), size)) *ok = false;
+  return bytes;
 }
 
 // JSON nested deeper than any bundle nests (plans.json reaches 6 levels): refused before
