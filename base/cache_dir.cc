@@ -4,7 +4,6 @@
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -20,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/checksum.h"
 
 namespace kiln::base {
 namespace {
@@ -118,9 +118,7 @@ std::string default_cache_dir() {
 }
 
 std::string cache_file_stem(const std::string& key) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  crc = crc32(crc, reinterpret_cast<const Bytef*>(key.data()), static_cast<uInt>(key.size()));
-  return absl::StrFormat("%08x_%zu", static_cast<uint32_t>(crc), key.size());
+  return absl::StrFormat("%08x_%zu", crc32_of(key), key.size());
 }
 
 absl::Status create_private_directories(const std::string& dir) {

@@ -3,23 +3,17 @@
 // checksums match so that the plan checks themselves are what refuses a bad file: a listing
 // or a status naming what is wrong, never a crash or an out-of-bounds read.
 #include <unistd.h>
-#include <zlib.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "base/checksum.h"
 #include "jit/eval/compiled_bundle.h"
 #include "kiln/error.h"
 
 namespace {
-
-uint32_t crc_of(const std::string& bytes) {
-  return static_cast<uint32_t>(crc32(crc32(0L, Z_NULL, 0),
-                                     reinterpret_cast<const Bytef*>(bytes.data()),
-                                     static_cast<uInt>(bytes.size())));
-}
 
 void write(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
@@ -40,9 +34,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         "{\"format\": \"kiln.bundle\", \"version\": " + std::to_string(kiln::jit::kBundleVersion) +
             ", \"kiln\": \"" KILN_VERSION_STRING "\", \"files\": [" +
             "{\"name\": \"plans.json\", \"bytes\": " + std::to_string(plans.size()) +
-            ", \"crc32\": " + std::to_string(crc_of(plans)) + "}, " +
+            ", \"crc32\": " + std::to_string(kiln::base::crc32_of(plans)) + "}, " +
             "{\"name\": \"constants.bin\", \"bytes\": " + std::to_string(constants.size()) +
-            ", \"crc32\": " + std::to_string(crc_of(constants)) + "}]}");
+            ", \"crc32\": " + std::to_string(kiln::base::crc32_of(constants)) + "}]}");
   try {
     (void)kiln::jit::describe_bundle(dir);
   } catch (const kiln::Error&) {

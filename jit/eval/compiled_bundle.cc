@@ -9,7 +9,6 @@
 #include "jit/eval/compiled_bundle.h"
 
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -31,6 +30,7 @@
 #include "absl/strings/str_join.h"
 #include "base/atomic_file.h"
 #include "base/buffer.h"
+#include "base/checksum.h"
 #include "jit/backend/backend.h"
 #include "jit/eval/compiled_recording.h"
 #include "jit/formats/plan_format.h"
@@ -49,16 +49,6 @@ using nlohmann::json;
 
 constexpr const char* kKilnVersion = KILN_VERSION_STRING;
 constexpr int64_t kConstantAlignment = 64;
-
-uint32_t crc32_of(const std::string& bytes) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  for (size_t at = 0; at < bytes.size();) {
-    const size_t n = std::min<size_t>(bytes.size() - at, size_t{1} << 30);
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data() + at), static_cast<uInt>(n));
-    at += n;
-  }
-  return static_cast<uint32_t>(crc);
-}
 
 // The whole file in one read into storage of its size (a bundle's constants are the model's
 // weights: hundreds of megabytes, which a growing stream would copy several times).
@@ -180,10 +170,10 @@ BundleFiles read_files(const std::string& dir, json manifest) {
     bool ok = false;
     std::string data = read_file(absl::StrCat(dir, "/", name), &ok);
     if (!ok) throw b.error(absl::StrCat(name, " is missing"));
-    if (static_cast<int64_t>(data.size()) != bytes || crc32_of(data) != crc) {
+    if (static_cast<int64_t>(data.size()) != bytes || base::crc32_of(data) != crc) {
       throw b.error(absl::StrCat(name, " is corrupt or truncated: ", data.size(),
-                                 " bytes with CRC-32 ", crc32_of(data), ", the manifest says ",
-                                 bytes, " bytes with CRC-32 ", crc));
+                                 " bytes with CRC-32 ", base::crc32_of(data),
+                                 ", the manifest says ", bytes, " bytes with CRC-32 ", crc));
     }
     b.files.emplace(name, std::move(data));
   }
@@ -317,7 +307,7 @@ class BundleWriter {
     if (!written.ok()) {
       throw Error(absl::StrCat("[save_compiled] ", dir_, ": ", written.message()));
     }
-    files_.push_back({{"name", name}, {"bytes", data.size()}, {"crc32", crc32_of(data)}});
+    files_.push_back({{"name", name}, {"bytes", data.size()}, {"crc32", base::crc32_of(data)}});
   }
 
   std::string dir_;

@@ -1,7 +1,6 @@
 #include "runtime/cuda/cubin_cache.h"
 
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -15,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/atomic_file.h"
 #include "base/cache_dir.h"
+#include "base/checksum.h"
 
 namespace kiln::runtime::cuda {
 namespace {
@@ -24,10 +24,7 @@ constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'C', 'U', 'B', 'N'};
 constexpr size_t kHeaderFixed = 8 + 4 + 4;  // magic, version, key length
 
 uint32_t checksum(const std::string& key, const std::string& cubin) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  crc = crc32(crc, reinterpret_cast<const Bytef*>(key.data()), static_cast<uInt>(key.size()));
-  crc = crc32(crc, reinterpret_cast<const Bytef*>(cubin.data()), static_cast<uInt>(cubin.size()));
-  return static_cast<uint32_t>(crc);
+  return base::crc32_of(cubin, base::crc32_of(key));
 }
 
 template <class T>

@@ -5,7 +5,6 @@
 // leaves everything as it was. (A fresh process with an empty cache loading a bundle of
 // all-MiniLM-L6-v2 is tests/samples/samples_test.cc's BundledEmbeddings test.)
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <bit>
@@ -18,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "base/checksum.h"
 #include "jit/eval/compiled_bundle.h"
 #include "jit/formats/plan_format.h"
 #include "jit/fusion/launch_plan.h"
@@ -51,12 +51,6 @@ void expect_same_bits(const Tensor& want, const Tensor& got) {
     if (std::isnan(w[i]) && std::isnan(g[i])) continue;
     ASSERT_EQ(std::bit_cast<uint32_t>(w[i]), std::bit_cast<uint32_t>(g[i])) << "element " << i;
   }
-}
-
-uint32_t crc32_of(const std::string& bytes) {
-  return static_cast<uint32_t>(crc32(crc32(0L, Z_NULL, 0),
-                                     reinterpret_cast<const Bytef*>(bytes.data()),
-                                     static_cast<uInt>(bytes.size())));
 }
 
 std::string read_text(const fs::path& path) {
@@ -212,7 +206,7 @@ TEST_F(BundleTest, PlansThatBreakTheirStructureAreRefusedByWhatIsWrong) {
     for (nlohmann::json& file : manifest["files"]) {
       if (file["name"] == "plans.json") {
         file["bytes"] = text.size();
-        file["crc32"] = crc32_of(text);
+        file["crc32"] = base::crc32_of(text);
       }
     }
     write_text(bundle / "bundle.json", manifest.dump());
