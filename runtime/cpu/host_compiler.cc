@@ -394,6 +394,13 @@ absl::StatusOr<CacheFolder> cache_folder() {
   return cache;
 }
 
+// Whether the cache holds the library of `key` at `path_stem` (.so, with its .key beside it
+// naming exactly that key: two keys may share a stem).
+bool cache_holds(const std::string& path_stem, const std::string& key) {
+  std::error_code error;
+  return fs::exists(path_stem + ".so", error) && read_whole_file(path_stem + ".key") == key;
+}
+
 // Loads the library for `key`, building it first when the cache holds none that matches
 // (or, without `build`, a NotFound status then).
 absl::StatusOr<void*> load_or_build(const std::string& key, const std::string& prelude,
@@ -404,8 +411,7 @@ absl::StatusOr<void*> load_or_build(const std::string& key, const std::string& p
   const std::string stem = base::cache_file_stem(key);
   const std::string path_stem = absl::StrCat(cache->dir, "/", stem);
   const std::string library = path_stem + ".so", key_path = path_stem + ".key";
-  std::error_code error;
-  if (!(fs::exists(library, error) && read_whole_file(key_path) == key)) {
+  if (!cache_holds(path_stem, key)) {
     if (!build) return absl::NotFoundError("compiled CPU kernel: not in the cache");
     absl::Status built = build_library(*cache, prelude, source, path_stem + ".cc", library);
     if (!built.ok()) return built;
@@ -485,8 +491,7 @@ absl::StatusOr<std::string> read_cached_library(const std::string& key) {
   absl::StatusOr<CacheFolder> cache = cache_folder();
   if (!cache.ok()) return cache.status();
   const std::string path_stem = absl::StrCat(cache->dir, "/", base::cache_file_stem(key));
-  std::error_code error;
-  if (!fs::exists(path_stem + ".so", error) || read_whole_file(path_stem + ".key") != key) {
+  if (!cache_holds(path_stem, key)) {
     return absl::NotFoundError("compiled CPU kernel: not in the cache");
   }
   return read_whole_file(path_stem + ".so");
@@ -496,10 +501,7 @@ absl::Status install_cached_library(const std::string& key, const std::string& l
   absl::StatusOr<CacheFolder> cache = cache_folder();
   if (!cache.ok()) return cache.status();
   const std::string path_stem = absl::StrCat(cache->dir, "/", base::cache_file_stem(key));
-  std::error_code error;
-  if (fs::exists(path_stem + ".so", error) && read_whole_file(path_stem + ".key") == key) {
-    return absl::OkStatus();
-  }
+  if (cache_holds(path_stem, key)) return absl::OkStatus();
   absl::Status written = base::write_file_atomically(
       path_stem + ".so", [&](std::ostream& out) { out << library; }, 0700);
   if (!written.ok()) return written;
